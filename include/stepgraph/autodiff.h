@@ -1,0 +1,19 @@
+// Reverse-mode differentiation over coarse ops: one gradient rule per op kind.
+#pragma once
+
+#include <vector>
+
+#include "stepgraph/ir.h"
+#include "stepgraph/optim.h"
+
+namespace sg {
+
+// Appends the backward ops of everything `pred` depends on, seeded with `dpred` (the gradient a
+// fused loss op wrote). Ops are visited in reverse; a tensor used by several ops gets the first
+// contribution written and the rest accumulated (`Op::accumulate`), so DAGs and shared
+// parameters work. Parameter gradients are persistent tensors "grad.<param>"; activation
+// gradients are temporaries "d.<tensor>". Returns every parameter with its gradient, in
+// parameter creation order. A parameter the loss does not depend on is an Error.
+std::vector<ParamGrad> append_backward(Program& p, TensorId pred, TensorId dpred);
+
+}  // namespace sg

@@ -1,0 +1,71 @@
+// Backends own device memory and lower a planned Program into something that runs: per op a
+// kernel or library call with its pointers bound once. The CPU backend is the reference.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stepgraph/ir.h"
+
+namespace sg {
+
+enum class Device : uint8_t { CPU, CUDA };
+const char* device_name(Device d);
+Device parse_device(const std::string& s);  // "cpu" | "cuda"
+
+// A lowered program: every op's pointers and library plans are fixed.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual void run() = 0;  // one whole step, in op order
+  virtual size_t num_ops() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string describe() const = 0;
+  virtual void* allocate(size_t bytes) = 0;  // zero-filled, 256-byte aligned
+  virtual void release(void* p) noexcept = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  // `ptrs[t]` is the address of tensor t (from the memory plan).
+  virtual std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs) = 0;
+};
+
+// An owned allocation on a backend.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend& b, size_t bytes) : b_(&b), bytes_(bytes), p_(bytes ? b.allocate(bytes) : nullptr) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(b_, o.b_);
+    std::swap(bytes_, o.bytes_);
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (p_) b_->release(p_);
+  }
+  char* data() const { return static_cast<char*>(p_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  Backend* b_ = nullptr;
+  size_t bytes_ = 0;
+  void* p_ = nullptr;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// The CUDA backend when this build has it and a device is present; otherwise an Error that says
+// which of the two is missing.
+std::unique_ptr<Backend> make_backend(Device d);
+// Whether make_backend(Device::CUDA) would succeed; if not, *why says why.
+bool cuda_available(std::string* why);
+
+}  // namespace sg

@@ -1,0 +1,65 @@
+// Run configuration from JSON: sections model, loss, optimizer, data, train. Every error names
+// the JSON path ("model.layers[1].units: expected a positive integer, got -3").
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "stepgraph/data.h"
+#include "stepgraph/loss.h"
+#include "stepgraph/nn.h"
+#include "stepgraph/optim.h"
+
+namespace sg {
+
+struct DataConfig {
+  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv
+  std::string path, x_path, y_path;        // npz/csv: path; npy: x_path + y_path
+  std::string x_key = "X", y_key = "y";    // npz member names
+  Task task = Task::Classification;
+  CsvOptions csv;
+  int64_t samples = 1000, features = 16, classes = 4, targets = 1;  // synthetic
+  double noise = 0.0;
+  uint64_t seed = 0;           // synthetic data and the train/validation split
+  double validation_split = 0.2;
+  bool shuffle = true;
+  LastBatch last_batch = LastBatch::Drop;
+  bool standardize = false;    // z-score features with the training split's mean and std
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int64_t batch_size = 64;
+  uint64_t seed = 0;
+  std::string device = "auto";  // auto | cpu | cuda
+  int64_t log_every = 100;      // progress line every N steps (0: only the summary)
+  int64_t eval_every = 0;       // validation metrics every N steps (0: at the end only)
+  int64_t checkpoint_every = 0; // checkpoint every N steps (0: at the end only)
+};
+
+struct RunConfig {
+  nlohmann::json json;  // the configuration as given, defaults filled in
+  LayerPtr model;
+  int64_t model_inputs = 0;  // model.inputs: the feature count the model expects (0: the data's)
+  LossPtr loss;
+  OptimizerPtr optimizer;
+  DataConfig data;
+  TrainConfig train;
+};
+
+// Builds every object; unknown keys and bad values are Errors naming the JSON path.
+RunConfig parse_config(const nlohmann::json& j);
+// Reads a file: unreadable files and malformed JSON (with line and column) are Errors.
+RunConfig load_config(const std::string& path);
+// The embedded default: an MLP on the digits data.
+nlohmann::json default_config();
+
+// Loads the data set a config names.
+Dataset load_data(const DataConfig& d);
+// Checks that the data fits the model: model.inputs (when given) against the data's features,
+// the model's outputs against the classes or regression targets. Errors name both sides.
+void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t model_outputs);
+
+}  // namespace sg

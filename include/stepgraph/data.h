@@ -1,0 +1,97 @@
+// Data sets, file readers, splitting and the batching rule.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stepgraph/core.h"
+
+namespace sg {
+
+enum class Task { Classification, Regression };
+const char* task_name(Task t);  // "classification" | "regression"
+
+// A whole data set in host memory.
+//   X: f32 [N, D]
+//   y: i32 [N] class labels in [0, num_classes) for classification,
+//      f32 [N, T] targets for regression.
+struct Dataset {
+  std::string name;
+  Task task = Task::Classification;
+  HostArray X;
+  HostArray y;
+  int64_t num_classes = 0;  // classification only
+
+  int64_t size() const { return X.shape().empty() ? 0 : X.shape()[0]; }
+  int64_t features() const { return X.shape().size() < 2 ? 0 : X.shape()[1]; }
+  int64_t targets() const;  // regression: T; classification: 1
+};
+
+// Checks shapes, dtypes and label range; errors name `what` (e.g. "data.path 'x.npy'").
+// For classification with num_classes == 0 the count is inferred as max(label) + 1.
+Dataset make_dataset(std::string name, Task task, HostArray X, HostArray y,
+                     int64_t num_classes = 0);
+
+// The handwritten digits (1797 8x8 images, 10 classes) from scikit-learn, embedded in the
+// library. Pixels are scaled from 0..16 to 0..1.
+Dataset load_digits();
+
+// Seeded synthetic sets. Classification: `classes` Gaussian blobs in `features` dimensions with
+// random centers (separation controls difficulty). Regression: y = sin(x·a) + x·b (+ noise),
+// `targets` outputs.
+Dataset make_classification(int64_t samples, int64_t features, int64_t classes, uint64_t seed,
+                            double separation = 3.0);
+Dataset make_regression(int64_t samples, int64_t features, int64_t targets, uint64_t seed,
+                        double noise = 0.0);
+
+// NumPy files. .npy: little-endian f4/f8/i4/i8/u1/i1/b1 (f8 and i8 converted to f32/i32, with
+// range checks), C order. .npz: zip archive of .npy files, stored or deflated.
+HostArray read_npy(const std::string& path);
+std::map<std::string, HostArray> read_npz(const std::string& path);
+void write_npy(const std::string& path, const HostArray& a);  // for tests and tools
+
+// CSV: numeric cells, optional header row (detected when the first row is not numeric),
+// label/target column(s) selected by index (negative counts from the end).
+struct CsvOptions {
+  Task task = Task::Classification;
+  int label_column = -1;   // classification: the label column
+  int num_targets = 1;     // regression: the last `num_targets` columns unless label_column set
+};
+Dataset load_csv(const std::string& path, const CsvOptions& opt);
+
+// Shuffled (seeded) split: the last ceil(N * val_fraction) samples of a permutation are the
+// validation set. val_fraction in [0, 1).
+std::pair<Dataset, Dataset> train_val_split(const Dataset& d, double val_fraction, uint64_t seed);
+
+// Rows `index` of d into a new data set (same task and classes).
+Dataset gather(const Dataset& d, const std::vector<int64_t>& index);
+
+// The batching rule. Epoch e visits a permutation of [0, N) that depends only on (seed, e)
+// (identity when shuffle is false); step s (0-based) is batch s % batches_per_epoch of epoch
+// s / batches_per_epoch. Last partial batch:
+//   drop    (default) a tail smaller than batch_size is skipped, every batch is full
+//   partial the tail is its own, smaller batch
+// Because the position depends only on the step, resuming at step s continues bit-exactly.
+enum class LastBatch { Drop, Partial };
+class BatchSampler {
+ public:
+  BatchSampler(int64_t num_samples, int64_t batch_size, bool shuffle, uint64_t seed,
+               LastBatch last = LastBatch::Drop);
+  int64_t batches_per_epoch() const;
+  std::vector<int64_t> indices(int64_t step) const;  // rows of the batch at `step`
+  std::vector<int64_t> permutation(int64_t epoch) const;
+
+ private:
+  struct PermCache;  // the current epoch's permutation (mutex-guarded; shared by copies)
+
+  int64_t n_, batch_;
+  bool shuffle_;
+  uint64_t seed_;
+  LastBatch last_;
+  std::shared_ptr<PermCache> cache_;
+};
+
+}  // namespace sg

@@ -1,0 +1,136 @@
+// The program IR: tensors with roles, and coarse ops with attributes. A whole training step
+// (forward, loss, backward, optimizer) is one Program; backends lower each op to one kernel or
+// library call.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "stepgraph/core.h"
+
+namespace sg {
+
+using TensorId = int32_t;
+constexpr TensorId kNone = -1;  // an absent optional input or output
+
+// What a tensor is for. Persistent roles live for the trainer's whole life at a fixed address
+// (the graph records pointers); the rest are planned per step by liveness.
+enum class Role : uint8_t {
+  Parameter,       // trained weights
+  Gradient,        // d loss / d parameter (persistent: the optimizer and all-reduce read them)
+  OptimizerState,  // momentum, Adam moments
+  StepScalar,      // step counter, learning rate, bias corrections, hyperparameters
+  Input,           // a fixed input slot (batch X, labels): written between steps, never reused
+  Activation,      // forward values (layer outputs, pre-activations kept for backward)
+  Temporary,       // backward values (activation gradients), loss gradient
+};
+const char* role_name(Role r);
+bool is_persistent(Role r);  // Parameter, Gradient, OptimizerState, StepScalar
+
+struct TensorInfo {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::F32;
+  Role role = Role::Activation;
+  bool live_out = false;  // read after the step (loss, logits): never reused within the step
+};
+
+enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin };
+const char* activation_name(Activation a);
+Activation parse_activation(const std::string& s);  // throws listing the allowed names
+// Whether the activation's derivative is computed from the pre-activation z (gelu, sin) rather
+// than from the output y (relu, tanh, sigmoid): decides which tensor backward keeps.
+bool activation_needs_preact(Activation a);
+
+enum class Reduction : uint8_t { Mean, Sum };
+const char* reduction_name(Reduction r);
+
+enum class OpKind : uint8_t {
+  Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
+  DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
+  Add,                  // in {A, B}                     out {Y}                  Y = A + B
+  AddBackward,          // in {dY}                       out {dA|-, dB|-}
+  SoftmaxCrossEntropy,  // in {logits[B,C], labels i32[B]}  out {loss[1], dlogits[B,C]}
+  MeanSquaredError,     // in {pred[B,T], target[B,T]}      out {loss[1], dpred[B,T]}
+  Schedule,             // in {step i32[1], hyper[2]}   out {step, sched[4]}   (step += 1, then lr)
+  SgdUpdate,            // in {hyper, sched, P..., G..., M...}  out {P..., M...}   in place
+  AdamUpdate,           // in {hyper, sched, P..., G..., M..., V...}  out {P..., M..., V...}
+};
+const char* op_kind_name(OpKind k);
+
+struct DenseAttrs {
+  Activation act = Activation::None;
+};
+struct LossAttrs {
+  Reduction reduction = Reduction::Mean;
+};
+enum class ScheduleKind : uint8_t { Constant, Step, Cosine };
+struct ScheduleAttrs {
+  ScheduleKind kind = ScheduleKind::Constant;
+  int64_t warmup_steps = 0;  // cosine: linear ramp from 0 over the first warmup_steps
+  int64_t total_steps = 0;   // cosine: steps until min_lr (stays there after)
+  double min_lr_ratio = 0;   // cosine: final lr = base * min_lr_ratio
+  int64_t step_size = 1;     // step: lr *= gamma every step_size steps
+  double gamma = 0.1;
+  double beta1 = 0, beta2 = 0;  // Adam bias corrections 1 - beta^t (0 for SGD)
+};
+struct SgdAttrs {
+  int64_t num_params = 0;
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+};
+struct AdamAttrs {
+  int64_t num_params = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool decoupled_weight_decay = false;  // AdamW
+};
+using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs>;
+
+// Indices into StepScalar tensors (the layout kernels read).
+namespace hyper {
+constexpr int kBaseLr = 0, kWeightDecay = 1, kSize = 2;
+}
+namespace sched {
+constexpr int kLr = 0, kBias1 = 1, kBias2 = 2, kStep = 3, kSize = 4;
+}
+
+struct Op {
+  OpKind kind;
+  std::string name;                // e.g. "0.dense", "backward 0.dense"
+  std::vector<TensorId> in, out;   // kNone for absent optional slots
+  std::vector<uint8_t> accumulate;  // per output: 1 = add into it (gradient accumulation)
+  OpAttrs attrs;
+
+  template <class T>
+  const T& attr() const { return std::get<T>(attrs); }
+};
+
+// A step program: tensors and ops in execution order (a topological order).
+class Program {
+ public:
+  TensorId add_tensor(TensorInfo t);
+  // Finds a tensor by name; kNone if absent.
+  TensorId find(const std::string& name) const;
+  const TensorInfo& tensor(TensorId id) const;
+  TensorInfo& tensor(TensorId id);
+  size_t num_tensors() const { return tensors_.size(); }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  void add_op(Op op);  // checks ids, shapes of known kinds, and that inputs are defined
+  const std::vector<Op>& ops() const { return ops_; }
+
+  // The op that writes `t` first (kNone-like -1 for inputs/persistent tensors never written).
+  int producer(TensorId t) const;
+
+ private:
+  void check_op(const Op& op) const;
+  std::vector<TensorInfo> tensors_;
+  std::vector<Op> ops_;
+};
+
+// A readable listing: one line per op with its tensors' names and shapes.
+std::string print_program(const Program& p);
+
+}  // namespace sg

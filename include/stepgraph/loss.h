@@ -1,0 +1,61 @@
+// Losses emit one fused op producing the loss value and the gradient of the prediction.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "stepgraph/data.h"
+#include "stepgraph/nn.h"
+
+namespace sg {
+
+struct LossOutputs {
+  TensorId loss = kNone;   // f32 [1]
+  TensorId dpred = kNone;  // d loss / d prediction, the seed of backward
+};
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target) const = 0;
+  // The target slot for a prediction of shape `pred`.
+  virtual Shape target_shape(const Shape& pred) const = 0;
+  virtual DType target_dtype() const = 0;
+  virtual Task task() const = 0;
+  virtual std::string describe() const = 0;
+  Reduction reduction() const { return reduction_; }
+  // The seed's infer_grad_scale: the factor the loss puts on each element's gradient
+  // (1/B for mean cross-entropy, 1/(B*T) for mean squared error, 1 for sum).
+  virtual double grad_scale(const Shape& pred) const = 0;
+
+ protected:
+  explicit Loss(Reduction r) : reduction_(r) {}
+  Reduction reduction_;
+};
+using LossPtr = std::shared_ptr<Loss>;
+
+// Softmax + cross-entropy on logits [B, C] with integer labels [B]; mean over the batch or sum.
+class SoftmaxCrossEntropy : public Loss {
+ public:
+  explicit SoftmaxCrossEntropy(Reduction r = Reduction::Mean) : Loss(r) {}
+  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target) const override;
+  Shape target_shape(const Shape& pred) const override { return {pred[0]}; }
+  DType target_dtype() const override { return DType::I32; }
+  Task task() const override { return Task::Classification; }
+  std::string describe() const override;
+  double grad_scale(const Shape& pred) const override;
+};
+
+// Squared error on [B, T] predictions; mean over all B*T elements (as PyTorch) or sum.
+class MeanSquaredError : public Loss {
+ public:
+  explicit MeanSquaredError(Reduction r = Reduction::Mean) : Loss(r) {}
+  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target) const override;
+  Shape target_shape(const Shape& pred) const override { return pred; }
+  DType target_dtype() const override { return DType::F32; }
+  Task task() const override { return Task::Regression; }
+  std::string describe() const override;
+  double grad_scale(const Shape& pred) const override;
+};
+
+}  // namespace sg

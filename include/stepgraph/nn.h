@@ -1,0 +1,128 @@
+// Layers are builders: given an input tensor they emit coarse ops into a Program and return the
+// output tensor. Parameters belong to the layer object, so a layer used twice shares them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stepgraph/ir.h"
+
+namespace sg {
+
+// Weight initialisation (biases start at zero).
+//   he:     N(0, 2 / fan_in)                      (Kaiming normal, for relu/gelu layers)
+//   xavier: U(-a, a), a = sqrt(6 / (fan_in + fan_out))   (Glorot uniform)
+//   normal: N(0, std^2)
+//   zeros
+struct Init {
+  enum class Kind : uint8_t { He, Xavier, Normal, Zeros };
+  Kind kind = Kind::He;
+  double std = 0.0;  // normal only
+
+  static Init he() { return {Kind::He, 0}; }
+  static Init xavier() { return {Kind::Xavier, 0}; }
+  static Init normal(double std) { return {Kind::Normal, std}; }
+  static Init zeros() { return {Kind::Zeros, 0}; }
+  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros"
+};
+
+// How a parameter is initialised: its (fixed) name, shape and rule.
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  Init init;
+  int64_t fan_in = 1, fan_out = 1;
+};
+// Fills the parameter deterministically from (seed, name): adding a layer does not change the
+// initial values of the others.
+HostArray init_parameter(const ParamSpec& spec, uint64_t seed);
+
+// Emission context: the program under construction and the parameter registry.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(Program& p) : p_(p) {}
+  Program& program() { return p_; }
+
+  // The parameter `local` of layer `owner`: created (named `name`) on first use, the same tensor
+  // on every later use by the same owner.
+  TensorId parameter(const void* owner, const std::string& local, const std::string& name,
+                     const Shape& shape, Init init, int64_t fan_in, int64_t fan_out);
+  // A new tensor with a unique name derived from `base`.
+  TensorId tensor(const std::string& base, Shape shape, Role role, DType dtype = DType::F32);
+  std::string unique_name(const std::string& base) const;
+
+  const std::vector<ParamSpec>& param_specs() const { return specs_; }
+
+ private:
+  Program& p_;
+  std::map<std::pair<const void*, std::string>, TensorId> owned_;
+  std::vector<ParamSpec> specs_;
+};
+
+inline std::string join_name(const std::string& prefix, const std::string& local) {
+  return prefix.empty() ? local : prefix + "." + local;
+}
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // Emits this layer's ops for input x and returns the output. `prefix` names its parameters
+  // ("0" → "0.weight"). Checks the input shape and says what was expected.
+  virtual TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) = 0;
+  // One line of hyperparameters, e.g. "dense(256, relu, init=he, bias)".
+  virtual std::string describe() const = 0;
+};
+using LayerPtr = std::shared_ptr<Layer>;
+
+class Dense : public Layer {
+ public:
+  // init defaults to he for relu/gelu and xavier otherwise.
+  Dense(int64_t units, Activation act = Activation::None, std::optional<Init> init = std::nullopt,
+        bool bias = true);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+  int64_t units() const { return units_; }
+
+ private:
+  int64_t units_;
+  Activation act_;
+  Init init_;
+  bool bias_;
+};
+
+class Sequential : public Layer {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<LayerPtr> layers);
+  Sequential& add(LayerPtr layer);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+  const std::vector<LayerPtr>& layers() const { return layers_; }
+
+ private:
+  std::vector<LayerPtr> layers_;
+};
+
+// y = x + body(x): the body must keep the width. Makes the program a DAG (x has two consumers).
+class Residual : public Layer {
+ public:
+  explicit Residual(LayerPtr body);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  LayerPtr body_;
+};
+
+// Short constructors for readable model definitions:
+//   auto model = sg::sequential({sg::dense(256, Activation::ReLU), sg::dense(11)});
+std::shared_ptr<Dense> dense(int64_t units, Activation act = Activation::None,
+                             std::optional<Init> init = std::nullopt, bool bias = true);
+std::shared_ptr<Sequential> sequential(std::vector<LayerPtr> layers);
+std::shared_ptr<Residual> residual(LayerPtr body);
+
+}  // namespace sg

@@ -1,0 +1,38 @@
+// The capture plan: every tensor of a step gets a fixed offset before anything runs.
+// Persistent tensors (parameters, gradients, optimizer state, step scalars) are laid out once in
+// the persistent region and never move; the rest share the transient region by liveness.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stepgraph/ir.h"
+
+namespace sg {
+
+constexpr size_t kArenaAlign = 256;
+
+struct Placement {
+  enum class Region : uint8_t { Persistent, Transient };
+  Region region = Region::Transient;
+  size_t offset = 0;
+  size_t bytes = 0;
+  int first = 0, last = 0;  // live over ops [first, last]; inputs and live_out: whole step
+};
+
+struct MemoryPlan {
+  std::vector<Placement> at;         // per tensor id
+  size_t persistent_bytes = 0;
+  size_t transient_bytes = 0;        // the transient region's peak
+  size_t transient_unshared = 0;     // what the transient tensors would take without reuse
+  size_t peak_bytes() const { return persistent_bytes + transient_bytes; }
+};
+
+// Liveness-based first-fit placement (ggml-alloc style): an op's outputs are placed before its
+// dead inputs are freed, so no op's output aliases its input. Offsets are 256-byte aligned.
+MemoryPlan plan_memory(const Program& p);
+
+// Human-readable summary: region sizes and the largest tensors.
+std::string describe_plan(const Program& p, const MemoryPlan& plan);
+
+}  // namespace sg

@@ -1,0 +1,50 @@
+// A whole training run from a configuration: data, trainer, loop, progress, metrics file,
+// checkpoint and summary. The CLI's `train` and `eval` are thin wrappers around these.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "stepgraph/config.h"
+#include "stepgraph/trainer.h"
+
+namespace sg {
+
+struct RunOptions {
+  std::optional<int64_t> steps;       // overrides train.steps (the run's total step count)
+  std::optional<std::string> device;  // overrides train.device: auto | cpu | cuda
+  std::optional<uint64_t> seed;       // overrides train.seed
+  std::string out_dir;                // metrics.jsonl, checkpoint.safetensors, config.json
+  std::string resume;                 // checkpoint to continue from (steps continue its count)
+  bool json = false;                  // every output line a JSON object
+  std::ostream* out = nullptr;        // progress and summary (default std::cout)
+};
+
+// The run's result; also the last line printed (as JSON with --json).
+struct RunSummary {
+  int64_t steps = 0;          // optimizer steps taken in total
+  double final_loss = 0;      // loss of the last step
+  double us_per_step = 0;     // wall time per step of this run's loop
+  std::string task;           // classification | regression
+  double val_loss = 0;
+  double val_accuracy = 0;    // classification ("accuracy" in the JSON summary)
+  double train_accuracy = 0;
+  int64_t val_size = 0;
+  std::string device;
+  std::string checkpoint;     // path written, if any
+  nlohmann::json to_json() const;
+};
+
+// Picks the backend: "auto" means CUDA when available, otherwise CPU with *note saying why.
+Device choose_device(const std::string& requested, std::string* note);
+
+RunSummary train_run(const RunConfig& cfg, const RunOptions& opt);
+
+// Evaluates a checkpoint on the config's validation split (and training split).
+RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt);
+
+}  // namespace sg

@@ -1,0 +1,105 @@
+// The Trainer: builds the whole step (forward → loss → backward → optimizer) as one Program,
+// plans its memory, lowers it on a backend and runs it over fixed buffers.
+//
+//   sg::Trainer t(model, loss, optimizer, sg::Device::CPU);
+//   t.compile({64, 128});
+//   float l = t.one_step(X, y);
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "stepgraph/backend.h"
+#include "stepgraph/loss.h"
+#include "stepgraph/nn.h"
+#include "stepgraph/optim.h"
+#include "stepgraph/plan.h"
+
+namespace sg {
+
+struct EvalResult {
+  double loss = 0;      // over all rows, with the loss's reduction (mean: per row / element)
+  double accuracy = 0;  // classification only: fraction of rows whose argmax is the label
+  int64_t count = 0;
+};
+
+class Trainer {
+ public:
+  // `seed` fixes the initial parameters (per parameter name) and is kept in checkpoints.
+  Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device device = Device::CPU,
+          uint64_t seed = 0);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Builds, plans and lowers the step for inputs of shape {B, D}. The first compile creates and
+  // initialises parameters and optimizer state; later compiles (another batch size) reuse them.
+  void compile(const Shape& input_shape);
+  bool is_compiled() const { return current_ != nullptr; }
+  const Shape& input_shape() const;
+
+  // The seed's workflow: copy a batch into the input slots and run one step; returns the loss.
+  float one_step(const HostArray& X, const HostArray& y);
+  void set_batch(const HostArray& X, const HostArray& y);
+  void launch();
+  float loss() const;        // the last step's loss
+  HostArray logits() const;  // the last step's predictions [B, out]
+
+  // Forward (+ loss) only, in batches of the compiled size; parameters are not changed.
+  HostArray predict(const HostArray& X);
+  EvalResult evaluate(const HostArray& X, const HostArray& y);
+
+  // Parameters by name ("0.weight" [out, in], "0.bias" [out], ...).
+  std::map<std::string, HostArray> params() const;
+  // Writes the given parameters in place (no new plan). Every name must exist with the right
+  // shape; on any mismatch nothing is written.
+  void set_params(const std::map<std::string, HostArray>& values);
+
+  // The base learning rate lives in the step-scalar buffer: changing it needs no recompile.
+  void set_lr(double lr);
+  double lr() const;
+  int64_t step() const;  // optimizer steps taken
+  uint64_t seed() const { return seed_; }
+
+  // Checkpoint (safetensors): parameters, optimizer state, step scalars and the seed; written
+  // atomically. load() validates the whole file before changing anything.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+  std::string explain() const;
+  int64_t launch_count() const { return launches_; }
+  int64_t compile_count() const { return compiles_; }
+  // Drops every compiled step (parameters and optimizer state are kept).
+  void invalidate();
+
+  const Program& program() const;
+  const MemoryPlan& plan() const;
+  Backend& backend() { return *backend_; }
+  const LayerPtr& model() const { return model_; }
+  const LossPtr& loss_fn() const { return loss_; }
+  const OptimizerPtr& optimizer() const { return optimizer_; }
+
+ private:
+  struct Variant;
+  struct Persistent;
+  std::unique_ptr<Variant> build_variant(const Shape& input_shape, bool training);
+  Variant& eval_variant(int64_t batch);
+  void init_persistent(const Program& p, const MemoryPlan& plan, const std::vector<ParamSpec>& specs);
+  void check_batch(const Variant& v, const HostArray& X, const HostArray& y) const;
+  void upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0, int64_t rows);
+  HostArray read_tensor(const std::string& name) const;
+  void write_tensor(const std::string& name, const HostArray& a);
+
+  LayerPtr model_;
+  LossPtr loss_;
+  OptimizerPtr optimizer_;
+  uint64_t seed_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Persistent> persistent_;
+  std::map<int64_t, std::unique_ptr<Variant>> train_variants_, eval_variants_;
+  Variant* current_ = nullptr;
+  int64_t launches_ = 0, compiles_ = 0;
+};
+
+}  // namespace sg

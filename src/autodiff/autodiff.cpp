@@ -1,0 +1,116 @@
+#include "stepgraph/autodiff.h"
+
+namespace sg {
+
+namespace {
+
+class Differentiator {
+ public:
+  Differentiator(Program& p, size_t num_forward_ops)
+      : p_(p), n_fwd_(num_forward_ops), grad_(p.num_tensors(), kNone),
+        written_(p.num_tensors(), false), needs_(p.num_tensors(), false) {}
+
+  std::vector<ParamGrad> run(TensorId pred, TensorId dpred) {
+    mark_needs_grad();
+    SG_REQUIRE(needs_[pred], "the prediction '", p_.tensor(pred).name,
+               "' does not depend on any parameter: nothing to train");
+    set_grad(pred, dpred);
+    written_[pred] = true;
+    for (size_t i = n_fwd_; i-- > 0;) {
+      const Op op = p_.ops()[i];  // copy: emitting ops may reallocate the op list
+      if (op.out.empty() || op.out[0] == kNone || grad_[op.out[0]] == kNone) continue;
+      switch (op.kind) {
+        case OpKind::Dense: dense(op); break;
+        case OpKind::Add: add(op); break;
+        default:
+          throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
+                          ") has no gradient rule and cannot be in a forward pass"));
+      }
+    }
+    std::vector<ParamGrad> out;
+    for (size_t t = 0; t < p_.num_tensors(); ++t) {
+      if (p_.tensor(static_cast<TensorId>(t)).role != Role::Parameter) continue;
+      SG_REQUIRE(grad_[t] != kNone, "parameter '", p_.tensor(static_cast<TensorId>(t)).name,
+                 "' does not affect the loss");
+      out.push_back({static_cast<TensorId>(t), grad_[t]});
+    }
+    return out;
+  }
+
+ private:
+  // A tensor needs a gradient if it is a parameter or computed from one.
+  void mark_needs_grad() {
+    for (size_t t = 0; t < p_.num_tensors(); ++t)
+      needs_[t] = p_.tensor(static_cast<TensorId>(t)).role == Role::Parameter;
+    for (size_t i = 0; i < n_fwd_; ++i) {
+      const Op& op = p_.ops()[i];
+      bool any = false;
+      for (TensorId t : op.in) any = any || (t != kNone && needs_[t]);
+      for (TensorId t : op.out)
+        if (t != kNone) needs_[t] = any;
+    }
+  }
+
+  void set_grad(TensorId t, TensorId g) { grad_.resize(p_.num_tensors(), kNone), grad_[t] = g; }
+
+  // The gradient slot for input `t` of a backward op, or kNone if `t` needs none. Sets *acc when
+  // an earlier backward op already wrote it.
+  TensorId slot(TensorId t, uint8_t* acc) {
+    *acc = 0;
+    if (t == kNone || !needs_[t]) return kNone;
+    if (grad_[t] == kNone) {
+      const TensorInfo info = p_.tensor(t);
+      bool param = info.role == Role::Parameter;
+      TensorId g = p_.add_tensor({(param ? "grad." : "d.") + info.name, info.shape, info.dtype,
+                                  param ? Role::Gradient : Role::Temporary});
+      grad_.resize(p_.num_tensors(), kNone);
+      written_.resize(p_.num_tensors(), false);
+      needs_.resize(p_.num_tensors(), false);
+      grad_[t] = g;
+    }
+    *acc = written_[t] ? 1 : 0;
+    written_[t] = true;
+    return grad_[t];
+  }
+
+  // d(act(X W^T + b)): one coarse op computes dX, dW and db.
+  void dense(const Op& op) {
+    Op b;
+    b.kind = OpKind::DenseBackward;
+    b.name = "backward " + op.name;
+    b.attrs = op.attrs;
+    b.in = {grad_[op.out[0]], op.in[0], op.in[1], op.out[0], op.out[1]};
+    b.out.resize(3);
+    b.accumulate.resize(3);
+    for (int k = 0; k < 3; ++k) b.out[k] = slot(op.in[k], &b.accumulate[k]);
+    p_.add_op(std::move(b));
+  }
+
+  // d(A + B) = dY to both.
+  void add(const Op& op) {
+    Op b;
+    b.kind = OpKind::AddBackward;
+    b.name = "backward " + op.name;
+    b.in = {grad_[op.out[0]]};
+    b.out.resize(2);
+    b.accumulate.resize(2);
+    for (int k = 0; k < 2; ++k) b.out[k] = slot(op.in[k], &b.accumulate[k]);
+    p_.add_op(std::move(b));
+  }
+
+  Program& p_;
+  size_t n_fwd_;
+  std::vector<TensorId> grad_;
+  std::vector<bool> written_, needs_;
+};
+
+}  // namespace
+
+std::vector<ParamGrad> append_backward(Program& p, TensorId pred, TensorId dpred) {
+  // Forward ops are those before the op that writes dpred (the fused loss op).
+  int loss_op = p.producer(dpred);
+  SG_ASSERT(loss_op >= 0);
+  return Differentiator(p, static_cast<size_t>(loss_op)).run(pred, dpred);
+}
+
+}  // namespace sg

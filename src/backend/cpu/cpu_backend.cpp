@@ -1,0 +1,139 @@
+// The CPU reference backend: host memory, and per op a closure over its bound pointers.
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "stepgraph/backend.h"
+
+namespace sg {
+
+namespace {
+
+class CpuExecutable : public Executable {
+ public:
+  explicit CpuExecutable(std::vector<std::function<void()>> steps) : steps_(std::move(steps)) {}
+  void run() override {
+    for (auto& s : steps_) s();
+  }
+  size_t num_ops() const override { return steps_.size(); }
+
+ private:
+  std::vector<std::function<void()>> steps_;
+};
+
+class CpuBackend : public Backend {
+ public:
+  Device device() const override { return Device::CPU; }
+  std::string describe() const override { return "cpu (reference kernels, double accumulation)"; }
+
+  void* allocate(size_t bytes) override {
+    size_t rounded = (bytes + 255) / 256 * 256;
+    void* p = std::aligned_alloc(256, rounded ? rounded : 256);
+    SG_REQUIRE(p, "cpu backend: out of memory allocating ", bytes, " bytes");
+    std::memset(p, 0, rounded);
+    return p;
+  }
+  void release(void* p) noexcept override { std::free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+
+  std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs) override {
+    std::vector<std::function<void()>> steps;
+    for (const Op& op : p.ops()) steps.push_back(lower_op(p, op, ptrs));
+    return std::make_unique<CpuExecutable>(std::move(steps));
+  }
+
+ private:
+  static std::function<void()> lower_op(const Program& p, const Op& op,
+                                        const std::vector<void*>& ptrs) {
+    auto f = [&](TensorId t) { return t == kNone ? nullptr : static_cast<float*>(ptrs[t]); };
+    auto i32 = [&](TensorId t) { return static_cast<int32_t*>(ptrs[t]); };
+    auto dim = [&](TensorId t, size_t k) { return p.tensor(t).shape[k]; };
+    auto count = [&](TensorId t) { return numel(p.tensor(t).shape); };
+    const auto& in = op.in;
+    const auto& out = op.out;
+    switch (op.kind) {
+      case OpKind::Dense: {
+        auto [X, W, b, Y, Z] = std::make_tuple(f(in[0]), f(in[1]), f(in[2]), f(out[0]), f(out[1]));
+        int64_t B = dim(in[0], 0), I = dim(in[0], 1), O = dim(in[1], 0);
+        Activation act = op.attr<DenseAttrs>().act;
+        return [=] { cpu::dense_forward(X, W, b, Y, Z, B, I, O, act); };
+      }
+      case OpKind::DenseBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]), *W = f(in[2]), *Y = f(in[3]), *Z = f(in[4]);
+        float *dX = f(out[0]), *dW = f(out[1]), *db = f(out[2]);
+        int64_t B = dim(in[1], 0), I = dim(in[1], 1), O = dim(in[2], 0);
+        Activation act = op.attr<DenseAttrs>().act;
+        bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
+        return [=] { cpu::dense_backward(dY, X, W, Y, Z, dX, dW, db, B, I, O, act, ax, aw, ab); };
+      }
+      case OpKind::Add: {
+        const float *A = f(in[0]), *B = f(in[1]);
+        float* Y = f(out[0]);
+        int64_t n = count(out[0]);
+        return [=] { cpu::add(A, B, Y, n); };
+      }
+      case OpKind::AddBackward: {
+        const float* dY = f(in[0]);
+        float *dA = f(out[0]), *dB = f(out[1]);
+        int64_t n = count(in[0]);
+        bool aa = op.accumulate[0], ab = op.accumulate[1];
+        return [=] { cpu::add_backward(dY, dA, dB, n, aa, ab); };
+      }
+      case OpKind::SoftmaxCrossEntropy: {
+        const float* z = f(in[0]);
+        const int32_t* y = i32(in[1]);
+        float *loss = f(out[0]), *dz = f(out[1]);
+        int64_t B = dim(in[0], 0), C = dim(in[0], 1);
+        Reduction r = op.attr<LossAttrs>().reduction;
+        return [=] { cpu::softmax_cross_entropy(z, y, loss, dz, B, C, r); };
+      }
+      case OpKind::MeanSquaredError: {
+        const float *pred = f(in[0]), *tgt = f(in[1]);
+        float *loss = f(out[0]), *dp = f(out[1]);
+        int64_t B = dim(in[0], 0), T = count(in[0]) / B;
+        Reduction r = op.attr<LossAttrs>().reduction;
+        return [=] { cpu::mean_squared_error(pred, tgt, loss, dp, B, T, r); };
+      }
+      case OpKind::Schedule: {
+        int32_t* step = i32(out[0]);
+        const float* hyper = f(in[1]);
+        float* sched = f(out[1]);
+        ScheduleAttrs a = op.attr<ScheduleAttrs>();
+        return [=] { cpu::schedule(step, hyper, sched, a); };
+      }
+      case OpKind::SgdUpdate:
+      case OpKind::AdamUpdate: {
+        // in {hyper, sched, P..., G..., M..., [V...]}
+        const bool adam = op.kind == OpKind::AdamUpdate;
+        const int64_t n = adam ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
+        const bool has_m = adam || op.attr<SgdAttrs>().momentum != 0.0;
+        std::vector<cpu::ParamSlice> slices;
+        for (int64_t k = 0; k < n; ++k) {
+          cpu::ParamSlice s{};
+          s.p = f(in[2 + k]);
+          s.g = f(in[2 + n + k]);
+          s.m = has_m ? f(in[2 + 2 * n + k]) : nullptr;
+          s.v = adam ? f(in[2 + 3 * n + k]) : nullptr;
+          s.n = count(in[2 + k]);
+          slices.push_back(s);
+        }
+        const float *hyper = f(in[0]), *sched = f(in[1]);
+        if (adam) {
+          AdamAttrs a = op.attr<AdamAttrs>();
+          return [=] { cpu::adam_update(slices, hyper, sched, a); };
+        }
+        SgdAttrs a = op.attr<SgdAttrs>();
+        return [=] { cpu::sgd_update(slices, hyper, sched, a); };
+      }
+    }
+    throw Error(cat("cpu backend: no kernel for op '", op.name, "'"));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace sg

@@ -1,0 +1,180 @@
+#include "backend/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/activation_math.h"
+
+namespace sg::cpu {
+
+namespace {
+inline void store(float* out, double v, bool acc) { *out = acc ? static_cast<float>(*out + v) : static_cast<float>(v); }
+}  // namespace
+
+void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
+                   int64_t I, int64_t O, Activation act) {
+  for (int64_t r = 0; r < B; ++r) {
+    const float* x = X + r * I;
+    for (int64_t o = 0; o < O; ++o) {
+      const float* w = W + o * I;
+      double s = b ? b[o] : 0.0;
+      for (int64_t i = 0; i < I; ++i) s += static_cast<double>(x[i]) * w[i];
+      // Rounding z to float first makes the activation see exactly what Z stores.
+      float z = static_cast<float>(s);
+      if (Z) Z[r * O + o] = z;
+      Y[r * O + o] = static_cast<float>(act_forward<double>(act, z));
+    }
+  }
+}
+
+void dense_backward(const float* dY, const float* X, const float* W, const float* Y,
+                    const float* Z, float* dX, float* dW, float* db, int64_t B, int64_t I,
+                    int64_t O, Activation act, bool acc_dx, bool acc_dw, bool acc_db) {
+  // dZ in double: the reference keeps full precision between the fused stages.
+  std::vector<double> dZ(static_cast<size_t>(B * O));
+  for (int64_t k = 0; k < B * O; ++k)
+    dZ[k] = dY[k] * act_derivative<double>(act, Y[k], Z ? Z[k] : 0.0f);
+  if (db) {
+    for (int64_t o = 0; o < O; ++o) {
+      double s = 0;
+      for (int64_t r = 0; r < B; ++r) s += dZ[r * O + o];
+      store(db + o, s, acc_db);
+    }
+  }
+  if (dW) {
+    std::vector<double> row(static_cast<size_t>(I));
+    for (int64_t o = 0; o < O; ++o) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t r = 0; r < B; ++r) {
+        double d = dZ[r * O + o];
+        if (d == 0.0) continue;
+        const float* x = X + r * I;
+        for (int64_t i = 0; i < I; ++i) row[i] += d * x[i];
+      }
+      for (int64_t i = 0; i < I; ++i) store(dW + o * I + i, row[i], acc_dw);
+    }
+  }
+  if (dX) {
+    std::vector<double> row(static_cast<size_t>(I));
+    for (int64_t r = 0; r < B; ++r) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t o = 0; o < O; ++o) {
+        double d = dZ[r * O + o];
+        if (d == 0.0) continue;
+        const float* w = W + o * I;
+        for (int64_t i = 0; i < I; ++i) row[i] += d * w[i];
+      }
+      for (int64_t i = 0; i < I; ++i) store(dX + r * I + i, row[i], acc_dx);
+    }
+  }
+}
+
+void add(const float* A, const float* B, float* Y, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) Y[k] = A[k] + B[k];
+}
+
+void add_backward(const float* dY, float* dA, float* dB, int64_t n, bool acc_a, bool acc_b) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (dA) store(dA + k, dY[k], acc_a);
+    if (dB) store(dB + k, dY[k], acc_b);
+  }
+}
+
+void softmax_cross_entropy(const float* logits, const int32_t* labels, float* loss,
+                           float* dlogits, int64_t B, int64_t C, Reduction r) {
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(B) : 1.0;
+  double total = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const float* z = logits + i * C;
+    int32_t y = labels[i];
+    SG_REQUIRE(y >= 0 && y < C, "softmax_cross_entropy: label ", y, " of row ", i,
+               " is outside [0, ", C, ")");
+    double mx = z[0];
+    for (int64_t c = 1; c < C; ++c) mx = std::max(mx, static_cast<double>(z[c]));
+    double se = 0;
+    for (int64_t c = 0; c < C; ++c) se += std::exp(z[c] - mx);
+    double lse = mx + std::log(se);
+    total += lse - z[y];
+    for (int64_t c = 0; c < C; ++c) {
+      double p = std::exp(z[c] - lse);
+      dlogits[i * C + c] = static_cast<float>((p - (c == y ? 1.0 : 0.0)) * scale);
+    }
+  }
+  *loss = static_cast<float>(total * scale);
+}
+
+void mean_squared_error(const float* pred, const float* target, float* loss, float* dpred,
+                        int64_t B, int64_t T, Reduction r) {
+  const int64_t n = B * T;
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(n) : 1.0;
+  double total = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    double d = static_cast<double>(pred[k]) - target[k];
+    total += d * d;
+    dpred[k] = static_cast<float>(2.0 * d * scale);
+  }
+  *loss = static_cast<float>(total * scale);
+}
+
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a) {
+  const int32_t t = ++step[0];
+  const double base = hyper[hyper::kBaseLr];
+  double lr = base;
+  switch (a.kind) {
+    case ScheduleKind::Constant: break;
+    case ScheduleKind::Step: lr = base * std::pow(a.gamma, static_cast<double>((t - 1) / a.step_size)); break;
+    case ScheduleKind::Cosine:
+      if (t <= a.warmup_steps) {
+        lr = base * t / static_cast<double>(a.warmup_steps);
+      } else {
+        double span = static_cast<double>(std::max<int64_t>(a.total_steps - a.warmup_steps, 1));
+        double prog = std::min(1.0, (t - a.warmup_steps) / span);
+        double lo = base * a.min_lr_ratio;
+        lr = lo + (base - lo) * 0.5 * (1.0 + std::cos(3.141592653589793 * prog));
+      }
+      break;
+  }
+  sched[sched::kLr] = static_cast<float>(lr);
+  sched[sched::kBias1] = static_cast<float>(1.0 - std::pow(a.beta1, t));
+  sched[sched::kBias2] = static_cast<float>(1.0 - std::pow(a.beta2, t));
+  sched[sched::kStep] = static_cast<float>(t);
+}
+
+void sgd_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
+                const SgdAttrs& a) {
+  const double lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
+  const bool first = sched[sched::kStep] <= 1.0f;
+  for (const ParamSlice& s : ps) {
+    for (int64_t k = 0; k < s.n; ++k) {
+      double g = s.g[k] + wd * s.p[k];
+      if (a.momentum != 0.0) {
+        double buf = first ? g : a.momentum * s.m[k] + (1.0 - a.dampening) * g;
+        s.m[k] = static_cast<float>(buf);
+        g = a.nesterov ? g + a.momentum * buf : buf;
+      }
+      s.p[k] = static_cast<float>(s.p[k] - lr * g);
+    }
+  }
+}
+
+void adam_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
+                 const AdamAttrs& a) {
+  const double lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
+  const double bc1 = sched[sched::kBias1], bc2 = sched[sched::kBias2];
+  const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+  for (const ParamSlice& s : ps) {
+    for (int64_t k = 0; k < s.n; ++k) {
+      double p = s.p[k], g = s.g[k];
+      if (a.decoupled_weight_decay) p *= 1.0 - lr * wd;
+      else g += wd * p;
+      double m = a.beta1 * s.m[k] + (1.0 - a.beta1) * g;
+      double v = a.beta2 * s.v[k] + (1.0 - a.beta2) * g * g;
+      s.m[k] = static_cast<float>(m);
+      s.v[k] = static_cast<float>(v);
+      p -= step_size * m / (std::sqrt(v) / bc2_sqrt + a.eps);
+      s.p[k] = static_cast<float>(p);
+    }
+  }
+}
+
+}  // namespace sg::cpu

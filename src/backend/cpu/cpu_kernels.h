@@ -1,0 +1,40 @@
+// CPU reference kernels: one per op kind, double accumulation, plain loops. Layouts as ir.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stepgraph/ir.h"
+
+namespace sg::cpu {
+
+// Y[B,O] = act(X[B,I] W[O,I]^T + b[O]); Z (optional) keeps the pre-activation.
+void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
+                   int64_t I, int64_t O, Activation act);
+// dZ = dY * act'(Y, Z); dX = dZ W; dW = dZ^T X; db = sum_b dZ. Null outputs are skipped;
+// acc_* adds into the output instead of overwriting it.
+void dense_backward(const float* dY, const float* X, const float* W, const float* Y,
+                    const float* Z, float* dX, float* dW, float* db, int64_t B, int64_t I,
+                    int64_t O, Activation act, bool acc_dx, bool acc_dw, bool acc_db);
+void add(const float* A, const float* B, float* Y, int64_t n);
+void add_backward(const float* dY, float* dA, float* dB, int64_t n, bool acc_a, bool acc_b);
+// Labels must be in [0, C) (checked; the trainer validates batches before they reach a kernel).
+void softmax_cross_entropy(const float* logits, const int32_t* labels, float* loss,
+                           float* dlogits, int64_t B, int64_t C, Reduction r);
+void mean_squared_error(const float* pred, const float* target, float* loss, float* dpred,
+                        int64_t B, int64_t T, Reduction r);
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a);
+
+struct ParamSlice {
+  float* p;
+  const float* g;
+  float* m;  // SGD momentum buffer or Adam first moment
+  float* v;  // Adam second moment
+  int64_t n;
+};
+void sgd_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
+                const SgdAttrs& a);
+void adam_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
+                 const AdamAttrs& a);
+
+}  // namespace sg::cpu

@@ -1,0 +1,69 @@
+#include "stepgraph/core.h"
+
+namespace sg {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::I32: return 4;
+    case DType::U64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    case DType::U64: return "u64";
+  }
+  return "?";
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+HostArray::HostArray(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_) SG_REQUIRE(d >= 0, "array shape ", shape_str(shape_), " has a negative dimension");
+  storage_.assign((nbytes() + 7) / 8, 0);
+}
+
+HostArray HostArray::f32(Shape shape, std::vector<float> values) {
+  HostArray a(DType::F32, std::move(shape));
+  SG_REQUIRE(static_cast<int64_t>(values.size()) == a.numel(), "f32 array of shape ",
+             shape_str(a.shape_), " needs ", a.numel(), " values, got ", values.size());
+  if (!values.empty()) std::memcpy(a.raw(), values.data(), a.nbytes());
+  return a;
+}
+
+HostArray HostArray::i32(Shape shape, std::vector<int32_t> values) {
+  HostArray a(DType::I32, std::move(shape));
+  SG_REQUIRE(static_cast<int64_t>(values.size()) == a.numel(), "i32 array of shape ",
+             shape_str(a.shape_), " needs ", a.numel(), " values, got ", values.size());
+  if (!values.empty()) std::memcpy(a.raw(), values.data(), a.nbytes());
+  return a;
+}
+
+HostArray HostArray::reshaped(Shape shape) const {
+  SG_REQUIRE(sg::numel(shape) == numel(), "cannot reshape ", shape_str(shape_), " to ",
+             shape_str(shape));
+  HostArray a = *this;
+  a.shape_ = std::move(shape);
+  return a;
+}
+
+void HostArray::check_type(DType want) const {
+  SG_REQUIRE(want == dtype_, "array holds ", dtype_name(dtype_), " but was read as ",
+             dtype_name(want));
+}
+
+}  // namespace sg

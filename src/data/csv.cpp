@@ -1,0 +1,208 @@
+// Numeric CSV files: parsing (shared with the embedded digits set) and column selection.
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "csv_parse.h"
+
+namespace sg {
+namespace detail {
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_blank(s[b])) ++b;
+  while (e > b && is_blank(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+// One cell, trimmed, with one pair of surrounding double quotes removed (spreadsheets quote
+// header names; commas inside quotes are not supported).
+std::vector<std::string> split_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  size_t start = 0;
+  while (true) {
+    size_t comma = line.find(',', start);
+    std::string cell = trim(line.substr(start, comma == std::string::npos ? std::string::npos
+                                                                           : comma - start));
+    if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"')
+      cell = trim(cell.substr(1, cell.size() - 2));
+    cells.push_back(std::move(cell));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return cells;
+}
+
+enum class NumberKind { Ok, NotANumber, NotFinite };
+
+// std::from_chars is locale-independent (strtod is not); it rejects a leading '+', which
+// spreadsheets sometimes write, so that is skipped here.
+NumberKind parse_number(const std::string& cell, double& out) {
+  const char* b = cell.data();
+  const char* e = cell.data() + cell.size();
+  if (b != e && *b == '+') ++b;
+  if (b == e) return NumberKind::NotANumber;
+  auto [ptr, ec] = std::from_chars(b, e, out);
+  if (ec == std::errc::result_out_of_range) return NumberKind::NotFinite;
+  if (ec != std::errc() || ptr != e) return NumberKind::NotANumber;
+  return std::isfinite(out) ? NumberKind::Ok : NumberKind::NotFinite;
+}
+
+bool all_numeric(const std::vector<std::string>& cells) {
+  double ignored;
+  for (const std::string& c : cells)
+    if (parse_number(c, ignored) != NumberKind::Ok) return false;
+  return true;
+}
+
+// Maps a possibly negative column index onto [0, cols).
+int64_t resolve_column(int64_t column, int64_t cols, const std::string& source,
+                       const char* option) {
+  int64_t c = column < 0 ? column + cols : column;
+  SG_REQUIRE(c >= 0 && c < cols, source, ": ", option, " ", column, " is out of range for ", cols,
+             " columns (valid: ", -cols, "..", cols - 1, ")");
+  return c;
+}
+
+float to_f32(double v, const CsvTable& t, int64_t row, int64_t col, const std::string& source) {
+  SG_REQUIRE(std::fabs(v) <= std::numeric_limits<float>::max(), source, " line ",
+             t.line_of_row[row], ", column ", col + 1, ": value ", v,
+             " does not fit in a 32-bit float");
+  return static_cast<float>(v);
+}
+
+// Copies the columns `keep` (in order) of every row into an f32 [rows, keep.size()] array.
+HostArray take_columns(const CsvTable& t, const std::vector<int64_t>& keep,
+                       const std::string& source) {
+  const int64_t k = static_cast<int64_t>(keep.size());
+  HostArray a(DType::F32, {t.rows, k});
+  float* out = a.data<float>();
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t j = 0; j < k; ++j)
+      out[r * k + j] = to_f32(t.values[r * t.cols + keep[j]], t, r, keep[j], source);
+  return a;
+}
+
+HostArray take_labels(const CsvTable& t, int64_t col, const std::string& source) {
+  HostArray y(DType::I32, {t.rows});
+  int32_t* out = y.data<int32_t>();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const double v = t.values[r * t.cols + col];
+    SG_REQUIRE(v == std::floor(v), source, " line ", t.line_of_row[r], ", column ", col + 1,
+               ": class label ", v, " is not an integer");
+    SG_REQUIRE(v >= 0 && v <= std::numeric_limits<int32_t>::max(), source, " line ",
+               t.line_of_row[r], ", column ", col + 1, ": class label ", v,
+               " is out of range (labels must be 0..num_classes-1)");
+    out[r] = static_cast<int32_t>(v);
+  }
+  return y;
+}
+
+std::vector<int64_t> columns_except(int64_t cols, const std::vector<int64_t>& excluded) {
+  std::vector<int64_t> keep;
+  for (int64_t c = 0; c < cols; ++c) {
+    bool skip = false;
+    for (int64_t e : excluded) skip = skip || e == c;
+    if (!skip) keep.push_back(c);
+  }
+  return keep;
+}
+
+}  // namespace
+
+CsvTable parse_csv(const std::string& text, const std::string& source) {
+  CsvTable t;
+  size_t pos = 0;
+  // Spreadsheet programs often start UTF-8 files with a byte-order mark.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;
+  int64_t line_no = 0, first_line = 0;
+  bool first_row = true;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (trim(line).empty()) continue;
+
+    std::vector<std::string> cells = split_cells(line);
+    const int64_t n = static_cast<int64_t>(cells.size());
+    if (first_row) {
+      first_row = false;
+      first_line = line_no;
+      t.cols = n;
+      if (!all_numeric(cells)) {
+        t.header = std::move(cells);
+        continue;
+      }
+    }
+    SG_REQUIRE(n == t.cols, source, " line ", line_no, ": expected ", t.cols,
+               " columns (as in line ", first_line, "), got ", n);
+    for (int64_t c = 0; c < n; ++c) {
+      double v = 0;
+      NumberKind kind = parse_number(cells[c], v);
+      SG_REQUIRE(kind != NumberKind::NotANumber, source, " line ", line_no, ", column ", c + 1,
+                 ": cell '", cells[c], "' is not a number");
+      SG_REQUIRE(kind != NumberKind::NotFinite, source, " line ", line_no, ", column ", c + 1,
+                 ": cell '", cells[c], "' is not a finite number");
+      t.values.push_back(v);
+    }
+    t.line_of_row.push_back(line_no);
+    ++t.rows;
+  }
+  SG_REQUIRE(t.rows > 0, source, " has no data rows",
+             t.header.empty() ? "" : " (only a header line)");
+  return t;
+}
+
+Dataset csv_to_dataset(const CsvTable& t, const CsvOptions& opt, std::string name,
+                       const std::string& source, int64_t num_classes) {
+  SG_REQUIRE(t.cols >= 2, source, " has ", t.cols,
+             " column; need at least one feature column and one label/target column");
+  if (opt.task == Task::Classification) {
+    const int64_t lc = resolve_column(opt.label_column, t.cols, source, "label_column");
+    HostArray X = take_columns(t, columns_except(t.cols, {lc}), source);
+    HostArray y = take_labels(t, lc, source);
+    return make_dataset(std::move(name), opt.task, std::move(X), std::move(y), num_classes);
+  }
+
+  std::vector<int64_t> targets;
+  if (opt.label_column == -1) {
+    SG_REQUIRE(opt.num_targets >= 1 && opt.num_targets < t.cols, source, ": num_targets ",
+               opt.num_targets, " must be between 1 and ", t.cols - 1,
+               " (the file has ", t.cols, " columns and needs at least one feature)");
+    for (int64_t c = t.cols - opt.num_targets; c < t.cols; ++c) targets.push_back(c);
+  } else {
+    SG_REQUIRE(opt.num_targets == 1, source, ": label_column ", opt.label_column,
+               " selects a single target column, but num_targets is ", opt.num_targets,
+               " (use label_column -1 to take the last num_targets columns)");
+    targets.push_back(resolve_column(opt.label_column, t.cols, source, "label_column"));
+  }
+  HostArray X = take_columns(t, columns_except(t.cols, targets), source);
+  HostArray y = take_columns(t, targets, source);
+  return make_dataset(std::move(name), opt.task, std::move(X), std::move(y), num_classes);
+}
+
+}  // namespace detail
+
+Dataset load_csv(const std::string& path, const CsvOptions& opt) {
+  std::ifstream in(path, std::ios::binary);
+  SG_REQUIRE(in, "cannot open CSV file '", path, "': ", std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  SG_REQUIRE(!in.bad(), "error while reading CSV file '", path, "'");
+  const std::string source = cat("CSV file '", path, "'");
+  detail::CsvTable table = detail::parse_csv(buf.str(), source);
+  return detail::csv_to_dataset(table, opt, std::filesystem::path(path).filename().string(),
+                                source);
+}
+
+}  // namespace sg

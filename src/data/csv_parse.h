@@ -1,0 +1,31 @@
+// Internal: the numeric CSV parser shared by load_csv (files) and load_digits (embedded text).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stepgraph/data.h"
+
+namespace sg::detail {
+
+// A rectangular table of numbers read from CSV text.
+struct CsvTable {
+  std::vector<std::string> header;  // empty when the first row was numeric
+  int64_t rows = 0, cols = 0;
+  std::vector<double> values;       // row-major, rows * cols
+  std::vector<int64_t> line_of_row; // 1-based text line of each data row, for error messages
+};
+
+// Parses comma-separated numeric text. `source` names the text in errors ("'iris.csv'").
+// Empty (or all-blank) lines are skipped; spaces and tabs around cells are ignored; the first
+// non-empty row is a header when any of its cells is not a number. Every row must have the
+// header's (or first row's) column count, and every data cell must be a finite number.
+CsvTable parse_csv(const std::string& text, const std::string& source);
+
+// Splits a table into features and label/target columns per `opt` and validates the result
+// with make_dataset. Errors name `source` and the text line of the offending row.
+Dataset csv_to_dataset(const CsvTable& table, const CsvOptions& opt, std::string name,
+                       const std::string& source, int64_t num_classes = 0);
+
+}  // namespace sg::detail

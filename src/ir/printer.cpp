@@ -1,0 +1,38 @@
+#include <sstream>
+
+#include "stepgraph/ir.h"
+
+namespace sg {
+
+std::string print_program(const Program& p) {
+  auto list = [&](const std::vector<TensorId>& ids, const std::vector<uint8_t>* acc) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == kNone) continue;
+      const TensorInfo& t = p.tensor(ids[i]);
+      if (!s.empty()) s += ", ";
+      s += (acc && (*acc)[i] ? "+=" : "") + t.name + shape_str(t.shape);
+    }
+    return s;
+  };
+  std::ostringstream os;
+  for (size_t i = 0; i < p.ops().size(); ++i) {
+    const Op& op = p.ops()[i];
+    os << "  " << i << "  " << op_kind_name(op.kind);
+    if (op.kind == OpKind::Dense || op.kind == OpKind::DenseBackward)
+      os << "(" << activation_name(op.attr<DenseAttrs>().act) << ")";
+    if (op.kind == OpKind::SoftmaxCrossEntropy || op.kind == OpKind::MeanSquaredError)
+      os << "(" << reduction_name(op.attr<LossAttrs>().reduction) << ")";
+    if (op.kind == OpKind::SgdUpdate || op.kind == OpKind::AdamUpdate) {
+      int64_t n = op.kind == OpKind::SgdUpdate ? op.attr<SgdAttrs>().num_params
+                                               : op.attr<AdamAttrs>().num_params;
+      os << "  '" << op.name << "': " << n << " parameters in one launch\n";
+      continue;
+    }
+    os << "  '" << op.name << "': " << list(op.in, nullptr) << " -> " << list(op.out, &op.accumulate)
+       << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace sg

@@ -1,0 +1,208 @@
+#include <unordered_map>
+
+#include "stepgraph/ir.h"
+
+namespace sg {
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::Parameter: return "parameter";
+    case Role::Gradient: return "gradient";
+    case Role::OptimizerState: return "optimizer_state";
+    case Role::StepScalar: return "step_scalar";
+    case Role::Input: return "input";
+    case Role::Activation: return "activation";
+    case Role::Temporary: return "temporary";
+  }
+  return "?";
+}
+
+bool is_persistent(Role r) {
+  return r == Role::Parameter || r == Role::Gradient || r == Role::OptimizerState ||
+         r == Role::StepScalar;
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::ReLU: return "relu";
+    case Activation::GELU: return "gelu";
+    case Activation::Tanh: return "tanh";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::Sin: return "sin";
+  }
+  return "?";
+}
+
+Activation parse_activation(const std::string& s) {
+  for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
+                       Activation::Sigmoid, Activation::Sin})
+    if (s == activation_name(a)) return a;
+  throw Error(cat("unknown activation '", s,
+                  "': expected one of none, relu, gelu, tanh, sigmoid, sin"));
+}
+
+bool activation_needs_preact(Activation a) {
+  return a == Activation::GELU || a == Activation::Sin;
+}
+
+const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::Dense: return "dense";
+    case OpKind::DenseBackward: return "dense_backward";
+    case OpKind::Add: return "add";
+    case OpKind::AddBackward: return "add_backward";
+    case OpKind::SoftmaxCrossEntropy: return "softmax_cross_entropy";
+    case OpKind::MeanSquaredError: return "mse";
+    case OpKind::Schedule: return "schedule";
+    case OpKind::SgdUpdate: return "sgd_update";
+    case OpKind::AdamUpdate: return "adam_update";
+  }
+  return "?";
+}
+
+TensorId Program::add_tensor(TensorInfo t) {
+  SG_REQUIRE(find(t.name) == kNone, "tensor '", t.name, "' is defined twice");
+  for (int64_t d : t.shape)
+    SG_REQUIRE(d > 0, "tensor '", t.name, "' has shape ", shape_str(t.shape),
+               ": every dimension must be positive");
+  tensors_.push_back(std::move(t));
+  return static_cast<TensorId>(tensors_.size() - 1);
+}
+
+TensorId Program::find(const std::string& name) const {
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].name == name) return static_cast<TensorId>(i);
+  return kNone;
+}
+
+const TensorInfo& Program::tensor(TensorId id) const {
+  SG_ASSERT(id >= 0 && static_cast<size_t>(id) < tensors_.size());
+  return tensors_[id];
+}
+TensorInfo& Program::tensor(TensorId id) {
+  SG_ASSERT(id >= 0 && static_cast<size_t>(id) < tensors_.size());
+  return tensors_[id];
+}
+
+int Program::producer(TensorId t) const {
+  for (size_t i = 0; i < ops_.size(); ++i)
+    for (TensorId o : ops_[i].out)
+      if (o == t) return static_cast<int>(i);
+  return -1;
+}
+
+void Program::add_op(Op op) {
+  if (op.accumulate.empty()) op.accumulate.assign(op.out.size(), 0);
+  SG_ASSERT(op.accumulate.size() == op.out.size());
+  check_op(op);
+  ops_.push_back(std::move(op));
+}
+
+namespace {
+
+// Shape checks per op kind; messages name the op and both shapes.
+struct OpChecker {
+  const Program& p;
+  const Op& op;
+
+  const Shape& shape(TensorId t) const { return p.tensor(t).shape; }
+  void expect(bool ok, const std::string& what) const {
+    SG_REQUIRE(ok, "op '", op.name, "' (", op_kind_name(op.kind), "): ", what);
+  }
+  void same(TensorId a, TensorId b) const {
+    if (a == kNone || b == kNone) return;
+    expect(shape(a) == shape(b), cat("'", p.tensor(a).name, "' ", shape_str(shape(a)), " and '",
+                                     p.tensor(b).name, "' ", shape_str(shape(b)),
+                                     " must have the same shape"));
+  }
+  void rank(TensorId t, size_t r) const {
+    expect(shape(t).size() == r, cat("'", p.tensor(t).name, "' has shape ", shape_str(shape(t)),
+                                     ", expected rank ", r));
+  }
+
+  void dense(TensorId X, TensorId W, TensorId b, TensorId Y) const {
+    rank(X, 2);
+    rank(W, 2);
+    expect(shape(X)[1] == shape(W)[1],
+           cat("input '", p.tensor(X).name, "' ", shape_str(shape(X)), " has ", shape(X)[1],
+               " features but weight '", p.tensor(W).name, "' ", shape_str(shape(W)),
+               " expects ", shape(W)[1]));
+    if (b != kNone) expect(shape(b) == Shape{shape(W)[0]}, "bias must have shape [out]");
+    expect(shape(Y) == Shape{shape(X)[0], shape(W)[0]},
+           cat("output ", shape_str(shape(Y)), " must be [batch, out]"));
+  }
+
+  void run() const {
+    const auto& in = op.in;
+    const auto& out = op.out;
+    switch (op.kind) {
+      case OpKind::Dense:
+        expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
+        dense(in[0], in[1], in[2], out[0]);
+        same(out[0], out[1]);
+        break;
+      case OpKind::DenseBackward:
+        expect(in.size() == 5 && out.size() == 3, "expects 5 inputs and 3 outputs");
+        same(in[0], in[3]);
+        same(out[0], in[1]);
+        same(out[1], in[2]);
+        break;
+      case OpKind::Add:
+        expect(in.size() == 2 && out.size() == 1, "expects 2 inputs and 1 output");
+        same(in[0], in[1]);
+        same(in[0], out[0]);
+        break;
+      case OpKind::AddBackward:
+        expect(in.size() == 1 && out.size() == 2, "expects 1 input and 2 outputs");
+        same(in[0], out[0]);
+        same(in[0], out[1]);
+        break;
+      case OpKind::SoftmaxCrossEntropy:
+        expect(in.size() == 2 && out.size() == 2, "expects 2 inputs and 2 outputs");
+        rank(in[0], 2);
+        expect(shape(in[1]) == Shape{shape(in[0])[0]} && p.tensor(in[1]).dtype == DType::I32,
+               cat("labels must be i32 [", shape(in[0])[0], "], got ", dtype_name(p.tensor(in[1]).dtype),
+                   " ", shape_str(shape(in[1]))));
+        same(in[0], out[1]);
+        break;
+      case OpKind::MeanSquaredError:
+        expect(in.size() == 2 && out.size() == 2, "expects 2 inputs and 2 outputs");
+        same(in[0], in[1]);
+        same(in[0], out[1]);
+        break;
+      case OpKind::Schedule:
+      case OpKind::SgdUpdate:
+      case OpKind::AdamUpdate:
+        break;  // built only by the optimizers; shapes are theirs by construction
+    }
+  }
+};
+
+}  // namespace
+
+void Program::check_op(const Op& op) const {
+  std::vector<bool> defined(tensors_.size(), false);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    Role r = tensors_[i].role;
+    defined[i] = is_persistent(r) || r == Role::Input;
+  }
+  for (const Op& o : ops_)
+    for (TensorId t : o.out)
+      if (t != kNone) defined[t] = true;
+  for (TensorId t : op.in) {
+    if (t == kNone) continue;
+    SG_REQUIRE(t >= 0 && static_cast<size_t>(t) < tensors_.size(), "op '", op.name,
+               "': input id ", t, " does not exist");
+    SG_REQUIRE(defined[t], "op '", op.name, "' reads '", tensors_[t].name,
+               "' before any op writes it");
+  }
+  for (TensorId t : op.out)
+    SG_REQUIRE(t == kNone || (t >= 0 && static_cast<size_t>(t) < tensors_.size()), "op '",
+               op.name, "': output id ", t, " does not exist");
+  OpChecker{*this, op}.run();
+}
+
+}  // namespace sg

@@ -1,0 +1,96 @@
+#include "stepgraph/nn.h"
+
+namespace sg {
+
+Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias)
+    : units_(units), act_(act), bias_(bias) {
+  SG_REQUIRE(units > 0, "dense: units must be positive, got ", units);
+  init_ = init ? *init
+               : (act == Activation::ReLU || act == Activation::GELU ? Init::he() : Init::xavier());
+  SG_REQUIRE(init_.kind != Init::Kind::Normal || init_.std > 0, "dense: normal init needs std > 0, got ",
+             init_.std);
+}
+
+TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
+  const Shape& xs = g.program().tensor(x).shape;
+  SG_REQUIRE(xs.size() == 2, "dense layer '", prefix, "' expects a [batch, features] input, got ",
+             shape_str(xs));
+  const int64_t B = xs[0], I = xs[1];
+  TensorId W = g.parameter(this, "weight", join_name(prefix, "weight"), {units_, I}, init_, I, units_);
+  TensorId b = bias_ ? g.parameter(this, "bias", join_name(prefix, "bias"), {units_}, Init::zeros(), I, units_)
+                     : kNone;
+  std::string base = prefix.empty() ? "dense" : prefix;
+  TensorId Y = g.tensor(base + ".out", {B, units_}, Role::Activation);
+  TensorId Z = activation_needs_preact(act_) ? g.tensor(base + ".preact", {B, units_}, Role::Activation)
+                                             : kNone;
+  Op op;
+  op.kind = OpKind::Dense;
+  op.name = base + ".dense";
+  op.in = {x, W, b};
+  op.out = {Y, Z};
+  op.attrs = DenseAttrs{act_};
+  g.program().add_op(std::move(op));
+  return Y;
+}
+
+std::string Dense::describe() const {
+  return cat("dense(", units_, ", ", activation_name(act_), ", init=", init_.str(),
+             bias_ ? ", bias)" : ", no bias)");
+}
+
+Sequential::Sequential(std::vector<LayerPtr> layers) : layers_(std::move(layers)) {
+  for (size_t i = 0; i < layers_.size(); ++i)
+    SG_REQUIRE(layers_[i] != nullptr, "sequential: layer ", i, " is null");
+}
+
+Sequential& Sequential::add(LayerPtr layer) {
+  SG_REQUIRE(layer != nullptr, "sequential: cannot add a null layer");
+  layers_.push_back(std::move(layer));
+  return *this;
+}
+
+TensorId Sequential::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
+  SG_REQUIRE(!layers_.empty(), "sequential '", prefix, "' has no layers");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    x = layers_[i]->build(g, x, join_name(prefix, std::to_string(i)));
+  return x;
+}
+
+std::string Sequential::describe() const {
+  std::string s = "sequential(";
+  for (size_t i = 0; i < layers_.size(); ++i) s += (i ? ", " : "") + layers_[i]->describe();
+  return s + ")";
+}
+
+Residual::Residual(LayerPtr body) : body_(std::move(body)) {
+  SG_REQUIRE(body_ != nullptr, "residual: body is null");
+}
+
+TensorId Residual::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
+  TensorId h = body_->build(g, x, prefix);
+  const Shape& xs = g.program().tensor(x).shape;
+  const Shape& hs = g.program().tensor(h).shape;
+  SG_REQUIRE(xs == hs, "residual block '", prefix, "': the body maps ", shape_str(xs), " to ",
+             shape_str(hs), "; a residual body must keep the shape");
+  std::string base = prefix.empty() ? "residual" : prefix;
+  TensorId y = g.tensor(base + ".sum", xs, Role::Activation);
+  Op op;
+  op.kind = OpKind::Add;
+  op.name = base + ".add";
+  op.in = {x, h};
+  op.out = {y};
+  g.program().add_op(std::move(op));
+  return y;
+}
+
+std::string Residual::describe() const { return "residual(" + body_->describe() + ")"; }
+
+std::shared_ptr<Dense> dense(int64_t units, Activation act, std::optional<Init> init, bool bias) {
+  return std::make_shared<Dense>(units, act, init, bias);
+}
+std::shared_ptr<Sequential> sequential(std::vector<LayerPtr> layers) {
+  return std::make_shared<Sequential>(std::move(layers));
+}
+std::shared_ptr<Residual> residual(LayerPtr body) { return std::make_shared<Residual>(std::move(body)); }
+
+}  // namespace sg

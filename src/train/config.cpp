@@ -1,0 +1,382 @@
+#include "stepgraph/config.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace sg {
+
+using nlohmann::json;
+
+namespace {
+
+std::string type_of(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return cat("the integer ", v.dump());
+  if (v.is_number()) return cat("the number ", v.dump());
+  if (v.is_string()) return cat("the string ", v.dump());
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// A JSON object together with its path, so every error can say where it is.
+class Node {
+ public:
+  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    SG_REQUIRE(j_.is_object(), path_, ": expected an object, got ", type_of(j_));
+  }
+  const json& raw() const { return j_; }
+  const std::string& path() const { return path_; }
+  std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+
+  // Every key must be one of `allowed`.
+  void only(std::initializer_list<const char*> allowed) const {
+    std::set<std::string> ok(allowed.begin(), allowed.end());
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (ok.count(it.key())) continue;
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw Error(cat(at(it.key()), ": unknown key; allowed keys here: ", list));
+    }
+  }
+
+  Node object(const std::string& key) const { return Node(j_.at(key), at(key)); }
+
+  int64_t integer(const std::string& key, int64_t def, int64_t min_value) const {
+    if (!has(key)) return def;
+    const json& v = j_[key];
+    SG_REQUIRE(v.is_number_integer() || v.is_number_unsigned(), at(key), ": expected an integer",
+               min_value > 0 ? " >= " + std::to_string(min_value) : "", ", got ", type_of(v));
+    int64_t x = v.get<int64_t>();
+    SG_REQUIRE(x >= min_value, at(key), ": expected ",
+               min_value == 1 ? std::string("a positive integer") : cat("an integer >= ", min_value),
+               ", got ", x);
+    return x;
+  }
+  double number(const std::string& key, double def, double lo, double hi) const {
+    if (!has(key)) return def;
+    const json& v = j_[key];
+    SG_REQUIRE(v.is_number(), at(key), ": expected a number, got ", type_of(v));
+    double x = v.get<double>();
+    SG_REQUIRE(x >= lo && x <= hi, at(key), ": expected a number in [", lo, ", ", hi, "], got ", x);
+    return x;
+  }
+  bool boolean(const std::string& key, bool def) const {
+    if (!has(key)) return def;
+    const json& v = j_[key];
+    SG_REQUIRE(v.is_boolean(), at(key), ": expected true or false, got ", type_of(v));
+    return v.get<bool>();
+  }
+  std::string string(const std::string& key, const std::string& def,
+                     std::initializer_list<const char*> allowed = {}) const {
+    if (!has(key)) return def;
+    const json& v = j_[key];
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    SG_REQUIRE(v.is_string(), at(key), ": expected a string", list.empty() ? "" : " (one of " + list + ")",
+               ", got ", type_of(v));
+    std::string s = v.get<std::string>();
+    if (allowed.size()) {
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || s == a;
+      SG_REQUIRE(ok, at(key), ": unknown value \"", s, "\"; allowed: ", list);
+    }
+    return s;
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+LayerPtr parse_layer(const Node& n);
+
+std::vector<LayerPtr> parse_layers(const Node& n) {
+  SG_REQUIRE(n.has("layers"), n.at("layers"), ": missing (a list of layers)");
+  const json& arr = n.raw()["layers"];
+  SG_REQUIRE(arr.is_array(), n.at("layers"), ": expected an array of layers, got ", type_of(arr));
+  SG_REQUIRE(!arr.empty(), n.at("layers"), ": expected at least one layer");
+  std::vector<LayerPtr> out;
+  for (size_t i = 0; i < arr.size(); ++i)
+    out.push_back(parse_layer(Node(arr[i], cat(n.at("layers"), "[", i, "]"))));
+  return out;
+}
+
+Init parse_init(const Node& n, std::optional<Init> def) {
+  if (!n.has("init")) return def ? *def : Init::he();
+  std::string s = n.string("init", "he", {"he", "xavier", "normal", "zeros"});
+  if (s == "he") return Init::he();
+  if (s == "xavier") return Init::xavier();
+  if (s == "zeros") return Init::zeros();
+  SG_REQUIRE(n.has("std"), n.at("std"), ": missing (init \"normal\" needs a standard deviation)");
+  return Init::normal(n.number("std", 0.02, 1e-12, 1e6));
+}
+
+LayerPtr parse_layer(const Node& n) {
+  SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential");
+  std::string type = n.string("type", "", {"dense", "residual", "sequential"});
+  if (type == "dense") {
+    n.only({"type", "units", "activation", "init", "std", "bias"});
+    SG_REQUIRE(n.has("units"), n.at("units"), ": missing (the number of outputs)");
+    int64_t units = n.integer("units", 0, 1);
+    Activation act = parse_activation(
+        n.string("activation", "none", {"none", "relu", "gelu", "tanh", "sigmoid", "sin"}));
+    std::optional<Init> init;
+    if (n.has("init")) init = parse_init(n, std::nullopt);
+    return dense(units, act, init, n.boolean("bias", true));
+  }
+  n.only({"type", "layers"});
+  auto layers = parse_layers(n);
+  if (type == "sequential") return sequential(std::move(layers));
+  return residual(sequential(std::move(layers)));
+}
+
+LossPtr parse_loss(const Node& n, Task task) {
+  n.only({"type", "reduction"});
+  std::string def = task == Task::Classification ? "softmax_cross_entropy" : "mse";
+  std::string type = n.string("type", def, {"softmax_cross_entropy", "mse"});
+  Reduction r = n.string("reduction", "mean", {"mean", "sum"}) == "mean" ? Reduction::Mean : Reduction::Sum;
+  LossPtr loss;
+  if (type == "softmax_cross_entropy") loss = std::make_shared<SoftmaxCrossEntropy>(r);
+  else loss = std::make_shared<MeanSquaredError>(r);
+  SG_REQUIRE(loss->task() == task, n.at("type"), ": loss \"", type, "\" is for ", task_name(loss->task()),
+             " but data.task is ", task_name(task));
+  return loss;
+}
+
+Schedule parse_schedule(const Node& n, int64_t total_steps) {
+  n.only({"type", "step_size", "gamma", "warmup_steps", "total_steps", "min_lr_ratio"});
+  std::string type = n.string("type", "constant", {"constant", "step", "cosine"});
+  if (type == "constant") return Schedule::constant();
+  if (type == "step")
+    return Schedule::step(n.integer("step_size", 1000, 1), n.number("gamma", 0.1, 1e-12, 1e6));
+  int64_t warm = n.integer("warmup_steps", 0, 0);
+  int64_t total = n.integer("total_steps", total_steps, 1);
+  SG_REQUIRE(total > warm, n.at("total_steps"), ": must be greater than warmup_steps (", warm,
+             "), got ", total);
+  return Schedule::cosine(warm, total, n.number("min_lr_ratio", 0.0, 0.0, 1.0));
+}
+
+OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
+  n.only({"type", "lr", "momentum", "nesterov", "dampening", "weight_decay", "beta1", "beta2", "eps",
+          "schedule"});
+  std::string type = n.string("type", "adamw", {"sgd", "adam", "adamw"});
+  double lr = n.number("lr", type == "sgd" ? 0.01 : 1e-3, 1e-12, 1e6);
+  Schedule s = n.has("schedule") ? parse_schedule(n.object("schedule"), total_steps) : Schedule::constant();
+  if (type == "sgd") {
+    SG_REQUIRE(!n.has("beta1") && !n.has("beta2") && !n.has("eps"), n.path(),
+               ": beta1, beta2 and eps are Adam settings; sgd takes lr, momentum, nesterov, dampening, weight_decay");
+    double mom = n.number("momentum", 0.0, 0.0, 0.999999);
+    bool nest = n.boolean("nesterov", false);
+    SG_REQUIRE(!nest || mom > 0, n.at("nesterov"), ": nesterov needs momentum > 0");
+    return std::make_shared<SGD>(lr, mom, nest, n.number("weight_decay", 0.0, 0.0, 1e6),
+                                 n.number("dampening", 0.0, 0.0, 1.0), s);
+  }
+  SG_REQUIRE(!n.has("momentum") && !n.has("nesterov") && !n.has("dampening"), n.path(),
+             ": momentum, nesterov and dampening are SGD settings; ", type,
+             " takes lr, beta1, beta2, eps, weight_decay");
+  double b1 = n.number("beta1", 0.9, 0.0, 0.999999), b2 = n.number("beta2", 0.999, 0.0, 0.999999);
+  double eps = n.number("eps", 1e-8, 1e-30, 1.0);
+  if (type == "adam") return std::make_shared<Adam>(lr, b1, b2, eps, n.number("weight_decay", 0.0, 0.0, 1e6), s);
+  return std::make_shared<AdamW>(lr, b1, b2, eps, n.number("weight_decay", 1e-2, 0.0, 1e6), s);
+}
+
+DataConfig parse_data(const Node& n) {
+  n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
+          "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
+          "standardize"});
+  DataConfig d;
+  d.source = n.string("source", "digits",
+                      {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv"});
+  bool regression_source = d.source == "synthetic_regression";
+  std::string default_task = regression_source ? "regression" : "classification";
+  d.task = n.string("task", default_task, {"classification", "regression"}) == "classification"
+               ? Task::Classification
+               : Task::Regression;
+  if (d.source == "digits" || d.source == "synthetic_classification")
+    SG_REQUIRE(d.task == Task::Classification, n.at("task"), ": source \"", d.source, "\" is a classification set");
+  if (regression_source)
+    SG_REQUIRE(d.task == Task::Regression, n.at("task"), ": source \"", d.source, "\" is a regression set");
+  if (d.source == "npy") {
+    SG_REQUIRE(n.has("x") && n.has("y"), n.path(), ": source \"npy\" needs \"x\" and \"y\" file paths");
+    d.x_path = n.string("x", "");
+    d.y_path = n.string("y", "");
+  }
+  if (d.source == "npz" || d.source == "csv") {
+    SG_REQUIRE(n.has("path"), n.at("path"), ": missing (source \"", d.source, "\" needs a file path)");
+    d.path = n.string("path", "");
+  }
+  d.x_key = n.string("x_key", "X");
+  d.y_key = n.string("y_key", "y");
+  d.csv.task = d.task;
+  if (n.has("label_column")) {
+    const json& v = n.raw()["label_column"];
+    SG_REQUIRE(v.is_number_integer(), n.at("label_column"), ": expected an integer column index, got ", type_of(v));
+    d.csv.label_column = v.get<int>();
+  }
+  d.csv.num_targets = static_cast<int>(n.integer("num_targets", 1, 1));
+  d.samples = n.integer("samples", 1000, 1);
+  d.features = n.integer("features", 16, 1);
+  d.classes = n.integer("classes", 4, 2);
+  d.targets = n.integer("targets", 1, 1);
+  d.noise = n.number("noise", 0.0, 0.0, 1e6);
+  d.seed = static_cast<uint64_t>(n.integer("seed", 0, 0));
+  d.validation_split = n.number("validation_split", 0.2, 0.0, 0.95);
+  d.shuffle = n.boolean("shuffle", true);
+  d.last_batch = n.string("last_batch", "drop", {"drop", "partial"}) == "drop" ? LastBatch::Drop : LastBatch::Partial;
+  d.standardize = n.boolean("standardize", false);
+  return d;
+}
+
+TrainConfig parse_train(const Node& n) {
+  n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every"});
+  TrainConfig t;
+  t.steps = n.integer("steps", t.steps, 1);
+  t.batch_size = n.integer("batch_size", t.batch_size, 1);
+  t.seed = static_cast<uint64_t>(n.integer("seed", 0, 0));
+  t.device = n.string("device", "auto", {"auto", "cpu", "cuda"});
+  t.log_every = n.integer("log_every", t.log_every, 0);
+  t.eval_every = n.integer("eval_every", t.eval_every, 0);
+  t.checkpoint_every = n.integer("checkpoint_every", t.checkpoint_every, 0);
+  return t;
+}
+
+std::string resolve(const std::string& p, const std::filesystem::path& base) {
+  if (p.empty() || base.empty() || std::filesystem::path(p).is_absolute()) return p;
+  return (base / p).string();
+}
+
+}  // namespace
+
+RunConfig parse_config(const json& j) {
+  Node root(j, "");
+  root.only({"model", "loss", "optimizer", "data", "train"});
+  RunConfig rc;
+  rc.json = j;
+  json empty = json::object();
+  auto section = [&](const char* k) { return root.has(k) ? root.object(k) : Node(empty, k); };
+  SG_REQUIRE(root.has("model"), "model: missing (the network, e.g. {\"layers\": [{\"type\": \"dense\", \"units\": 10}]})");
+  Node model = root.object("model");
+  model.only({"type", "inputs", "layers"});
+  rc.model_inputs = model.integer("inputs", 0, 1);
+  if (model.has("type"))
+    SG_REQUIRE(model.string("type", "sequential", {"sequential"}) == "sequential", model.at("type"),
+               ": the top-level model is a sequential");
+  rc.model = sequential(parse_layers(model));
+  rc.data = parse_data(section("data"));
+  rc.train = parse_train(section("train"));
+  rc.loss = parse_loss(section("loss"), rc.data.task);
+  rc.optimizer = parse_optimizer(section("optimizer"), rc.train.steps);
+  return rc;
+}
+
+RunConfig load_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  SG_REQUIRE(f, "cannot read config '", path, "': ", std::strerror(errno));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // Turn the byte offset into a line and column.
+    size_t off = std::min(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < off; ++i) {
+      if (text[i] == '\n') ++line, col = 1;
+      else ++col;
+    }
+    std::string msg = e.what();
+    auto pos = msg.find("syntax error");
+    throw Error(cat("config '", path, "' is not valid JSON: line ", line, ", column ", col, ": ",
+                    pos == std::string::npos ? msg : msg.substr(pos)));
+  }
+  RunConfig rc;
+  try {
+    rc = parse_config(j);
+  } catch (const Error& e) {
+    throw Error(cat("config '", path, "': ", e.what()));
+  }
+  const auto base = std::filesystem::path(path).parent_path();
+  rc.data.path = resolve(rc.data.path, base);
+  rc.data.x_path = resolve(rc.data.x_path, base);
+  rc.data.y_path = resolve(rc.data.y_path, base);
+  return rc;
+}
+
+json default_config() {
+  return json::parse(R"({
+    "model": {"layers": [
+      {"type": "dense", "units": 256, "activation": "relu", "init": "he"},
+      {"type": "dense", "units": 10, "init": "xavier"}
+    ]},
+    "loss": {"type": "softmax_cross_entropy", "reduction": "mean"},
+    "optimizer": {"type": "adamw", "lr": 0.001, "weight_decay": 0.0001},
+    "data": {"source": "digits", "validation_split": 0.2, "seed": 0},
+    "train": {"steps": 1500, "batch_size": 64, "seed": 0, "log_every": 250}
+  })");
+}
+
+void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t outputs) {
+  const std::string src = cat("data '", d.name, "' (data.source \"", cfg.data.source, "\")");
+  SG_REQUIRE(cfg.model_inputs == 0 || cfg.model_inputs == d.features(), "model.inputs is ",
+             cfg.model_inputs, " but ", src, " has ", d.features(), " features per sample");
+  if (d.task == Task::Classification)
+    SG_REQUIRE(outputs >= d.num_classes, "model output has ", outputs, " units but ", src, " has ",
+               d.num_classes, " classes (labels 0..", d.num_classes - 1,
+               "): set the last layer's units to at least ", d.num_classes);
+  else
+    SG_REQUIRE(outputs == d.targets(), "model output has ", outputs, " units but ", src, " has ",
+               d.targets(), " regression targets per sample");
+}
+
+Dataset load_data(const DataConfig& d) {
+  if (d.source == "digits") return load_digits();
+  if (d.source == "synthetic_classification")
+    return make_classification(d.samples, d.features, d.classes, d.seed);
+  if (d.source == "synthetic_regression")
+    return make_regression(d.samples, d.features, d.targets, d.seed, d.noise);
+  if (d.source == "csv") return load_csv(d.path, d.csv);
+  HostArray X, y;
+  std::string where;
+  if (d.source == "npy") {
+    X = read_npy(d.x_path);
+    y = read_npy(d.y_path);
+    where = cat("data.x '", d.x_path, "' / data.y '", d.y_path, "'");
+  } else {
+    auto members = read_npz(d.path);
+    for (const std::string& k : {d.x_key, d.y_key}) {
+      if (members.count(k)) continue;
+      std::string have;
+      for (auto& [name, a] : members) have += (have.empty() ? "" : ", ") + name;
+      throw Error(cat("data.path '", d.path, "' has no array '", k, "' (it has: ", have,
+                      "); set data.x_key / data.y_key"));
+    }
+    X = members[d.x_key];
+    y = members[d.y_key];
+    where = cat("data.path '", d.path, "'");
+  }
+  if (d.task == Task::Regression && y.dtype() == DType::I32) {
+    HostArray f(DType::F32, y.shape());
+    for (int64_t i = 0; i < y.numel(); ++i) f.data<float>()[i] = static_cast<float>(y.data<int32_t>()[i]);
+    y = f;
+  }
+  if (d.task == Task::Regression && y.shape().size() == 1) y = y.reshaped({y.shape()[0], 1});
+  if (d.task == Task::Classification && y.shape().size() == 2 && y.shape()[1] == 1)
+    y = y.reshaped({y.shape()[0]});
+  SG_REQUIRE(d.task == Task::Regression || y.dtype() == DType::I32, where,
+             ": classification labels must be integers, got a ", dtype_name(y.dtype()), " array");
+  try {
+    return make_dataset(std::filesystem::path(d.source == "npy" ? d.x_path : d.path).filename().string(),
+                        d.task, std::move(X), std::move(y));
+  } catch (const Error& e) {
+    throw Error(cat(where, ": ", e.what()));
+  }
+}
+
+}  // namespace sg

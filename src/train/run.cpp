@@ -1,0 +1,247 @@
+#include "stepgraph/run.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "stepgraph/rng.h"
+
+namespace sg {
+
+using nlohmann::json;
+
+json RunSummary::to_json() const {
+  json j = {{"event", "summary"}, {"steps", steps}, {"final_loss", final_loss},
+            {"us_per_step", us_per_step}, {"task", task}, {"val_loss", val_loss},
+            {"val_size", val_size}, {"device", device}};
+  if (task == "classification") {
+    j["accuracy"] = val_accuracy;
+    j["train_accuracy"] = train_accuracy;
+  }
+  if (!checkpoint.empty()) j["checkpoint"] = checkpoint;
+  return j;
+}
+
+Device choose_device(const std::string& requested, std::string* note) {
+  std::string why;
+  if (requested == "cpu") return Device::CPU;
+  if (requested == "cuda") {
+    SG_REQUIRE(cuda_available(&why), "--device cuda: ", why);
+    return Device::CUDA;
+  }
+  SG_REQUIRE(requested == "auto", "unknown device '", requested, "': expected auto, cpu or cuda");
+  if (cuda_available(&why)) return Device::CUDA;
+  if (note) *note = "no usable GPU: " + why + "; falling back to the CPU backend";
+  return Device::CPU;
+}
+
+namespace {
+
+struct PreparedData {
+  Dataset train, val;
+};
+
+// Split, then standardize with the training split's statistics, then check against the model.
+PreparedData prepare(const RunConfig& cfg) {
+  Dataset all = load_data(cfg.data);
+  PreparedData d;
+  if (cfg.data.validation_split > 0) {
+    std::tie(d.train, d.val) = train_val_split(all, cfg.data.validation_split, cfg.data.seed);
+  } else {
+    d.train = all;
+  }
+  if (cfg.data.standardize) {
+    const int64_t N = d.train.size(), D = d.train.features();
+    std::vector<double> mean(D, 0.0), var(D, 0.0);
+    const float* x = d.train.X.data<float>();
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t k = 0; k < D; ++k) mean[k] += x[i * D + k] / static_cast<double>(N);
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t k = 0; k < D; ++k) var[k] += std::pow(x[i * D + k] - mean[k], 2) / static_cast<double>(N);
+    for (Dataset* s : {&d.train, &d.val}) {
+      if (s->size() == 0) continue;
+      float* v = s->X.data<float>();
+      for (int64_t i = 0; i < s->size(); ++i)
+        for (int64_t k = 0; k < D; ++k)
+          v[i * D + k] = static_cast<float>((v[i * D + k] - mean[k]) / std::sqrt(var[k] + 1e-12));
+    }
+  }
+  return d;
+}
+
+int64_t model_outputs(const Trainer& t) {
+  const Program& p = t.program();
+  for (const TensorInfo& info : p.tensors())
+    if (info.live_out && info.role == Role::Activation && info.name != "loss") return info.shape[1];
+  return 0;
+}
+
+class Reporter {
+ public:
+  Reporter(const RunOptions& opt, const std::string& metrics_path)
+      : os_(opt.out ? *opt.out : std::cout), json_(opt.json) {
+    if (!metrics_path.empty()) {
+      metrics_.open(metrics_path, std::ios::app);
+      SG_REQUIRE(metrics_, "cannot write metrics file '", metrics_path, "': ", std::strerror(errno));
+    }
+  }
+  void info(const std::string& msg) {
+    if (json_) os_ << json{{"event", "info"}, {"message", msg}}.dump() << "\n";
+    else os_ << msg << "\n";
+    os_.flush();
+  }
+  void record(const json& j, const std::string& text) {
+    if (metrics_) metrics_ << j.dump() << "\n" << std::flush;
+    if (json_) os_ << j.dump() << "\n";
+    else if (!text.empty()) os_ << text << "\n";
+    os_.flush();
+  }
+
+ private:
+  std::ostream& os_;
+  bool json_;
+  std::ofstream metrics_;
+};
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+}  // namespace
+
+RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  const int64_t total = opt.steps.value_or(cfg.train.steps);
+  SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
+  const uint64_t seed = opt.seed.value_or(cfg.train.seed);
+  std::string note;
+  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
+
+  std::string metrics_path, ckpt_path;
+  if (!opt.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out_dir, ec);
+    SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
+    metrics_path = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
+    ckpt_path = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
+    std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << cfg.json.dump(2) << "\n";
+  }
+  Reporter rep(opt, metrics_path);
+  if (!note.empty()) rep.info(note);
+
+  PreparedData data = prepare(cfg);
+  const int64_t B = cfg.train.batch_size;
+  SG_REQUIRE(B <= data.train.size(), "train.batch_size ", B, " is larger than the training split (",
+             data.train.size(), " samples of '", data.train.name, "')");
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed);
+  t.compile({B, data.train.features()});
+  check_data_fits(cfg, data.train, model_outputs(t));
+  if (!opt.resume.empty()) t.load(opt.resume);
+  const int64_t start = t.step();
+  SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
+             ", beyond the requested total of ", total, " steps");
+
+  rep.info(cat("stepgraph: training on ", device_name(device), ": ", cfg.model->describe(), "; ",
+               data.train.name, " ", data.train.size(), " train / ", data.val.size(), " validation; ",
+               total - start, " steps of batch ", B, start ? cat(" (resuming at step ", start, ")") : ""));
+
+  BatchSampler sampler(data.train.size(), B, cfg.data.shuffle, mix_seed(t.seed(), "data"),
+                       cfg.data.last_batch);
+  RunSummary sum;
+  sum.task = task_name(data.train.task);
+  sum.device = device_name(device);
+  auto evaluate_val = [&](int64_t step) {
+    if (data.val.size() == 0) return;
+    EvalResult r = t.evaluate(data.val.X, data.val.y);
+    sum.val_loss = r.loss;
+    sum.val_accuracy = r.accuracy;
+    json j = {{"event", "eval"}, {"step", step}, {"val_loss", r.loss}};
+    std::string text = cat("  eval  step ", step, "  val_loss ", fixed(r.loss, 4));
+    if (data.val.task == Task::Classification) {
+      j["val_accuracy"] = r.accuracy;
+      text += cat("  val_accuracy ", fixed(100 * r.accuracy, 2), "%");
+    }
+    rep.record(j, text);
+  };
+
+  const auto t0 = clock::now();
+  float loss = NAN;
+  for (int64_t s = start; s < total; ++s) {
+    Dataset batch = gather(data.train, sampler.indices(s));
+    loss = t.one_step(batch.X, batch.y);
+    SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
+               ": training diverged (try a smaller learning rate); no checkpoint was written");
+    const int64_t done = s + 1;
+    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
+    if (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) {
+      const double eta = static_cast<double>(total - done) / rate;
+      rep.record({{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
+                  {"eta_s", eta}, {"lr", t.lr()}},
+                 cat("step ", done, "/", total, "  loss ", fixed(loss, 4), "  ", fixed(rate, 1),
+                     " steps/s  ETA ", fixed(eta, 1), "s"));
+    }
+    if (cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) evaluate_val(done);
+    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0 && !ckpt_path.empty())
+      t.save(ckpt_path);
+  }
+  const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  sum.steps = t.step();
+  sum.final_loss = std::isfinite(loss) ? loss : t.loss();
+  sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
+  evaluate_val(sum.steps);
+  sum.val_size = data.val.size();
+  if (data.train.task == Task::Classification)
+    sum.train_accuracy = t.evaluate(data.train.X, data.train.y).accuracy;
+  if (!ckpt_path.empty()) {
+    t.save(ckpt_path);
+    sum.checkpoint = ckpt_path;
+  }
+  std::string text = cat("done: ", sum.steps, " steps, final loss ", fixed(sum.final_loss, 4), ", ",
+                         fixed(sum.us_per_step, 1), " us/step on ", sum.device);
+  if (data.val.size()) {
+    text += cat(", val_loss ", fixed(sum.val_loss, 4));
+    if (data.val.task == Task::Classification)
+      text += cat(", validation accuracy ", fixed(100 * sum.val_accuracy, 2), "%");
+  }
+  if (!sum.checkpoint.empty()) text += cat("; checkpoint ", sum.checkpoint);
+  rep.record(sum.to_json(), text);
+  return sum;
+}
+
+RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt) {
+  std::string note;
+  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
+  Reporter rep(opt, "");
+  if (!note.empty()) rep.info(note);
+  PreparedData data = prepare(cfg);
+  const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train.size(), 1));
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed));
+  t.compile({B, data.train.features()});
+  check_data_fits(cfg, data.train, model_outputs(t));
+  t.load(checkpoint);
+  RunSummary sum;
+  sum.task = task_name(data.train.task);
+  sum.device = device_name(device);
+  sum.steps = t.step();
+  const Dataset& d = data.val.size() ? data.val : data.train;
+  EvalResult r = t.evaluate(d.X, d.y);
+  sum.val_loss = r.loss;
+  sum.final_loss = r.loss;
+  sum.val_accuracy = r.accuracy;
+  sum.val_size = d.size();
+  if (d.task == Task::Classification) sum.train_accuracy = t.evaluate(data.train.X, data.train.y).accuracy;
+  std::string text = cat("eval of '", checkpoint, "' (step ", sum.steps, ") on ",
+                         data.val.size() ? "validation" : "training", " split of ", d.size(),
+                         ": loss ", fixed(r.loss, 4));
+  if (d.task == Task::Classification) text += cat(", accuracy ", fixed(100 * r.accuracy, 2), "%");
+  rep.record(sum.to_json(), text);
+  return sum;
+}
+
+}  // namespace sg

@@ -1,0 +1,418 @@
+// The safetensors format: an 8-byte little-endian header length N, N bytes of UTF-8 JSON, then the
+// data buffer. The JSON maps tensor names to {"dtype", "shape", "data_offsets": [begin, end]}
+// (offsets relative to the start of the data buffer) plus an optional "__metadata__" object of
+// string -> string. The writer produces exactly what the reference implementation produces for
+// the same tensor order (compact JSON, "__metadata__" first, header padded with spaces to a
+// multiple of 8 bytes); the reader accepts any conforming file and rejects anything else with an
+// Error naming the file and, where there is one, the tensor.
+#include "stepgraph/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <system_error>
+
+namespace sg {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps the header's key order (ties between empty tensors)
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+const char* const kMetadataKey = "__metadata__";
+
+std::string sys_error(int err) { return std::generic_category().message(err); }
+
+std::string where(const std::string& path) { return cat("safetensors file '", path, "': "); }
+
+const char* st_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::I32: return "I32";
+    case DType::U64: return "U64";
+  }
+  return "?";
+}
+
+bool st_dtype_parse(const std::string& s, DType* out) {
+  for (DType t : {DType::F32, DType::I32, DType::U64}) {
+    if (s == st_dtype_name(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool host_is_little_endian() {
+  const uint16_t probe = 1;
+  unsigned char first = 0;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
+
+// The file holds little-endian elements; on a big-endian host every element is reversed.
+void swap_elements(void* data, size_t nbytes, size_t elem) {
+  if (host_is_little_endian() || elem <= 1) return;
+  auto* p = static_cast<unsigned char*>(data);
+  for (size_t i = 0; i + elem <= nbytes; i += elem) std::reverse(p + i, p + i + elem);
+}
+
+void put_u64_le(unsigned char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+uint64_t get_u64_le(const unsigned char* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return v;
+}
+
+// Closes a FILE* on every path out of a scope.
+struct FileCloser {
+  FILE* f = nullptr;
+  ~FileCloser() {
+    if (f) std::fclose(f);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+std::string offsets_str(uint64_t b, uint64_t e) { return cat("[", b, ", ", e, "]"); }
+
+// Parses the header, rejecting duplicate keys in any object (nlohmann would keep the last one
+// silently, hiding a tensor or a metadata entry).
+Json parse_header(const std::string& path, const std::string& text) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  Json::parser_callback_t cb = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    if (event == E::object_start) {
+      open_objects.emplace_back();
+    } else if (event == E::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == E::key && !open_objects.empty() && parsed.is_string()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  // nlohmann stops at a NUL byte as if the input ended there, which would accept garbage after
+  // it; valid JSON never contains one (control characters in strings must be escaped).
+  const size_t nul = text.find('\0');
+  SG_REQUIRE(nul == std::string::npos, where(path), "header is not valid JSON: NUL byte at offset ",
+             nul);
+  Json header;
+  try {
+    header = Json::parse(text.begin(), text.end(), cb);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(cat(where(path), "header is not valid JSON: ", e.what()));
+  }
+  SG_REQUIRE(duplicate.empty(), where(path), "header has the key '", duplicate, "' more than once");
+  SG_REQUIRE(header.is_object(), where(path), "header is JSON ", header.type_name(),
+             ", expected an object");
+  return header;
+}
+
+std::map<std::string, std::string> parse_metadata(const std::string& path, const Json& j) {
+  SG_REQUIRE(j.is_object(), where(path), "'", kMetadataKey, "' is ", j.type_name(),
+             ", expected an object of strings");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : j.items()) {
+    SG_REQUIRE(value.is_string(), where(path), "'", kMetadataKey, "' entry '", key, "' is ",
+               value.type_name(), ", expected a string");
+    out[key] = value.get<std::string>();
+  }
+  return out;
+}
+
+// Checks one tensor entry on its own: keys, types, dtype, shape, and that its byte range has the
+// size its shape needs and lies within the data buffer of `buffer_size` bytes.
+Entry parse_entry(const std::string& path, const std::string& name, const Json& j,
+                  uint64_t buffer_size) {
+  const std::string at = cat(where(path), "tensor '", name, "': ");
+  SG_REQUIRE(j.is_object(), at, "entry is JSON ", j.type_name(), ", expected an object");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    SG_REQUIRE(j.contains(key), at, "entry has no '", key, "'");
+
+  Entry e;
+  e.name = name;
+  const Json& dt = j.at("dtype");
+  SG_REQUIRE(dt.is_string(), at, "'dtype' is ", dt.type_name(), ", expected a string");
+  SG_REQUIRE(st_dtype_parse(dt.get<std::string>(), &e.dtype), at, "dtype '",
+             dt.get<std::string>(), "' is not supported (supported: F32, I32, U64)");
+
+  const Json& sh = j.at("shape");
+  SG_REQUIRE(sh.is_array(), at, "'shape' is ", sh.type_name(), ", expected an array");
+  for (const Json& d : sh) {
+    SG_REQUIRE(d.is_number_integer(), at, "'shape' ", sh.dump(),
+               " has a non-integer dimension");
+    SG_REQUIRE(d.is_number_unsigned() || d.get<int64_t>() >= 0, at, "'shape' ", sh.dump(),
+               " has a negative dimension");
+    const uint64_t v = d.get<uint64_t>();
+    SG_REQUIRE(v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), at, "'shape' ",
+               sh.dump(), " has a dimension that is too large");
+    e.shape.push_back(static_cast<int64_t>(v));
+  }
+
+  const Json& off = j.at("data_offsets");
+  SG_REQUIRE(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                 off[1].is_number_unsigned(),
+             at, "'data_offsets' is ", off.dump(), ", expected [begin, end] (unsigned integers)");
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  SG_REQUIRE(e.begin <= e.end, at, "data_offsets ", offsets_str(e.begin, e.end),
+             " end before they begin");
+
+  // Byte count the shape needs. The product of the non-zero dimensions must fit in int64 (so
+  // that no partial product overflows, whatever the order of dimensions); any zero makes it 0.
+  const auto max_elems = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t elems = 1;
+  bool zero = false, overflow = false;
+  for (int64_t d : e.shape) {
+    const auto ud = static_cast<uint64_t>(d);
+    if (ud == 0) {
+      zero = true;
+    } else if (elems > max_elems / ud) {
+      overflow = true;
+    } else {
+      elems *= ud;
+    }
+  }
+  SG_REQUIRE(!overflow, at, "shape ", shape_str(e.shape), " has too many elements");
+  const uint64_t elem = dtype_size(e.dtype);
+  overflow = !zero && elems > std::numeric_limits<uint64_t>::max() / elem;
+  const uint64_t need = zero || overflow ? 0 : elems * elem;
+  const std::string what = cat("shape ", shape_str(e.shape), " ", dtype_name(e.dtype));
+  SG_REQUIRE(!overflow, at, "data_offsets ", offsets_str(e.begin, e.end), " do not match ", what,
+             " (more than 2^64 bytes)");
+  SG_REQUIRE(e.end - e.begin == need, at, "data_offsets ", offsets_str(e.begin, e.end),
+             " do not match ", what, " (", need, " bytes)");
+  SG_REQUIRE(e.end <= buffer_size, at, "data_offsets ", offsets_str(e.begin, e.end),
+             " run past the end of the data buffer (", buffer_size,
+             " bytes; is the file truncated?)");
+  return e;
+}
+
+// Sorts the entries by data offset and checks that they tile [0, buffer_size) exactly.
+void check_coverage(const std::string& path, std::vector<Entry>& entries, uint64_t buffer_size) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t covered = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    const std::string at = cat(where(path), "tensor '", e.name, "': data_offsets ",
+                               offsets_str(e.begin, e.end));
+    SG_REQUIRE(e.begin >= covered, at, " overlap tensor '", prev ? prev->name : "", "' ",
+               prev ? offsets_str(prev->begin, prev->end) : "");
+    SG_REQUIRE(e.begin == covered, at, " leave a gap of ", e.begin - covered,
+               " bytes after the previous tensor data (which ends at ", covered, ")");
+    covered = e.end;
+    if (e.end > e.begin) prev = &e;
+  }
+  SG_REQUIRE(covered == buffer_size, where(path), buffer_size - covered,
+             " trailing bytes after the last tensor data (data buffer is ", buffer_size,
+             " bytes, tensors cover ", covered, ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+// Builds the header bytes (JSON padded with spaces to a multiple of 8), validating the input.
+std::string build_header(const std::string& path,
+                         const std::vector<std::pair<std::string, HostArray>>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  Json header = Json::object();
+  if (!metadata.empty()) {
+    Json meta = Json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header[kMetadataKey] = std::move(meta);
+  }
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& [name, arr] : tensors) {
+    SG_REQUIRE(name != kMetadataKey, where(path), "a tensor cannot be named '", kMetadataKey,
+               "'");
+    SG_REQUIRE(seen.insert(name).second, where(path), "tensor name '", name,
+               "' appears more than once");
+    SG_REQUIRE(!arr.empty(), where(path), "tensor '", name,
+               "' is an empty (default-constructed) array");
+    const uint64_t n = arr.nbytes();
+    Json entry = Json::object();
+    entry["dtype"] = st_dtype_name(arr.dtype());
+    entry["shape"] = arr.shape();
+    entry["data_offsets"] = {offset, offset + n};
+    header[name] = std::move(entry);
+    offset += n;
+  }
+  std::string text;
+  try {
+    text = header.dump();  // compact, like the reference; throws on invalid UTF-8
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(cat(where(path), "cannot encode the header (tensor names and metadata must be "
+                                 "valid UTF-8): ",
+                    e.what()));
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+// Best effort: makes the rename durable. Failure here cannot un-write the file, so it is ignored.
+void fsync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  (void)::close(fd);
+}
+
+}  // namespace
+
+const HostArray* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& [n, arr] : tensors)
+    if (n == name) return &arr;
+  return nullptr;
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, HostArray>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  SG_REQUIRE(!path.empty(), "safetensors file: empty path");
+  const std::string header = build_header(path, tensors, metadata);
+
+  const std::string tmp = cat(path, ".tmp-", ::getpid());
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+
+  // Closes the temporary file and removes it unless the rename succeeded.
+  struct TempGuard {
+    const std::string& tmp;
+    FILE* f = nullptr;
+    bool armed = false;
+    ~TempGuard() {
+      if (f) std::fclose(f);
+      if (armed) std::remove(tmp.c_str());
+    }
+  } guard{tmp};
+
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    throw Error(cat(where(path), what, " (temporary file '", tmp, "'): ", sys_error(err)));
+  };
+
+  guard.f = std::fopen(tmp.c_str(), "wb");
+  if (!guard.f) fail("cannot create");
+  guard.armed = true;
+  FILE* f = guard.f;
+
+  unsigned char len[8];
+  put_u64_le(len, header.size());
+  if (std::fwrite(len, 1, 8, f) != 8) fail("cannot write");
+  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) fail("cannot write");
+
+  std::vector<unsigned char> swapped;  // only used on big-endian hosts
+  for (const auto& [name, arr] : tensors) {
+    const size_t n = arr.nbytes();
+    if (n == 0) continue;
+    const void* src = arr.raw();
+    if (!host_is_little_endian()) {
+      swapped.assign(static_cast<const unsigned char*>(src),
+                     static_cast<const unsigned char*>(src) + n);
+      swap_elements(swapped.data(), n, dtype_size(arr.dtype()));
+      src = swapped.data();
+    }
+    if (std::fwrite(src, 1, n, f) != n) fail("cannot write");
+  }
+  if (std::fflush(f) != 0) fail("cannot write");
+  if (::fsync(::fileno(f)) != 0) fail("cannot sync");
+  guard.f = nullptr;
+  if (std::fclose(f) != 0) fail("cannot close");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename the temporary file over it");
+  guard.armed = false;
+  fsync_directory(dir);
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  FileCloser file;
+  file.f = std::fopen(path.c_str(), "rb");
+  if (!file.f) {
+    const int err = errno;
+    throw Error(cat(where(path), "cannot open: ", sys_error(err)));
+  }
+  FILE* f = file.f;
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0) {
+    const int err = errno;
+    throw Error(cat(where(path), "cannot stat: ", sys_error(err)));
+  }
+  SG_REQUIRE(S_ISREG(st.st_mode), where(path), "not a regular file");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+
+  // Reads exactly n bytes or throws (a short read means the file changed under us).
+  auto read_exact = [&](void* dst, uint64_t n, const char* what) {
+    if (n == 0) return;
+    const size_t got = std::fread(dst, 1, static_cast<size_t>(n), f);
+    if (got != n) {
+      const int err = std::ferror(f) ? errno : 0;
+      throw Error(cat(where(path), "cannot read ", what, ": ",
+                      err ? sys_error(err) : std::string("unexpected end of file")));
+    }
+  };
+
+  SG_REQUIRE(file_size >= 8, where(path), "file is ", file_size,
+             " bytes, too short for the 8-byte header length");
+  unsigned char len[8];
+  read_exact(len, 8, "the header length");
+  const uint64_t header_size = get_u64_le(len);
+  SG_REQUIRE(header_size <= kMaxHeaderBytes, where(path), "header length ", header_size,
+             " exceeds the limit of ", kMaxHeaderBytes, " bytes");
+  SG_REQUIRE(header_size <= file_size - 8, where(path), "header length ", header_size,
+             " runs past the end of the file (", file_size, " bytes; is the file truncated?)");
+  std::string text(static_cast<size_t>(header_size), '\0');
+  read_exact(text.data(), header_size, "the header");
+  const uint64_t buffer_size = file_size - 8 - header_size;
+
+  const Json header = parse_header(path, text);
+  text.clear();
+  text.shrink_to_fit();
+
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey) {
+      out.metadata = parse_metadata(path, value);
+      continue;
+    }
+    entries.push_back(parse_entry(path, name, value, buffer_size));
+  }
+  check_coverage(path, entries, buffer_size);
+
+  // The entries now tile the data buffer in order: read them sequentially.
+  out.tensors.reserve(entries.size());
+  for (const Entry& e : entries) {
+    HostArray arr(e.dtype, e.shape);
+    SG_ASSERT(arr.nbytes() == e.end - e.begin);
+    read_exact(arr.raw(), arr.nbytes(), cat("tensor '", e.name, "'").c_str());
+    swap_elements(arr.raw(), arr.nbytes(), dtype_size(e.dtype));
+    out.tensors.emplace_back(e.name, std::move(arr));
+  }
+  SG_REQUIRE(std::fgetc(f) == EOF, where(path), "file grew while it was being read");
+  return out;
+}
+
+}  // namespace sg

@@ -1,0 +1,426 @@
+#include "stepgraph/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "stepgraph/autodiff.h"
+#include "stepgraph/safetensors.h"
+
+namespace sg {
+
+// One compiled program: its plan, its transient memory and its lowered form.
+struct Trainer::Variant {
+  Shape input_shape;
+  bool training = true;
+  Program program;
+  MemoryPlan plan;
+  DeviceBuffer transient;
+  std::unique_ptr<Executable> exe;
+  TensorId X = kNone, y = kNone, pred = kNone, loss = kNone;
+  std::vector<void*> ptrs;
+};
+
+// Tensors that live as long as the trainer: one buffer, fixed offsets, found by name.
+struct Trainer::Persistent {
+  struct Slot {
+    size_t offset;
+    TensorInfo info;
+  };
+  DeviceBuffer buffer;
+  std::map<std::string, Slot> slots;
+  std::vector<std::string> order;  // creation order (checkpoint order)
+  std::vector<ParamSpec> specs;
+
+  void* ptr(const std::string& name) const {
+    auto it = slots.find(name);
+    SG_ASSERT(it != slots.end());
+    return buffer.data() + it->second.offset;
+  }
+};
+
+Trainer::Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device device, uint64_t seed)
+    : model_(std::move(model)), loss_(std::move(loss)), optimizer_(std::move(optimizer)), seed_(seed) {
+  SG_REQUIRE(model_ && loss_ && optimizer_, "Trainer needs a model, a loss and an optimizer");
+  backend_ = make_backend(device);
+}
+
+Trainer::~Trainer() = default;
+
+const Shape& Trainer::input_shape() const {
+  SG_REQUIRE(current_, "trainer is not compiled: call compile({batch, features}) first");
+  return current_->input_shape;
+}
+
+const Program& Trainer::program() const {
+  SG_REQUIRE(current_, "trainer is not compiled: call compile({batch, features}) first");
+  return current_->program;
+}
+
+const MemoryPlan& Trainer::plan() const {
+  SG_REQUIRE(current_, "trainer is not compiled: call compile({batch, features}) first");
+  return current_->plan;
+}
+
+std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shape, bool training) {
+  SG_REQUIRE(input_shape.size() == 2 && input_shape[0] > 0 && input_shape[1] > 0,
+             "compile: input shape must be {batch, features} with both positive, got ",
+             shape_str(input_shape));
+  auto v = std::make_unique<Variant>();
+  v->input_shape = input_shape;
+  v->training = training;
+  GraphBuilder g(v->program);
+  v->X = g.tensor("input", input_shape, Role::Input);
+  v->pred = model_->build(g, v->X, "");
+  v->program.tensor(v->pred).live_out = true;
+  const Shape pred_shape = v->program.tensor(v->pred).shape;
+  v->y = g.tensor("target", loss_->target_shape(pred_shape), Role::Input, loss_->target_dtype());
+  LossOutputs lo = loss_->build(g, v->pred, v->y);
+  v->loss = lo.loss;
+  if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
+  v->plan = plan_memory(v->program);
+  if (!persistent_) {
+    SG_ASSERT(training);
+    init_persistent(v->program, v->plan, g.param_specs());
+  }
+  v->transient = DeviceBuffer(*backend_, v->plan.transient_bytes);
+  v->ptrs.resize(v->program.num_tensors());
+  for (size_t t = 0; t < v->program.num_tensors(); ++t) {
+    const TensorInfo& info = v->program.tensor(static_cast<TensorId>(t));
+    if (is_persistent(info.role)) {
+      auto it = persistent_->slots.find(info.name);
+      SG_REQUIRE(it != persistent_->slots.end() && it->second.info.shape == info.shape,
+                 "model changed between compiles: '", info.name, "' ", shape_str(info.shape),
+                 " is not in the trainer's parameters; create a new Trainer");
+      v->ptrs[t] = persistent_->buffer.data() + it->second.offset;
+    } else {
+      v->ptrs[t] = v->transient.data() + v->plan.at[t].offset;
+    }
+  }
+  v->exe = backend_->lower(v->program, v->ptrs);
+  ++compiles_;
+  return v;
+}
+
+void Trainer::init_persistent(const Program& p, const MemoryPlan& plan,
+                              const std::vector<ParamSpec>& specs) {
+  auto ps = std::make_unique<Persistent>();
+  ps->buffer = DeviceBuffer(*backend_, plan.persistent_bytes);
+  for (size_t t = 0; t < p.num_tensors(); ++t) {
+    const TensorInfo& info = p.tensor(static_cast<TensorId>(t));
+    if (!is_persistent(info.role)) continue;
+    ps->slots[info.name] = {plan.at[t].offset, info};
+    ps->order.push_back(info.name);
+  }
+  ps->specs = specs;
+  persistent_ = std::move(ps);
+  // Everything starts at zero (allocate zero-fills); parameters from their init rule.
+  for (const ParamSpec& s : specs) write_tensor(s.name, init_parameter(s, seed_));
+  write_tensor(kHyperTensor, HostArray::f32({hyper::kSize}, {static_cast<float>(optimizer_->lr()),
+                                                            static_cast<float>(optimizer_->weight_decay())}));
+}
+
+void Trainer::compile(const Shape& input_shape) {
+  SG_REQUIRE(input_shape.size() == 2, "compile: input shape must be {batch, features}, got ",
+             shape_str(input_shape));
+  auto it = train_variants_.find(input_shape[0]);
+  if (it != train_variants_.end() && it->second->input_shape == input_shape) {
+    current_ = it->second.get();
+    return;
+  }
+  if (persistent_ && current_) {
+    SG_REQUIRE(input_shape[1] == current_->input_shape[1], "compile: the model was built for ",
+               current_->input_shape[1], " input features, got ", input_shape[1]);
+  }
+  auto v = build_variant(input_shape, true);
+  current_ = v.get();
+  train_variants_[input_shape[0]] = std::move(v);
+}
+
+void Trainer::invalidate() {
+  current_ = nullptr;
+  train_variants_.clear();
+  eval_variants_.clear();
+}
+
+void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray& y) const {
+  const Shape& xs = v.input_shape;
+  SG_REQUIRE(X.dtype() == DType::F32, "batch X must be f32, got ", dtype_name(X.dtype()));
+  SG_REQUIRE(X.shape().size() == 2 && X.shape()[1] == xs[1], "batch X has shape ",
+             shape_str(X.shape()), " but the model takes [batch, ", xs[1], "]");
+  const Program& p = v.program;
+  const TensorInfo& yt = p.tensor(v.y);
+  SG_REQUIRE(y.dtype() == yt.dtype, "batch y must be ", dtype_name(yt.dtype), " (", loss_->describe(),
+             "), got ", dtype_name(y.dtype()));
+  Shape want = yt.shape;
+  want[0] = X.shape()[0];
+  Shape got = y.shape();
+  if (yt.dtype == DType::F32 && got.size() == 1 && want.size() == 2 && want[1] == 1)
+    got.push_back(1);  // [N] targets for a single-output regression
+  SG_REQUIRE(got == want, "batch y has shape ", shape_str(y.shape()), " but ", shape_str(want),
+             " is expected for X ", shape_str(X.shape()));
+  if (yt.dtype == DType::I32) {
+    const int64_t C = p.tensor(v.pred).shape[1];
+    const int32_t* lab = y.data<int32_t>();
+    for (int64_t i = 0; i < y.numel(); ++i)
+      SG_REQUIRE(lab[i] >= 0 && lab[i] < C, "label ", lab[i], " at row ", i, " is outside [0, ",
+                 C, ") for a model with ", C, " outputs");
+  }
+}
+
+void Trainer::upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0,
+                           int64_t rows) {
+  const int64_t D = v.input_shape[1];
+  const size_t ysz = dtype_size(y.dtype());
+  const int64_t yrow = y.numel() / std::max<int64_t>(y.shape()[0], 1);
+  backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * D * 4, rows * D * 4);
+  backend_->upload(v.ptrs[v.y], static_cast<const char*>(y.raw()) + row0 * yrow * ysz, rows * yrow * ysz);
+}
+
+void Trainer::set_batch(const HostArray& X, const HostArray& y) {
+  SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch, features}) first");
+  check_batch(*current_, X, y);
+  SG_REQUIRE(X.shape()[0] == current_->input_shape[0], "set_batch: batch has ", X.shape()[0],
+             " rows but the step was compiled for ", current_->input_shape[0],
+             " (compile that shape first)");
+  upload_batch(*current_, X, y, 0, X.shape()[0]);
+}
+
+void Trainer::launch() {
+  SG_REQUIRE(current_, "launch: the trainer is not compiled: call compile({batch, features}) first");
+  current_->exe->run();
+  ++launches_;
+}
+
+float Trainer::one_step(const HostArray& X, const HostArray& y) {
+  SG_REQUIRE(current_, "one_step: the trainer is not compiled: call compile({batch, features}) first");
+  if (X.shape().size() == 2 && X.shape()[0] != current_->input_shape[0])
+    compile({X.shape()[0], current_->input_shape[1]});
+  set_batch(X, y);
+  launch();
+  return loss();
+}
+
+float Trainer::loss() const {
+  SG_REQUIRE(current_, "loss: the trainer is not compiled");
+  float l = 0;
+  backend_->download(&l, current_->ptrs[current_->loss], sizeof(float));
+  return l;
+}
+
+HostArray Trainer::logits() const {
+  SG_REQUIRE(current_, "logits: the trainer is not compiled");
+  HostArray out(DType::F32, current_->program.tensor(current_->pred).shape);
+  backend_->download(out.raw(), current_->ptrs[current_->pred], out.nbytes());
+  return out;
+}
+
+Trainer::Variant& Trainer::eval_variant(int64_t batch) {
+  auto it = eval_variants_.find(batch);
+  if (it != eval_variants_.end()) return *it->second;
+  auto v = build_variant({batch, current_->input_shape[1]}, false);
+  Variant& ref = *v;
+  eval_variants_[batch] = std::move(v);
+  return ref;
+}
+
+EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
+  SG_REQUIRE(current_, "evaluate: the trainer is not compiled: call compile({batch, features}) first");
+  check_batch(*current_, X, y);
+  const int64_t N = X.shape()[0];
+  SG_REQUIRE(N > 0, "evaluate: no rows");
+  const int64_t chunk = current_->input_shape[0];
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  const bool classify = loss_->target_dtype() == DType::I32;
+  for (int64_t row0 = 0; row0 < N; row0 += chunk) {
+    const int64_t rows = std::min(chunk, N - row0);
+    Variant& v = eval_variant(rows);
+    upload_batch(v, X, y, row0, rows);
+    v.exe->run();
+    float l = 0;
+    backend_->download(&l, v.ptrs[v.loss], sizeof(float));
+    const Shape ps = v.program.tensor(v.pred).shape;
+    // Mean losses are per row (cross-entropy) or per element (MSE): weight chunks accordingly.
+    const double units = classify ? static_cast<double>(rows) : static_cast<double>(numel(ps));
+    loss_sum += loss_->reduction() == Reduction::Mean ? l * units : l;
+    if (classify) {
+      HostArray out(DType::F32, ps);
+      backend_->download(out.raw(), v.ptrs[v.pred], out.nbytes());
+      const float* z = out.data<float>();
+      const int32_t* lab = y.data<int32_t>() + row0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* zi = z + i * ps[1];
+        if (std::max_element(zi, zi + ps[1]) - zi == lab[i]) ++correct;
+      }
+    }
+  }
+  const int64_t denom_units = classify ? N : y.numel();
+  r.loss = loss_->reduction() == Reduction::Mean ? loss_sum / static_cast<double>(denom_units) : loss_sum;
+  r.accuracy = classify ? static_cast<double>(correct) / static_cast<double>(N) : 0.0;
+  r.count = N;
+  return r;
+}
+
+HostArray Trainer::predict(const HostArray& X) {
+  SG_REQUIRE(current_, "predict: the trainer is not compiled: call compile({batch, features}) first");
+  SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
+             "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
+             dtype_name(X.dtype()), " ", shape_str(X.shape()));
+  const int64_t N = X.shape()[0], chunk = current_->input_shape[0];
+  const int64_t out_dim = current_->program.tensor(current_->pred).shape[1];
+  HostArray out(DType::F32, {N, out_dim});
+  for (int64_t row0 = 0; row0 < N; row0 += chunk) {
+    const int64_t rows = std::min(chunk, N - row0);
+    Variant& v = eval_variant(rows);
+    // The loss op needs valid targets; zeros are valid for both losses.
+    const TensorInfo& yt = v.program.tensor(v.y);
+    HostArray zeros(yt.dtype, yt.shape);
+    backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * X.shape()[1] * 4,
+                     rows * X.shape()[1] * 4);
+    backend_->upload(v.ptrs[v.y], zeros.raw(), zeros.nbytes());
+    v.exe->run();
+    backend_->download(out.data<float>() + row0 * out_dim, v.ptrs[v.pred], rows * out_dim * 4);
+  }
+  return out;
+}
+
+HostArray Trainer::read_tensor(const std::string& name) const {
+  SG_REQUIRE(persistent_, "the trainer has no parameters yet: call compile first");
+  auto it = persistent_->slots.find(name);
+  SG_REQUIRE(it != persistent_->slots.end(), "no tensor named '", name, "'");
+  HostArray a(it->second.info.dtype, it->second.info.shape);
+  backend_->download(a.raw(), persistent_->buffer.data() + it->second.offset, a.nbytes());
+  return a;
+}
+
+void Trainer::write_tensor(const std::string& name, const HostArray& a) {
+  auto it = persistent_->slots.find(name);
+  SG_ASSERT(it != persistent_->slots.end());
+  SG_ASSERT(a.dtype() == it->second.info.dtype && a.shape() == it->second.info.shape);
+  backend_->upload(persistent_->buffer.data() + it->second.offset, a.raw(), a.nbytes());
+}
+
+std::map<std::string, HostArray> Trainer::params() const {
+  SG_REQUIRE(persistent_, "params: the trainer has no parameters yet: call compile first");
+  std::map<std::string, HostArray> out;
+  for (const ParamSpec& s : persistent_->specs) out[s.name] = read_tensor(s.name);
+  return out;
+}
+
+void Trainer::set_params(const std::map<std::string, HostArray>& values) {
+  SG_REQUIRE(persistent_, "set_params: the trainer has no parameters yet: call compile first");
+  for (const auto& [name, a] : values) {
+    auto it = persistent_->slots.find(name);
+    bool is_param = it != persistent_->slots.end() && it->second.info.role == Role::Parameter;
+    if (!is_param) {
+      std::string known;
+      for (const ParamSpec& s : persistent_->specs) known += (known.empty() ? "" : ", ") + s.name;
+      throw Error(cat("set_params: no parameter named '", name, "' (parameters: ", known, ")"));
+    }
+    SG_REQUIRE(a.dtype() == DType::F32 && a.shape() == it->second.info.shape, "set_params: '", name,
+               "' must be f32 ", shape_str(it->second.info.shape), ", got ", dtype_name(a.dtype()),
+               " ", shape_str(a.shape()));
+  }
+  for (const auto& [name, a] : values) write_tensor(name, a);
+}
+
+void Trainer::set_lr(double lr) {
+  SG_REQUIRE(std::isfinite(lr) && lr > 0, "set_lr: learning rate must be a positive number, got ", lr);
+  SG_REQUIRE(persistent_, "set_lr: call compile first");
+  HostArray h = read_tensor(kHyperTensor);
+  h.data<float>()[hyper::kBaseLr] = static_cast<float>(lr);
+  write_tensor(kHyperTensor, h);
+}
+
+double Trainer::lr() const {
+  if (!persistent_) return optimizer_->lr();
+  return read_tensor(kHyperTensor).data<float>()[hyper::kBaseLr];
+}
+
+int64_t Trainer::step() const {
+  if (!persistent_) return 0;
+  return read_tensor(kStepTensor).data<int32_t>()[0];
+}
+
+void Trainer::save(const std::string& path) const {
+  SG_REQUIRE(persistent_, "save: nothing to save: call compile first");
+  std::vector<std::pair<std::string, HostArray>> tensors;
+  for (const std::string& name : persistent_->order) {
+    if (persistent_->slots.at(name).info.role == Role::Gradient) continue;  // recomputed each step
+    tensors.emplace_back(name, read_tensor(name));
+  }
+  tensors.emplace_back("rng.seed", [&] {
+    HostArray s(DType::U64, {1});
+    s.data<uint64_t>()[0] = seed_;
+    return s;
+  }());
+  std::map<std::string, std::string> meta = {{"format", "stepgraph-checkpoint"},
+                                             {"version", "1"},
+                                             {"step", std::to_string(step())},
+                                             {"model", model_->describe()},
+                                             {"loss", loss_->describe()},
+                                             {"optimizer", optimizer_->describe()}};
+  write_safetensors(path, tensors, meta);
+}
+
+void Trainer::load(const std::string& path) {
+  SG_REQUIRE(persistent_, "load: call compile first, so the trainer knows its tensors");
+  SafetensorsFile f = read_safetensors(path);
+  auto it = f.metadata.find("format");
+  SG_REQUIRE(it != f.metadata.end() && it->second == "stepgraph-checkpoint", "checkpoint '", path,
+             "' is not a stepgraph checkpoint (metadata format is missing)");
+  // Validate everything before writing anything: a bad file leaves the run as it was.
+  for (const std::string& name : persistent_->order) {
+    const TensorInfo& info = persistent_->slots.at(name).info;
+    if (info.role == Role::Gradient) continue;
+    const HostArray* a = f.find(name);
+    SG_REQUIRE(a, "checkpoint '", path, "' has no tensor '", name, "' (", role_name(info.role),
+               "); it was saved from a different model or optimizer");
+    SG_REQUIRE(a->dtype() == info.dtype && a->shape() == info.shape, "checkpoint '", path,
+               "': tensor '", name, "' is ", dtype_name(a->dtype()), " ", shape_str(a->shape()),
+               " but this model has ", dtype_name(info.dtype), " ", shape_str(info.shape));
+  }
+  for (const auto& [name, a] : f.tensors) {
+    bool known = name == "rng.seed" || persistent_->slots.count(name);
+    SG_REQUIRE(known, "checkpoint '", path, "' has tensor '", name, "' that this model does not");
+  }
+  const HostArray* s = f.find("rng.seed");
+  SG_REQUIRE(s && s->dtype() == DType::U64 && s->numel() == 1, "checkpoint '", path,
+             "' has no u64 [1] tensor 'rng.seed'");
+  for (const auto& [name, a] : f.tensors)
+    if (name != "rng.seed") write_tensor(name, a);
+  seed_ = s->data<uint64_t>()[0];
+}
+
+std::string Trainer::explain() const {
+  std::ostringstream os;
+  os << "backend: " << backend_->describe() << "\n";
+  os << "model: " << model_->describe() << "\n";
+  if (!current_) {
+    os << "(not compiled: call compile({batch, features}) to see the program and memory plan)\n";
+    return os.str();
+  }
+  const Program& p = current_->program;
+  const Shape pred = p.tensor(current_->pred).shape;
+  const double scale = loss_->grad_scale(pred);
+  os << "loss: " << loss_->describe() << "; gradient scale " << scale << " ("
+     << reduction_name(loss_->reduction()) << (loss_->reduction() == Reduction::Mean
+                                                    ? cat(" over ", static_cast<int64_t>(std::llround(1 / scale)), " ",
+                                                          loss_->target_dtype() == DType::I32 ? "rows" : "elements")
+                                                    : std::string())
+     << ")\n";
+  os << "optimizer: " << optimizer_->describe() << "\n";
+  os << "input: " << shape_str(current_->input_shape) << ", output: " << shape_str(pred) << "\n";
+  int64_t nparam = 0;
+  for (const ParamSpec& s : persistent_->specs) nparam += numel(s.shape);
+  os << "parameters: " << nparam << " in " << persistent_->specs.size() << " tensors\n";
+  os << "step program: " << p.ops().size() << " ops\n" << print_program(p);
+  os << "memory plan:\n" << describe_plan(p, current_->plan);
+  os << "compiles: " << compiles_ << " (train shapes: " << train_variants_.size()
+     << ", eval shapes: " << eval_variants_.size() << "), launches: " << launches_ << "\n";
+  return os.str();
+}
+
+}  // namespace sg

@@ -1,0 +1,824 @@
+// Tests of the data module: data sets, .npy/.npz/CSV readers, the digits set, splitting, batching.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "stepgraph/data.h"
+#include "stepgraph/rng.h"
+
+namespace {
+
+using sg::DType;
+using sg::HostArray;
+using Bytes = std::string;  // raw file contents
+
+std::string tmp_path(const std::string& name) { return std::string(SG_TEST_TMPDIR) + "/data_" + name; }
+
+void write_file(const std::string& path, const Bytes& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+Bytes read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Runs f, which must throw sg::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const sg::Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "message '" << msg << "' lacks '" << p << "'";
+    return;
+  }
+  ADD_FAILURE() << "expected sg::Error mentioning '" << (parts.empty() ? "" : parts[0]) << "'";
+}
+
+void put_le(Bytes& b, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+// A hand-built .npy image: `shape` is the Python tuple text, `data` the raw element bytes.
+Bytes npy_bytes(const std::string& descr, const std::string& shape, const Bytes& data,
+                int major = 1, const std::string& fortran = "False") {
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape +
+                  ", }";
+  const size_t prefix = major == 1 ? 10 : 12;
+  while ((prefix + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  Bytes b("\x93NUMPY", 6);
+  b.push_back(static_cast<char>(major));
+  b.push_back(0);
+  put_le(b, h.size(), major == 1 ? 2 : 4);
+  return b + h + data;
+}
+
+template <class T>
+Bytes raw_le(const std::vector<T>& values) {
+  Bytes b;
+  for (T v : values) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    put_le(b, bits, sizeof(T));
+  }
+  return b;
+}
+
+std::vector<float> floats(const HostArray& a) {
+  return std::vector<float>(a.data<float>(), a.data<float>() + a.numel());
+}
+std::vector<int32_t> ints(const HostArray& a) {
+  return std::vector<int32_t>(a.data<int32_t>(), a.data<int32_t>() + a.numel());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Zip archives built in the test (local headers, central directory, end record).
+
+struct Member {
+  std::string name;
+  Bytes data;
+  int method = 0;        // 0 stored, 8 deflate, anything else is written as-is
+  bool bad_crc = false;  // store a wrong CRC in the directory
+};
+
+Bytes deflate_raw(const Bytes& in) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  Bytes out(deflateBound(&zs, in.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(&out[0]);
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// zip64: sizes and offsets go to zip64 extra fields and the zip64 end records, as numpy does
+// for large arrays.
+Bytes build_zip(const std::vector<Member>& members, bool zip64 = false) {
+  Bytes body, central;
+  for (const Member& m : members) {
+    const Bytes payload = m.method == 8 ? deflate_raw(m.data) : m.data;
+    uint32_t crc = static_cast<uint32_t>(
+        crc32(0L, reinterpret_cast<const Bytef*>(m.data.data()), static_cast<uInt>(m.data.size())));
+    if (m.bad_crc) crc ^= 0x1234;
+    const uint64_t offset = body.size();
+    Bytes extra;
+    if (zip64) {
+      put_le(extra, 1, 2);
+      put_le(extra, 24, 2);
+      put_le(extra, m.data.size(), 8);
+      put_le(extra, payload.size(), 8);
+      put_le(extra, offset, 8);
+    }
+    const uint64_t size32 = zip64 ? 0xFFFFFFFF : 0;
+    auto common = [&](Bytes& b) {  // version needed .. extra length, shared by both headers
+      put_le(b, 45, 2);
+      put_le(b, 0, 2);
+      put_le(b, m.method, 2);
+      put_le(b, 0, 4);  // time, date
+      put_le(b, crc, 4);
+      put_le(b, zip64 ? size32 : payload.size(), 4);
+      put_le(b, zip64 ? size32 : m.data.size(), 4);
+      put_le(b, m.name.size(), 2);
+      put_le(b, extra.size(), 2);
+    };
+    put_le(body, 0x04034b50, 4);
+    common(body);
+    body += m.name + extra + payload;
+
+    put_le(central, 0x02014b50, 4);
+    put_le(central, 45, 2);  // version made by
+    common(central);
+    put_le(central, 0, 2);  // comment length
+    put_le(central, 0, 2);  // disk
+    put_le(central, 0, 2);  // internal attributes
+    put_le(central, 0, 4);  // external attributes
+    put_le(central, zip64 ? size32 : offset, 4);
+    central += m.name + extra;
+  }
+  Bytes zip = body + central;
+  if (zip64) {
+    const uint64_t record = zip.size();
+    put_le(zip, 0x06064b50, 4);
+    put_le(zip, 44, 8);
+    put_le(zip, 45, 2);
+    put_le(zip, 45, 2);
+    put_le(zip, 0, 4);
+    put_le(zip, 0, 4);
+    put_le(zip, members.size(), 8);
+    put_le(zip, members.size(), 8);
+    put_le(zip, central.size(), 8);
+    put_le(zip, body.size(), 8);
+    put_le(zip, 0x07064b50, 4);
+    put_le(zip, 0, 4);
+    put_le(zip, record, 8);
+    put_le(zip, 1, 4);
+  }
+  put_le(zip, 0x06054b50, 4);
+  put_le(zip, 0, 2);
+  put_le(zip, 0, 2);
+  put_le(zip, zip64 ? 0xFFFF : members.size(), 2);
+  put_le(zip, zip64 ? 0xFFFF : members.size(), 2);
+  put_le(zip, zip64 ? 0xFFFFFFFF : central.size(), 4);
+  put_le(zip, zip64 ? 0xFFFFFFFF : body.size(), 4);
+  put_le(zip, 0, 2);
+  return zip;
+}
+
+// A data set whose feature 0 is the row number, so rows can be traced through splits.
+sg::Dataset traceable(int64_t n, int64_t classes = 3) {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  for (int64_t i = 0; i < n; ++i) {
+    x.push_back(static_cast<float>(i));
+    x.push_back(static_cast<float>(-2 * i));
+    y.push_back(static_cast<int32_t>(i % classes));
+  }
+  return sg::make_dataset("trace", sg::Task::Classification, HostArray::f32({n, 2}, x),
+                          HostArray::i32({n}, y));
+}
+
+std::vector<int64_t> row_ids(const sg::Dataset& d) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < d.size(); ++i) ids.push_back(static_cast<int64_t>(d.X.data<float>()[2 * i]));
+  return ids;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Digits
+
+TEST(Digits, ShapeClassesAndKnownValues) {
+  const sg::Dataset d = sg::load_digits();
+  EXPECT_EQ(d.name, "digits");
+  EXPECT_EQ(d.task, sg::Task::Classification);
+  ASSERT_EQ(d.X.shape(), (sg::Shape{1797, 64}));
+  ASSERT_EQ(d.y.shape(), (sg::Shape{1797}));
+  EXPECT_EQ(d.num_classes, 10);
+  EXPECT_EQ(d.features(), 64);
+  EXPECT_EQ(d.targets(), 1);
+
+  const std::vector<float> x = floats(d.X);
+  EXPECT_GE(*std::min_element(x.begin(), x.end()), 0.0f);
+  EXPECT_EQ(*std::max_element(x.begin(), x.end()), 1.0f);  // some pixels are 16
+  // First row of the file: 0,0,5,13,9,1,... label 0; the second has label 1.
+  EXPECT_FLOAT_EQ(x[2], 5.0f / 16);
+  EXPECT_FLOAT_EQ(x[3], 13.0f / 16);
+  EXPECT_FLOAT_EQ(x[5], 1.0f / 16);
+  const std::vector<int32_t> y = ints(d.y);
+  EXPECT_EQ(y[0], 0);
+  EXPECT_EQ(y[1], 1);
+  EXPECT_EQ(y[2], 2);
+
+  std::vector<int> count(10, 0);
+  for (int32_t label : y) {
+    ASSERT_GE(label, 0);
+    ASSERT_LT(label, 10);
+    ++count[label];
+  }
+  for (int c = 0; c < 10; ++c) {
+    EXPECT_GE(count[c], 174) << "class " << c;
+    EXPECT_LE(count[c], 183) << "class " << c;
+  }
+  EXPECT_EQ(count[0], 178);
+  EXPECT_EQ(count[8], 174);
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npy
+
+TEST(Npy, RoundTripF32) {
+  const std::string path = tmp_path("rt_f32.npy");
+  std::vector<float> v;
+  for (int i = 0; i < 12; ++i) v.push_back(0.5f * i - 1.25f);
+  sg::write_npy(path, HostArray::f32({3, 4}, v));
+
+  const Bytes b = read_file(path);
+  ASSERT_GT(b.size(), 10u);
+  const size_t header_len = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
+  EXPECT_EQ((10 + header_len) % 16, 0u);
+  EXPECT_EQ(b[10 + header_len - 1], '\n');
+  EXPECT_EQ(b.substr(0, 8), Bytes("\x93NUMPY\x01\x00", 8));
+  EXPECT_NE(b.find("'descr': '<f4'"), std::string::npos);
+  EXPECT_NE(b.find("'shape': (3, 4)"), std::string::npos);
+  EXPECT_EQ(b.size(), 10 + header_len + 48);
+
+  const HostArray a = sg::read_npy(path);
+  EXPECT_EQ(a.dtype(), DType::F32);
+  EXPECT_EQ(a.shape(), (sg::Shape{3, 4}));
+  EXPECT_EQ(floats(a), v);
+}
+
+TEST(Npy, RoundTripI32AndU64) {
+  const std::string path = tmp_path("rt_i32.npy");
+  const std::vector<int32_t> v = {7, -3, 2147483647, -2147483647 - 1, 0};
+  sg::write_npy(path, HostArray::i32({5}, v));
+  EXPECT_NE(read_file(path).find("'shape': (5,)"), std::string::npos);
+  const HostArray a = sg::read_npy(path);
+  EXPECT_EQ(a.dtype(), DType::I32);
+  EXPECT_EQ(a.shape(), (sg::Shape{5}));
+  EXPECT_EQ(ints(a), v);
+
+  HostArray u(DType::U64, {2});
+  u.data<uint64_t>()[0] = 0xFEDCBA9876543210ull;
+  u.data<uint64_t>()[1] = 42;
+  const std::string upath = tmp_path("rt_u64.npy");
+  sg::write_npy(upath, u);
+  EXPECT_NE(read_file(upath).find("'<u8'"), std::string::npos);
+  const HostArray b = sg::read_npy(upath);
+  ASSERT_EQ(b.dtype(), DType::U64);
+  EXPECT_EQ(b.data<uint64_t>()[0], 0xFEDCBA9876543210ull);
+  EXPECT_EQ(b.data<uint64_t>()[1], 42u);
+}
+
+TEST(Npy, ReadsF8AsF32) {
+  const std::string path = tmp_path("f8.npy");
+  write_file(path, npy_bytes("<f8", "(2, 2)", raw_le<double>({1.5, -2.25, 1e30, 0.1})));
+  const HostArray a = sg::read_npy(path);
+  EXPECT_EQ(a.dtype(), DType::F32);
+  EXPECT_EQ(a.shape(), (sg::Shape{2, 2}));
+  EXPECT_EQ(floats(a), (std::vector<float>{1.5f, -2.25f, 1e30f, 0.1f}));
+}
+
+TEST(Npy, ReadsI8AsI32WithRangeCheck) {
+  const std::string path = tmp_path("i8.npy");
+  write_file(path, npy_bytes("<i8", "(3,)", raw_le<int64_t>({-5, 2147483647, 7})));
+  const HostArray a = sg::read_npy(path);
+  EXPECT_EQ(a.dtype(), DType::I32);
+  EXPECT_EQ(ints(a), (std::vector<int32_t>{-5, 2147483647, 7}));
+
+  const std::string big = tmp_path("i8_big.npy");
+  write_file(big, npy_bytes("<i8", "(2,)", raw_le<int64_t>({1, int64_t(1) << 40})));
+  expect_error([&] { sg::read_npy(big); }, {big, "element 1", "1099511627776"});
+}
+
+TEST(Npy, ReadsF8OverflowAsError) {
+  const std::string path = tmp_path("f8_big.npy");
+  write_file(path, npy_bytes("<f8", "(1,)", raw_le<double>({1e300})));
+  expect_error([&] { sg::read_npy(path); }, {path, "32-bit float"});
+}
+
+TEST(Npy, ReadsU1I1B1AsI32) {
+  const std::string u1 = tmp_path("u1.npy");
+  write_file(u1, npy_bytes("|u1", "(4,)", Bytes("\x00\x05\xc8\xff", 4)));
+  EXPECT_EQ(ints(sg::read_npy(u1)), (std::vector<int32_t>{0, 5, 200, 255}));
+
+  const std::string i1 = tmp_path("i1.npy");
+  write_file(i1, npy_bytes("|i1", "(3,)", Bytes("\x80\x05\xff", 3)));
+  EXPECT_EQ(ints(sg::read_npy(i1)), (std::vector<int32_t>{-128, 5, -1}));
+
+  const std::string b1 = tmp_path("b1.npy");
+  write_file(b1, npy_bytes("|b1", "(2, 2)", Bytes("\x01\x00\x00\x01", 4)));
+  const HostArray b = sg::read_npy(b1);
+  EXPECT_EQ(b.shape(), (sg::Shape{2, 2}));
+  EXPECT_EQ(ints(b), (std::vector<int32_t>{1, 0, 0, 1}));
+}
+
+TEST(Npy, Version2HeaderRankZeroAndEmptyArrays) {
+  const std::string v2 = tmp_path("v2.npy");
+  write_file(v2, npy_bytes("<i4", "(2,)", raw_le<int32_t>({11, -12}), 2));
+  EXPECT_EQ(ints(sg::read_npy(v2)), (std::vector<int32_t>{11, -12}));
+
+  const std::string scalar = tmp_path("scalar.npy");
+  write_file(scalar, npy_bytes("<f4", "()", raw_le<float>({3.5f})));
+  const HostArray s = sg::read_npy(scalar);
+  EXPECT_TRUE(s.shape().empty());
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.data<float>()[0], 3.5f);
+
+  const std::string empty = tmp_path("empty.npy");
+  write_file(empty, npy_bytes("<f4", "(0, 3)", ""));
+  EXPECT_EQ(sg::read_npy(empty).shape(), (sg::Shape{0, 3}));
+}
+
+TEST(Npy, BadInputsNameThePath) {
+  const std::string missing = tmp_path("does_not_exist.npy");
+  expect_error([&] { sg::read_npy(missing); }, {missing, "cannot open"});
+
+  const std::string magic = tmp_path("bad_magic.npy");
+  Bytes b = npy_bytes("<f4", "(1,)", raw_le<float>({1.0f}));
+  b[1] = 'X';
+  write_file(magic, b);
+  expect_error([&] { sg::read_npy(magic); }, {magic, "magic"});
+
+  const std::string truncated = tmp_path("truncated.npy");
+  b = npy_bytes("<f4", "(3, 4)", raw_le<float>({1, 2, 3, 4, 5}));
+  write_file(truncated, b);
+  expect_error([&] { sg::read_npy(truncated); }, {truncated, "truncated", "48", "20"});
+
+  const std::string short_header = tmp_path("short_header.npy");
+  write_file(short_header, npy_bytes("<f4", "(1,)", "").substr(0, 30));
+  expect_error([&] { sg::read_npy(short_header); }, {short_header, "header"});
+
+  const std::string fortran = tmp_path("fortran.npy");
+  write_file(fortran, npy_bytes("<f4", "(2, 2)", raw_le<float>({1, 2, 3, 4}), 1, "True"));
+  expect_error([&] { sg::read_npy(fortran); },
+               {fortran, "Fortran-order arrays are not supported", "np.ascontiguousarray"});
+
+  const std::string big_endian = tmp_path("big_endian.npy");
+  write_file(big_endian, npy_bytes(">f4", "(1,)", Bytes("\x3f\x80\x00\x00", 4)));
+  expect_error([&] { sg::read_npy(big_endian); }, {big_endian, "big-endian"});
+
+  const std::string f2 = tmp_path("f2.npy");
+  write_file(f2, npy_bytes("<f2", "(2,)", Bytes("\x00\x3c\x00\x3c", 4)));
+  expect_error([&] { sg::read_npy(f2); }, {f2, "unsupported dtype '<f2'"});
+
+  const std::string bad_dict = tmp_path("bad_dict.npy");
+  write_file(bad_dict, npy_bytes("<f4", "(1, x)", raw_le<float>({1.0f})));
+  expect_error([&] { sg::read_npy(bad_dict); }, {bad_dict, "bad header"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npz
+
+std::vector<Member> npz_members(int method) {
+  return {{"X.npy", npy_bytes("<f4", "(2, 3)", raw_le<float>({1, 2, 3, 4, 5, 6.5f})), method},
+          {"y.npy", npy_bytes("<i8", "(2,)", raw_le<int64_t>({1, 0})), method}};
+}
+
+void expect_npz_contents(const std::map<std::string, HostArray>& m) {
+  ASSERT_EQ(m.size(), 2u);
+  ASSERT_TRUE(m.count("X"));
+  ASSERT_TRUE(m.count("y"));
+  EXPECT_EQ(m.at("X").shape(), (sg::Shape{2, 3}));
+  EXPECT_EQ(floats(m.at("X")), (std::vector<float>{1, 2, 3, 4, 5, 6.5f}));
+  EXPECT_EQ(ints(m.at("y")), (std::vector<int32_t>{1, 0}));
+}
+
+TEST(Npz, StoredMembers) {
+  const std::string path = tmp_path("stored.npz");
+  write_file(path, build_zip(npz_members(0)));
+  expect_npz_contents(sg::read_npz(path));
+}
+
+TEST(Npz, DeflatedMembers) {
+  const std::string path = tmp_path("deflated.npz");
+  // A compressible member large enough that deflate really compresses it.
+  std::vector<float> big(1000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 7);
+  std::vector<Member> members = npz_members(8);
+  members.push_back({"big.npy", npy_bytes("<f4", "(1000,)", raw_le<float>(big)), 8});
+  const Bytes zip = build_zip(members);
+  EXPECT_LT(zip.size(), 2000u);  // really compressed
+  write_file(path, zip);
+  auto m = sg::read_npz(path);
+  ASSERT_TRUE(m.count("big"));
+  EXPECT_EQ(floats(m.at("big")), big);
+  m.erase("big");
+  expect_npz_contents(m);
+}
+
+TEST(Npz, Zip64Records) {
+  const std::string path = tmp_path("zip64.npz");
+  std::vector<Member> members = npz_members(8);
+  members[1].method = 0;
+  write_file(path, build_zip(members, /*zip64=*/true));
+  expect_npz_contents(sg::read_npz(path));
+}
+
+TEST(Npz, CrcMismatchIsDetected) {
+  for (int method : {0, 8}) {
+    const std::string path = tmp_path("bad_crc.npz");
+    std::vector<Member> members = npz_members(method);
+    members[1].bad_crc = true;
+    write_file(path, build_zip(members));
+    expect_error([&] { sg::read_npz(path); }, {path, "y.npy", "CRC"});
+  }
+}
+
+TEST(Npz, CorruptAndUnsupportedArchives) {
+  const std::string corrupt = tmp_path("corrupt_deflate.npz");
+  Bytes zip = build_zip(npz_members(8));
+  zip[30 + 5 + 3] ^= 0x5A;  // inside X.npy's compressed data
+  write_file(corrupt, zip);
+  expect_error([&] { sg::read_npz(corrupt); }, {corrupt, "X.npy"});
+
+  const std::string bzip = tmp_path("bzip2.npz");
+  write_file(bzip, build_zip({{"X.npy", "abc", 12}}));
+  expect_error([&] { sg::read_npz(bzip); }, {bzip, "compression method 12"});
+
+  const std::string not_zip = tmp_path("not_a_zip.npz");
+  write_file(not_zip, Bytes(100, 'z'));
+  expect_error([&] { sg::read_npz(not_zip); }, {not_zip, "not a zip"});
+
+  const std::string cut = tmp_path("cut.npz");
+  const Bytes whole = build_zip(npz_members(0));
+  write_file(cut, whole.substr(0, 40) + whole.substr(whole.size() - 22));
+  expect_error([&] { sg::read_npz(cut); }, {cut});
+
+  const std::string bad_member = tmp_path("bad_member.npz");
+  write_file(bad_member, build_zip({{"X.npy", npy_bytes(">f4", "(1,)", Bytes(4, '\0')), 0}}));
+  expect_error([&] { sg::read_npz(bad_member); }, {bad_member, "X.npy", "big-endian"});
+
+  const std::string missing = tmp_path("missing.npz");
+  expect_error([&] { sg::read_npz(missing); }, {missing, "cannot open"});
+}
+
+// Every single-byte corruption of an archive must end in a result or an sg::Error: never a
+// crash, a read out of bounds (run under a sanitizer to see those) or another exception type.
+TEST(Npz, ByteCorruptionGivesErrorsOnly) {
+  const std::string path = tmp_path("flipped.npz");
+  for (int method : {0, 8}) {
+    const Bytes zip = build_zip(npz_members(method), /*zip64=*/method == 8);
+    int errors = 0;
+    for (size_t i = 0; i < zip.size(); ++i) {
+      Bytes bad = zip;
+      bad[i] = static_cast<char>(bad[i] ^ 0xA5);
+      write_file(path, bad);
+      try {
+        sg::read_npz(path);
+      } catch (const sg::Error& e) {
+        ++errors;
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "byte " << i << ": unexpected exception " << e.what();
+      }
+    }
+    EXPECT_GT(errors, static_cast<int>(zip.size() / 2)) << "method " << method;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSV
+
+TEST(Csv, WithHeaderSpacesBlankLinesAndCrlf) {
+  const std::string path = tmp_path("iris_like.csv");
+  write_file(path,
+             "a, b ,label\r\n"
+             " 1.5, 2 , 0\r\n"
+             "\r\n"
+             "-3,+4.25,2\r\n"
+             "   \n"
+             "5e-1,6,1\n");
+  const sg::Dataset d = sg::load_csv(path, {});
+  EXPECT_EQ(d.name, "data_iris_like.csv");
+  EXPECT_EQ(d.task, sg::Task::Classification);
+  EXPECT_EQ(d.X.shape(), (sg::Shape{3, 2}));
+  EXPECT_EQ(floats(d.X), (std::vector<float>{1.5f, 2, -3, 4.25f, 0.5f, 6}));
+  EXPECT_EQ(ints(d.y), (std::vector<int32_t>{0, 2, 1}));
+  EXPECT_EQ(d.num_classes, 3);
+}
+
+TEST(Csv, WithoutHeaderAndLabelColumnFirst) {
+  const std::string path = tmp_path("noheader.csv");
+  write_file(path, "1,0.5,0.25\n0,1.5,2.5\n3,-1,-2\n");
+  sg::CsvOptions opt;
+  opt.label_column = 0;
+  const sg::Dataset d = sg::load_csv(path, opt);
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(floats(d.X), (std::vector<float>{0.5f, 0.25f, 1.5f, 2.5f, -1, -2}));
+  EXPECT_EQ(ints(d.y), (std::vector<int32_t>{1, 0, 3}));
+  EXPECT_EQ(d.num_classes, 4);
+
+  opt.label_column = -2;  // the middle column, counted from the end
+  write_file(path, "1,4,0.25\n0,2,2.5\n");
+  const sg::Dataset e = sg::load_csv(path, opt);
+  EXPECT_EQ(ints(e.y), (std::vector<int32_t>{4, 2}));
+  EXPECT_EQ(floats(e.X), (std::vector<float>{1, 0.25f, 0, 2.5f}));
+}
+
+TEST(Csv, RegressionTargets) {
+  const std::string path = tmp_path("reg.csv");
+  write_file(path, "x1,x2,t1,t2\n1,2,3.5,4.5\n5,6,7.5,-8.5\n");
+  sg::CsvOptions opt;
+  opt.task = sg::Task::Regression;
+  opt.num_targets = 2;
+  const sg::Dataset d = sg::load_csv(path, opt);
+  EXPECT_EQ(d.task, sg::Task::Regression);
+  EXPECT_EQ(d.targets(), 2);
+  EXPECT_EQ(floats(d.X), (std::vector<float>{1, 2, 5, 6}));
+  EXPECT_EQ(floats(d.y), (std::vector<float>{3.5f, 4.5f, 7.5f, -8.5f}));
+
+  opt.num_targets = 1;
+  opt.label_column = 1;
+  const sg::Dataset e = sg::load_csv(path, opt);
+  EXPECT_EQ(e.y.shape(), (sg::Shape{2, 1}));
+  EXPECT_EQ(floats(e.y), (std::vector<float>{2, 6}));
+  EXPECT_EQ(floats(e.X), (std::vector<float>{1, 3.5f, 4.5f, 5, 7.5f, -8.5f}));
+
+  opt.label_column = -1;
+  opt.num_targets = 4;  // would leave no features
+  expect_error([&] { sg::load_csv(path, opt); }, {path, "num_targets 4"});
+}
+
+TEST(Csv, Errors) {
+  const std::string ragged = tmp_path("ragged.csv");
+  write_file(ragged, "1,2,0\n\n3,4\n");
+  expect_error([&] { sg::load_csv(ragged, {}); }, {ragged, "line 3", "expected 3", "got 2"});
+
+  const std::string bad_cell = tmp_path("bad_cell.csv");
+  write_file(bad_cell, "a,b,c\n1,2,0\n3,abc,1\n");
+  expect_error([&] { sg::load_csv(bad_cell, {}); }, {bad_cell, "line 3", "column 2", "'abc'"});
+
+  const std::string empty_cell = tmp_path("empty_cell.csv");
+  write_file(empty_cell, "1,2,0\n3,,1\n");
+  expect_error([&] { sg::load_csv(empty_cell, {}); }, {empty_cell, "line 2", "column 2"});
+
+  const std::string non_int = tmp_path("non_int.csv");
+  write_file(non_int, "1,2,0\n3,4,2.5\n");
+  expect_error([&] { sg::load_csv(non_int, {}); }, {non_int, "line 2", "2.5", "not an integer"});
+
+  const std::string negative = tmp_path("negative.csv");
+  write_file(negative, "1,2,0\n3,4,-1\n");
+  expect_error([&] { sg::load_csv(negative, {}); }, {negative, "line 2", "-1"});
+
+  const std::string ok = tmp_path("ok.csv");
+  write_file(ok, "1,2,0\n3,4,1\n");
+  sg::CsvOptions opt;
+  opt.label_column = 3;
+  expect_error([&] { sg::load_csv(ok, opt); }, {ok, "label_column 3", "out of range"});
+  opt.label_column = -4;
+  expect_error([&] { sg::load_csv(ok, opt); }, {ok, "label_column -4"});
+
+  const std::string header_only = tmp_path("header_only.csv");
+  write_file(header_only, "a,b,c\n\n");
+  expect_error([&] { sg::load_csv(header_only, {}); }, {header_only, "no data rows"});
+
+  const std::string missing = tmp_path("missing.csv");
+  expect_error([&] { sg::load_csv(missing, {}); }, {missing, "cannot open"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// make_dataset
+
+TEST(MakeDataset, ValidatesShapesTypesAndLabels) {
+  const HostArray X = HostArray::f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  expect_error(
+      [&] { sg::make_dataset("d", sg::Task::Classification, X, HostArray::i32({3}, {0, 1, 5}), 3); },
+      {"'d'", "y[2] = 5", "[0, 3)"});
+  expect_error(
+      [&] { sg::make_dataset("d", sg::Task::Classification, X, HostArray::i32({3}, {0, -1, 1})); },
+      {"y[1] = -1"});
+  expect_error(
+      [&] { sg::make_dataset("d", sg::Task::Classification, X, HostArray::i32({2}, {0, 1})); },
+      {"X has 3 rows", "y has 2 rows"});
+  expect_error(
+      [&] { sg::make_dataset("d", sg::Task::Classification, X, HostArray::f32({3}, {0, 1, 0})); },
+      {"i32 [N]", "f32 [3]"});
+  expect_error([&] {
+    sg::make_dataset("d", sg::Task::Classification, HostArray::i32({3, 1}, {1, 2, 3}),
+                     HostArray::i32({3}, {0, 1, 0}));
+  }, {"f32 [N, D]", "i32 [3, 1]"});
+  expect_error([&] {
+    sg::make_dataset("d", sg::Task::Classification, HostArray(DType::F32, {0, 2}),
+                     HostArray(DType::I32, {0}));
+  }, {"empty"});
+  expect_error(
+      [&] { sg::make_dataset("d", sg::Task::Regression, X, HostArray::f32({3}, {0, 1, 0})); },
+      {"f32 [N, T]"});
+  expect_error([&] {
+    sg::make_dataset("d", sg::Task::Regression, HostArray::f32({1, 2}, {1, NAN}),
+                     HostArray::f32({1, 1}, {0}));
+  }, {"row 0, column 1", "finite"});
+
+  const sg::Dataset d =
+      sg::make_dataset("d", sg::Task::Classification, X, HostArray::i32({3}, {0, 4, 1}));
+  EXPECT_EQ(d.num_classes, 5);  // inferred max + 1
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(d.features(), 2);
+  const sg::Dataset r = sg::make_dataset("r", sg::Task::Regression, X,
+                                         HostArray::f32({3, 2}, {1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(r.targets(), 2);
+  EXPECT_STREQ(sg::task_name(sg::Task::Regression), "regression");
+  EXPECT_STREQ(sg::task_name(sg::Task::Classification), "classification");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Splitting and gathering
+
+TEST(Split, SizesDisjointnessAndLabelsFollowRows) {
+  const sg::Dataset d = traceable(100);
+  const auto [train, val] = sg::train_val_split(d, 0.2, 7);
+  EXPECT_EQ(train.size(), 80);
+  EXPECT_EQ(val.size(), 20);
+  EXPECT_EQ(train.num_classes, 3);
+  std::vector<int64_t> all = row_ids(train);
+  const std::vector<int64_t> v = row_ids(val);
+  all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(all[i], i);  // disjoint and complete
+  // Shuffled, not the first or last 20 rows.
+  EXPECT_NE(v, (std::vector<int64_t>{80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94,
+                                     95, 96, 97, 98, 99}));
+  for (const sg::Dataset* part : {&train, &val})
+    for (int64_t i = 0; i < part->size(); ++i) {
+      const int64_t row = static_cast<int64_t>(part->X.data<float>()[2 * i]);
+      EXPECT_EQ(part->X.data<float>()[2 * i + 1], -2.0f * row);
+      EXPECT_EQ(part->y.data<int32_t>()[i], row % 3);
+    }
+}
+
+TEST(Split, DeterministicBySeedAndRounding) {
+  const sg::Dataset d = traceable(50);
+  EXPECT_EQ(row_ids(sg::train_val_split(d, 0.3, 1).second),
+            row_ids(sg::train_val_split(d, 0.3, 1).second));
+  EXPECT_NE(row_ids(sg::train_val_split(d, 0.3, 1).second),
+            row_ids(sg::train_val_split(d, 0.3, 2).second));
+  // 100 * 0.07 is 7.000000000000001 in floating point: still 7, not 8.
+  EXPECT_EQ(sg::train_val_split(traceable(100), 0.07, 1).second.size(), 7);
+  EXPECT_EQ(sg::train_val_split(traceable(10), 0.25, 1).second.size(), 3);  // ceil(2.5)
+  const auto [train, val] = sg::train_val_split(d, 0.0, 1);
+  EXPECT_EQ(train.size(), 50);
+  EXPECT_EQ(val.size(), 0);
+  EXPECT_EQ(val.X.shape(), (sg::Shape{0, 2}));
+
+  expect_error([&] { sg::train_val_split(d, 1.0, 1); }, {"val_fraction", "[0, 1)"});
+  expect_error([&] { sg::train_val_split(d, -0.1, 1); }, {"val_fraction"});
+  expect_error([&] { sg::train_val_split(traceable(1), 0.5, 1); }, {"no training samples"});
+}
+
+TEST(Gather, KeepsClassCountAndChecksIndices) {
+  const sg::Dataset d = traceable(6);
+  const sg::Dataset g = sg::gather(d, {4, 0, 4});
+  EXPECT_EQ(row_ids(g), (std::vector<int64_t>{4, 0, 4}));
+  EXPECT_EQ(ints(g.y), (std::vector<int32_t>{1, 0, 1}));
+  EXPECT_EQ(g.num_classes, 3);  // class 2 is absent but the count is kept
+  expect_error([&] { sg::gather(d, {1, 6}); }, {"index[1] = 6", "6 rows"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// BatchSampler
+
+TEST(BatchSampler, PartialVisitsEveryIndexOnce) {
+  const sg::BatchSampler s(10, 3, true, 42, sg::LastBatch::Partial);
+  ASSERT_EQ(s.batches_per_epoch(), 4);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<int64_t> seen;
+    for (int64_t b = 0; b < 4; ++b) {
+      const std::vector<int64_t> idx = s.indices(epoch * 4 + b);
+      EXPECT_EQ(idx.size(), b < 3 ? 3u : 1u);
+      seen.insert(seen.end(), idx.begin(), idx.end());
+    }
+    EXPECT_EQ(seen, s.permutation(epoch));
+    std::sort(seen.begin(), seen.end());
+    for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(seen[i], i);
+  }
+}
+
+TEST(BatchSampler, DropSkipsOnlyTheTail) {
+  const sg::BatchSampler s(10, 3, true, 42);
+  ASSERT_EQ(s.batches_per_epoch(), 3);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::set<int64_t> seen;
+    for (int64_t b = 0; b < 3; ++b) {
+      const std::vector<int64_t> idx = s.indices(epoch * 3 + b);
+      ASSERT_EQ(idx.size(), 3u);
+      seen.insert(idx.begin(), idx.end());
+    }
+    EXPECT_EQ(seen.size(), 9u);
+    EXPECT_EQ(seen.count(s.permutation(epoch)[9]), 0u);  // the skipped tail
+  }
+}
+
+TEST(BatchSampler, StepMapsToEpochAndBatch) {
+  const sg::BatchSampler s(100, 8, true, 9);
+  ASSERT_EQ(s.batches_per_epoch(), 12);
+  for (int64_t step : {0, 5, 11, 12, 13, 30, 119}) {
+    const std::vector<int64_t> perm = s.permutation(step / 12);
+    const int64_t begin = (step % 12) * 8;
+    EXPECT_EQ(s.indices(step), std::vector<int64_t>(perm.begin() + begin, perm.begin() + begin + 8))
+        << "step " << step;
+  }
+  EXPECT_EQ(s.permutation(3), sg::random_permutation(100, sg::mix_seed(9, 3)));
+
+  const sg::BatchSampler ordered(10, 3, false, 9);
+  EXPECT_EQ(ordered.indices(5), (std::vector<int64_t>{6, 7, 8}));  // epoch 1, batch 2
+  EXPECT_EQ(ordered.permutation(4), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(BatchSampler, DeterministicBySeedAndEpochsDiffer) {
+  const sg::BatchSampler a(100, 10, true, 5), b(100, 10, true, 5), c(100, 10, true, 6);
+  const sg::BatchSampler copy = a;
+  for (int64_t step : {0, 25, 3, 10}) {  // out of order: the cache must not leak state
+    EXPECT_EQ(a.indices(step), b.indices(step));
+    EXPECT_EQ(copy.indices(step + 10), b.indices(step + 10));
+  }
+  EXPECT_NE(a.permutation(0), c.permutation(0));
+  EXPECT_NE(a.permutation(0), a.permutation(1));
+  EXPECT_NE(a.indices(0), a.indices(10));  // same batch slot, different epochs
+}
+
+TEST(BatchSampler, Errors) {
+  expect_error([] { sg::BatchSampler(10, 0, true, 1); }, {"batch_size", "0"});
+  expect_error([] { sg::BatchSampler(10, 11, true, 1); }, {"11", "10"});
+  expect_error([] { sg::BatchSampler(0, 1, true, 1); }, {"empty"});
+  const sg::BatchSampler partial(10, 11, true, 1, sg::LastBatch::Partial);
+  EXPECT_EQ(partial.batches_per_epoch(), 1);
+  EXPECT_EQ(partial.indices(0).size(), 10u);
+  expect_error([&] { partial.indices(-1); }, {"step"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic sets
+
+TEST(Synthetic, ClassificationShapesBalanceAndDeterminism) {
+  const sg::Dataset d = sg::make_classification(3000, 4, 3, 11, 3.0);
+  ASSERT_EQ(d.X.shape(), (sg::Shape{3000, 4}));
+  ASSERT_EQ(d.y.shape(), (sg::Shape{3000}));
+  EXPECT_EQ(d.num_classes, 3);
+  const std::vector<int32_t> y = ints(d.y);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 0), 1000);
+  EXPECT_EQ(std::count(y.begin(), y.end(), 2), 1000);
+  int round_robin = 0;  // shuffled: labels are not simply i % 3
+  for (int i = 0; i < 3000; ++i) round_robin += y[i] == i % 3;
+  EXPECT_LT(round_robin, 1500);
+
+  // Points are center + N(0, 1): the within-class variance is about 1 in every dimension.
+  const std::vector<float> x = floats(d.X);
+  for (int k = 0; k < 3; ++k)
+    for (int j = 0; j < 4; ++j) {
+      double sum = 0, sq = 0;
+      for (int i = 0; i < 3000; ++i)
+        if (y[i] == k) sum += x[i * 4 + j];
+      const double mean = sum / 1000;
+      for (int i = 0; i < 3000; ++i)
+        if (y[i] == k) sq += (x[i * 4 + j] - mean) * (x[i * 4 + j] - mean);
+      EXPECT_NEAR(sq / 1000, 1.0, 0.15) << "class " << k << " dim " << j;
+    }
+
+  const sg::Dataset again = sg::make_classification(3000, 4, 3, 11, 3.0);
+  EXPECT_EQ(floats(again.X), x);
+  EXPECT_EQ(ints(again.y), y);
+  EXPECT_NE(floats(sg::make_classification(3000, 4, 3, 12, 3.0).X), x);
+  expect_error([] { sg::make_classification(0, 4, 3, 1); }, {"make_classification"});
+}
+
+TEST(Synthetic, RegressionShapesNoiseAndDeterminism) {
+  const sg::Dataset d = sg::make_regression(2000, 5, 2, 3);
+  ASSERT_EQ(d.X.shape(), (sg::Shape{2000, 5}));
+  ASSERT_EQ(d.y.shape(), (sg::Shape{2000, 2}));
+  EXPECT_EQ(d.targets(), 2);
+  const std::vector<float> x = floats(d.X), y = floats(d.y);
+  EXPECT_GE(*std::min_element(x.begin(), x.end()), -1.0f);
+  EXPECT_LT(*std::max_element(x.begin(), x.end()), 1.0f);
+  double var = 0;
+  for (float v : y) var += v * v;
+  EXPECT_GT(var / y.size(), 0.05);  // a real signal
+  EXPECT_EQ(floats(sg::make_regression(2000, 5, 2, 3).y), y);
+  EXPECT_NE(floats(sg::make_regression(2000, 5, 2, 4).y), y);
+
+  // Same seed with noise: same X, y shifted by N(0, 0.5^2).
+  const sg::Dataset noisy = sg::make_regression(2000, 5, 2, 3, 0.5);
+  EXPECT_EQ(floats(noisy.X), x);
+  const std::vector<float> yn = floats(noisy.y);
+  double diff_sq = 0;
+  for (size_t i = 0; i < y.size(); ++i) diff_sq += (yn[i] - y[i]) * (yn[i] - y[i]);
+  EXPECT_NEAR(std::sqrt(diff_sq / y.size()), 0.5, 0.03);
+  expect_error([] { sg::make_regression(10, 5, 1, 3, -1.0); }, {"noise"});
+}
+
+}  // namespace

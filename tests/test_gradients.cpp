@@ -1,0 +1,100 @@
+// Gradients of every op and of whole programs against central finite differences of an
+// independent float64 forward evaluation.
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+struct Case {
+  std::string name;
+  LayerPtr model;
+  std::shared_ptr<Loss> loss;
+  Shape input;
+};
+
+void check_gradients(const Case& c, uint64_t seed) {
+  Built b = build(*c.model, *c.loss, c.input, /*backward=*/true);
+  Runner run(b.p);
+  std::map<std::string, std::vector<double>> values;
+  // Random parameters (biases too: zero biases would hide bias-gradient bugs).
+  for (const ParamSpec& s : b.specs) {
+    HostArray a = random_f32(s.shape, mix_seed(seed, s.name), 0.6);
+    run.set(s.name, a);
+    values[s.name] = to_double(a);
+  }
+  HostArray X = random_f32(c.input, seed + 1);
+  run.set("input", X);
+  values["input"] = to_double(X);
+  const Shape pred_shape = b.p.tensor(b.pred).shape;
+  HostArray y = c.loss->target_dtype() == DType::I32
+                    ? random_labels(pred_shape[0], pred_shape[1], seed + 2)
+                    : random_f32(pred_shape, seed + 2);
+  run.set("target", y);
+  values["target"] = to_double(y);
+  run.run();
+
+  const double loss = eval_double(b.p, values);
+  EXPECT_TRUE(near(run.get("loss").data<float>()[0], loss, 1e-5, 1e-5)) << c.name << " loss";
+
+  const double h = 1e-6;
+  for (const ParamGrad& pg : b.grads) {
+    const std::string& pname = b.p.tensor(pg.param).name;
+    HostArray g = run.get(b.p.tensor(pg.grad).name);
+    std::vector<double>& p = values[pname];
+    for (size_t k = 0; k < p.size(); ++k) {
+      const double keep = p[k];
+      p[k] = keep + h;
+      double lp = eval_double(b.p, values);
+      p[k] = keep - h;
+      double lm = eval_double(b.p, values);
+      p[k] = keep;
+      double fd = (lp - lm) / (2 * h);
+      EXPECT_TRUE(near(g.data<float>()[k], fd, 2e-5, 2e-4)) << c.name << ": d loss / d " << pname << "[" << k << "]";
+    }
+  }
+}
+
+TEST(Gradients, DenseEveryActivationWithMse) {
+  for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
+                       Activation::Sigmoid, Activation::Sin}) {
+    Case c{cat("dense ", activation_name(a)), sequential({dense(5, a), dense(3)}),
+           std::make_shared<MeanSquaredError>(), {4, 3}};
+    check_gradients(c, 10 + static_cast<int>(a));
+  }
+}
+
+TEST(Gradients, DenseWithoutBias) {
+  check_gradients({"no bias", sequential({dense(4, Activation::Tanh, Init::xavier(), false), dense(2, Activation::None, std::nullopt, false)}),
+                   std::make_shared<MeanSquaredError>(Reduction::Sum), {3, 5}},
+                  21);
+}
+
+TEST(Gradients, SeedMlpSoftmaxCrossEntropyMeanAndSum) {
+  check_gradients({"seed mlp mean", sequential({dense(16, Activation::ReLU), dense(11)}),
+                   std::make_shared<SoftmaxCrossEntropy>(Reduction::Mean), {8, 12}},
+                  31);
+  check_gradients({"seed mlp sum", sequential({dense(16, Activation::ReLU), dense(11)}),
+                   std::make_shared<SoftmaxCrossEntropy>(Reduction::Sum), {8, 12}},
+                  32);
+}
+
+TEST(Gradients, ResidualDag) {
+  auto model = sequential({dense(6, Activation::Tanh),
+                           residual(sequential({dense(6, Activation::GELU), dense(6)})),
+                           residual(dense(6, Activation::Sin)), dense(4)});
+  check_gradients({"residual", model, std::make_shared<SoftmaxCrossEntropy>(), {5, 3}}, 41);
+}
+
+TEST(Gradients, SharedParameters) {
+  // The same layer object applied three times: one weight, gradients accumulated.
+  auto shared = dense(5, Activation::Tanh);
+  auto model = sequential({shared, shared, residual(shared), dense(2)});
+  Built b = build(*model, MeanSquaredError(), {3, 5}, true);
+  int params = 0;
+  for (const TensorInfo& t : b.p.tensors()) params += t.role == Role::Parameter;
+  EXPECT_EQ(params, 4);  // shared weight + bias, last layer weight + bias
+  check_gradients({"shared", model, std::make_shared<MeanSquaredError>(), {3, 5}}, 51);
+}
+
+}  // namespace
+}  // namespace sg::test

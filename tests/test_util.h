@@ -1,0 +1,186 @@
+// Shared test helpers: run a Program on the CPU backend by tensor name, a float64 forward
+// evaluator independent of the kernels, and random data.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "stepgraph/autodiff.h"
+#include "stepgraph/backend.h"
+#include "stepgraph/loss.h"
+#include "stepgraph/nn.h"
+#include "stepgraph/plan.h"
+#include "stepgraph/rng.h"
+
+namespace sg::test {
+
+inline HostArray random_f32(Shape s, uint64_t seed, double scale = 1.0) {
+  HostArray a(DType::F32, std::move(s));
+  Rng r(seed);
+  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(scale * r.normal());
+  return a;
+}
+
+inline HostArray random_labels(int64_t n, int64_t classes, uint64_t seed) {
+  HostArray a(DType::I32, {n});
+  Rng r(seed);
+  for (int64_t i = 0; i < n; ++i) a.data<int32_t>()[i] = static_cast<int32_t>(r.below(classes));
+  return a;
+}
+
+// Plans, allocates and lowers a program on the CPU backend. Every buffer starts as NaN (or
+// 0x7fffffff for integers), so an element an op forgot to write shows up.
+class Runner {
+ public:
+  explicit Runner(Program p) : p_(std::move(p)), be_(make_cpu_backend()) {
+    plan_ = plan_memory(p_);
+    pers_ = DeviceBuffer(*be_, plan_.persistent_bytes);
+    trans_ = DeviceBuffer(*be_, plan_.transient_bytes);
+    poison(pers_);
+    poison(trans_);
+    for (size_t t = 0; t < p_.num_tensors(); ++t) {
+      const Placement& pl = plan_.at[t];
+      ptrs_.push_back((pl.region == Placement::Region::Persistent ? pers_ : trans_).data() + pl.offset);
+    }
+    exe_ = be_->lower(p_, ptrs_);
+  }
+  void set(const std::string& name, const HostArray& a) {
+    TensorId t = id(name);
+    EXPECT_EQ(a.shape(), p_.tensor(t).shape) << name;
+    be_->upload(ptrs_[t], a.raw(), a.nbytes());
+  }
+  HostArray get(const std::string& name) const {
+    TensorId t = id(name);
+    HostArray a(p_.tensor(t).dtype, p_.tensor(t).shape);
+    be_->download(a.raw(), ptrs_[t], a.nbytes());
+    return a;
+  }
+  void run() { exe_->run(); }
+  const Program& program() const { return p_; }
+  const MemoryPlan& plan() const { return plan_; }
+  TensorId id(const std::string& name) const {
+    TensorId t = p_.find(name);
+    if (t == kNone) throw Error("test: no tensor " + name);
+    return t;
+  }
+
+ private:
+  static void poison(DeviceBuffer& b) {
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i + 4 <= b.size(); i += 4) std::memcpy(b.data() + i, &nan, 4);
+  }
+  Program p_;
+  std::unique_ptr<Backend> be_;
+  MemoryPlan plan_;
+  DeviceBuffer pers_, trans_;
+  std::vector<void*> ptrs_;
+  std::unique_ptr<Executable> exe_;
+};
+
+// A model + loss program on inputs "input" [B, D] and "target"; optionally with backward.
+struct Built {
+  Program p;
+  std::vector<ParamSpec> specs;
+  std::vector<ParamGrad> grads;
+  TensorId pred = kNone, loss = kNone;
+};
+inline Built build(Layer& model, const Loss& loss, Shape in, bool backward) {
+  Built b;
+  GraphBuilder g(b.p);
+  TensorId X = g.tensor("input", in, Role::Input);
+  b.pred = model.build(g, X, "");
+  TensorId y = g.tensor("target", loss.target_shape(b.p.tensor(b.pred).shape), Role::Input,
+                        loss.target_dtype());
+  LossOutputs lo = loss.build(g, b.pred, y);
+  b.loss = lo.loss;
+  if (backward) b.grads = append_backward(b.p, b.pred, lo.dpred);
+  b.specs = g.param_specs();
+  return b;
+}
+
+// Float64 forward evaluation of the forward + loss ops, written independently of the kernels
+// (plain formulas, exact GELU-tanh and log-sum-exp). Returns the loss.
+inline double eval_double(const Program& p, std::map<std::string, std::vector<double>> v) {
+  auto val = [&](TensorId t) -> std::vector<double>& { return v[p.tensor(t).name]; };
+  for (const Op& op : p.ops()) {
+    switch (op.kind) {
+      case OpKind::Dense: {
+        const Shape& xs = p.tensor(op.in[0]).shape;
+        const Shape& ws = p.tensor(op.in[1]).shape;
+        int64_t B = xs[0], I = xs[1], O = ws[0];
+        const auto X = val(op.in[0]);
+        const auto W = val(op.in[1]);
+        std::vector<double> b = op.in[2] == kNone ? std::vector<double>(O, 0.0) : val(op.in[2]);
+        std::vector<double> Y(B * O);
+        for (int64_t r = 0; r < B; ++r)
+          for (int64_t o = 0; o < O; ++o) {
+            double z = b[o];
+            for (int64_t i = 0; i < I; ++i) z += X[r * I + i] * W[o * I + i];
+            double y = z;
+            switch (op.attr<DenseAttrs>().act) {
+              case Activation::None: break;
+              case Activation::ReLU: y = std::max(z, 0.0); break;
+              case Activation::GELU:
+                y = 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+                break;
+              case Activation::Tanh: y = std::tanh(z); break;
+              case Activation::Sigmoid: y = 1 / (1 + std::exp(-z)); break;
+              case Activation::Sin: y = std::sin(z); break;
+            }
+            Y[r * O + o] = y;
+          }
+        val(op.out[0]) = Y;
+        break;
+      }
+      case OpKind::Add: {
+        auto A = val(op.in[0]);
+        const auto& Bv = val(op.in[1]);
+        for (size_t k = 0; k < A.size(); ++k) A[k] += Bv[k];
+        val(op.out[0]) = A;
+        break;
+      }
+      case OpKind::SoftmaxCrossEntropy: {
+        const Shape& s = p.tensor(op.in[0]).shape;
+        const auto& z = val(op.in[0]);
+        const auto& y = val(op.in[1]);
+        double total = 0;
+        for (int64_t r = 0; r < s[0]; ++r) {
+          double mx = -1e300, se = 0;
+          for (int64_t c = 0; c < s[1]; ++c) mx = std::max(mx, z[r * s[1] + c]);
+          for (int64_t c = 0; c < s[1]; ++c) se += std::exp(z[r * s[1] + c] - mx);
+          total += mx + std::log(se) - z[r * s[1] + static_cast<int64_t>(y[r])];
+        }
+        return op.attr<LossAttrs>().reduction == Reduction::Mean ? total / s[0] : total;
+      }
+      case OpKind::MeanSquaredError: {
+        const auto& a = val(op.in[0]);
+        const auto& b = val(op.in[1]);
+        double total = 0;
+        for (size_t k = 0; k < a.size(); ++k) total += (a[k] - b[k]) * (a[k] - b[k]);
+        return op.attr<LossAttrs>().reduction == Reduction::Mean ? total / a.size() : total;
+      }
+      default: throw Error("eval_double: unexpected op");
+    }
+  }
+  throw Error("eval_double: no loss op");
+}
+
+inline std::vector<double> to_double(const HostArray& a) {
+  std::vector<double> v(a.numel());
+  for (int64_t i = 0; i < a.numel(); ++i)
+    v[i] = a.dtype() == DType::F32 ? a.data<float>()[i] : a.data<int32_t>()[i];
+  return v;
+}
+
+// |a - b| <= abs + rel * |b|
+inline ::testing::AssertionResult near(double a, double b, double abs, double rel) {
+  if (std::fabs(a - b) <= abs + rel * std::fabs(b)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << a << " vs " << b << " (diff " << std::fabs(a - b) << ")";
+}
+
+}  // namespace sg::test
