@@ -1,0 +1,336 @@
+# The `stepgraph` CLI end to end (included from tests/CMakeLists.txt): training on digits, eval,
+# explain, resume, the example configs, and every kind of bad input, which must end in a clear
+# message and a non-zero exit, never a crash, and must not overwrite a previous run's files.
+#
+# Runs go to ${CMAKE_BINARY_DIR}/cli_runs/<name>. Fixtures order the tests that use another
+# test's output (a checkpoint), so `ctest -R cli_` and `ctest -j` work.
+
+set(SG_CLI "$<TARGET_FILE:stepgraph_cli>")
+set(SG_RUNS "${CMAKE_BINARY_DIR}/cli_runs")
+set(SG_CONFIGS "${CMAKE_SOURCE_DIR}/configs")
+set(SG_DATA "${CMAKE_CURRENT_SOURCE_DIR}/data")
+set(SG_SUMMARY_KEYS "event|steps|final_loss|us_per_step|accuracy|val_loss|device")
+
+# sg_cli_ok(<name> ARGS <cli args>... [OUT <dir>] [STDOUT <regex>] [KEYS <k|k>]
+#           [EQUAL <k=v|...>] [MIN <k=v|...>] [MAX <k=v|...>] [FILES <f|f>]
+#           [SETUP <fixture>] [REQUIRES <fixture>...] [TIMEOUT <s>])
+# OUT is removed before the run and passed as --out.
+function(sg_cli_ok name)
+  cmake_parse_arguments(PARSE_ARGV 1 A "" "OUT;STDOUT;KEYS;EQUAL;MIN;MAX;FILES;SETUP;TIMEOUT"
+                        "ARGS;REQUIRES")
+  set(args ${A_ARGS})
+  if(A_OUT)
+    list(APPEND args --out "${A_OUT}")
+  endif()
+  list(JOIN args "|" joined)
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=${SG_CLI}|${joined}" "-DCLEAN_DIR=${A_OUT}"
+                   "-DSTDOUT_REGEX=${A_STDOUT}" "-DSUMMARY_KEYS=${A_KEYS}"
+                   "-DSUMMARY_EQUAL=${A_EQUAL}" "-DSUMMARY_MIN=${A_MIN}" "-DSUMMARY_MAX=${A_MAX}"
+                   "-DFILES_EXIST=${A_FILES}" "-DTIMEOUT=${A_TIMEOUT}"
+                   -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_ok.cmake"
+           WORKING_DIRECTORY "${CMAKE_BINARY_DIR}")
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS cli)
+  if(A_SETUP)
+    set_tests_properties(${name} PROPERTIES FIXTURES_SETUP "${A_SETUP}")
+  endif()
+  if(A_REQUIRES)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "${A_REQUIRES}")
+  endif()
+endfunction()
+
+# sg_cli_fail(<name> ARGS <cli args>... STDERR <regex> [STDOUT <regex>] [EXIT <code>]
+#             [UNCHANGED <f|f>] [REQUIRES <fixture>...])
+# Library errors (sg::Error) exit with 1 and print "stepgraph: error: ..."; CLI11 usage errors
+# exit with another non-zero code.
+function(sg_cli_fail name)
+  cmake_parse_arguments(PARSE_ARGV 1 A "" "STDERR;STDOUT;EXIT;UNCHANGED" "ARGS;REQUIRES")
+  if(NOT A_STDERR)
+    message(FATAL_ERROR "sg_cli_fail(${name}): STDERR <regex> is required")
+  endif()
+  list(JOIN A_ARGS "|" joined)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=${SG_CLI}|${joined}" "-DSTDERR_REGEX=${A_STDERR}"
+                   "-DSTDOUT_REGEX=${A_STDOUT}" "-DEXIT_CODE=${A_EXIT}"
+                   "-DUNCHANGED=${A_UNCHANGED}"
+                   "-DSNAPSHOT_DIR=${CMAKE_BINARY_DIR}/cli_runs/snapshots/${name}" -DTIMEOUT=60
+                   -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_fail.cmake"
+           WORKING_DIRECTORY "${CMAKE_BINARY_DIR}")
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS cli)
+  if(A_REQUIRES)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "${A_REQUIRES}")
+  endif()
+endfunction()
+
+# --- End to end on digits ----------------------------------------------------------------------
+
+# The embedded default (same as configs/digits_mlp.json), 200 steps: the last line is the summary.
+sg_cli_ok(cli_train_200_steps
+  ARGS train --steps 200 --device cpu --json
+  OUT "${SG_RUNS}/steps200"
+  STDOUT "\"event\":\"progress\""
+  KEYS "${SG_SUMMARY_KEYS}|checkpoint"
+  EQUAL "event=summary|steps=200|device=cpu|task=classification"
+  MIN "accuracy=0.85"
+  FILES "${SG_RUNS}/steps200/checkpoint.safetensors|${SG_RUNS}/steps200/metrics.jsonl|${SG_RUNS}/steps200/config.json"
+  SETUP cli_run200)
+
+# The full default run: 1500 steps (about 3 s on the CPU), at least 95% validation accuracy.
+sg_cli_ok(cli_train_default_reaches_95_percent
+  ARGS train --json
+  OUT "${SG_RUNS}/default"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=1500|val_size=360"
+  MIN "accuracy=0.95"
+  FILES "${SG_RUNS}/default/checkpoint.safetensors|${SG_RUNS}/default/metrics.jsonl|${SG_RUNS}/default/config.json"
+  SETUP cli_default_run
+  TIMEOUT 300)
+
+# The human-readable form prints progress and a "done:" line.
+sg_cli_ok(cli_train_text_output
+  ARGS train --steps 50
+  OUT "${SG_RUNS}/text"
+  STDOUT "step 50/50  loss [0-9.]+.*done: 50 steps, final loss [0-9.]+, [0-9.]+ us/step on (cpu|cuda).*validation accuracy [0-9.]+%"
+  FILES "${SG_RUNS}/text/checkpoint.safetensors|${SG_RUNS}/text/metrics.jsonl")
+
+sg_cli_ok(cli_eval_default_checkpoint
+  ARGS eval --checkpoint "${SG_RUNS}/default/checkpoint.safetensors" --json
+  KEYS "event|steps|accuracy|val_loss|val_size"
+  EQUAL "event=summary|steps=1500|val_size=360"
+  MIN "accuracy=0.95"
+  REQUIRES cli_default_run)
+
+sg_cli_ok(cli_eval_text_output
+  ARGS eval "${SG_CONFIGS}/digits_mlp.json" --checkpoint "${SG_RUNS}/default/checkpoint.safetensors"
+  STDOUT "eval of '.*checkpoint.safetensors' \\(step 1500\\) on validation split of 360: loss [0-9.]+, accuracy 9[5-9]\\.[0-9]+%"
+  REQUIRES cli_default_run)
+
+sg_cli_ok(cli_resume_continues_the_step_count
+  ARGS train --steps 260 --json --resume "${SG_RUNS}/steps200/checkpoint.safetensors"
+  OUT "${SG_RUNS}/resumed260"
+  STDOUT "resuming at step 200"
+  EQUAL "event=summary|steps=260"
+  FILES "${SG_RUNS}/resumed260/checkpoint.safetensors"
+  REQUIRES cli_run200)
+
+sg_cli_ok(cli_explain_default
+  ARGS explain
+  STDOUT "model: sequential\\(dense\\(256, relu.*input: \\[64, 64\\], output: \\[64, 10\\].*step program: [0-9]+ ops.*memory plan:")
+
+sg_cli_ok(cli_explain_residual_batch
+  ARGS explain "${SG_CONFIGS}/digits_residual.json" --batch 32
+  STDOUT "residual.*input: \\[32, 64\\], output: \\[32, 10\\].*step program: [0-9]+ ops")
+
+# --- The example configs train ------------------------------------------------------------------
+
+foreach(example digits_mlp digits_residual digits_sgd_cosine)
+  sg_cli_ok(cli_example_${example}
+    ARGS train "${SG_CONFIGS}/${example}.json" --steps 300 --json
+    OUT "${SG_RUNS}/example_${example}"
+    KEYS "${SG_SUMMARY_KEYS}"
+    EQUAL "event=summary|steps=300|task=classification"
+    MIN "accuracy=0.9"
+    FILES "${SG_RUNS}/example_${example}/checkpoint.safetensors")
+endforeach()
+set_tests_properties(cli_example_digits_residual PROPERTIES FIXTURES_SETUP cli_residual_run)
+
+# Regression: from a validation MSE of about 0.7 untrained to well under 0.1.
+sg_cli_ok(cli_example_synthetic_regression
+  ARGS train "${SG_CONFIGS}/synthetic_regression.json" --steps 300 --json
+  OUT "${SG_RUNS}/example_synthetic_regression"
+  KEYS "event|steps|final_loss|us_per_step|val_loss"
+  EQUAL "event=summary|steps=300|task=regression|val_size=400"
+  MAX "val_loss=0.1"
+  FILES "${SG_RUNS}/example_synthetic_regression/checkpoint.safetensors")
+
+# A small CSV file trains; its bad twins below differ only in one label.
+sg_cli_ok(cli_train_csv
+  ARGS train "${SG_DATA}/csv_ok.json" --json
+  OUT "${SG_RUNS}/csv_ok"
+  EQUAL "event=summary|steps=200|val_size=6"
+  MIN "accuracy=0.8")
+
+# --- Bad configs ---------------------------------------------------------------------------------
+
+sg_cli_fail(cli_malformed_json
+  ARGS train "${SG_DATA}/malformed.json" --json
+  EXIT 1
+  STDERR "^stepgraph: error: config '[^']*malformed\\.json' is not valid JSON: line 5, column 37: syntax error"
+  STDOUT "\"event\":\"error\"")
+
+sg_cli_fail(cli_unknown_key
+  ARGS train "${SG_DATA}/unknown_key.json"
+  EXIT 1
+  STDERR "^stepgraph: error: config '[^']*unknown_key\\.json': model\\.layers\\[1\\]\\.activaton: unknown key; allowed keys here: type, units, activation, init, std, bias")
+
+sg_cli_fail(cli_wrong_type
+  ARGS train "${SG_DATA}/bad_units.json"
+  EXIT 1
+  STDERR "^stepgraph: error: .*model\\.layers\\[0\\]\\.units: expected an integer in \\[1, [0-9]+\\], got the string \"ten\"")
+
+sg_cli_fail(cli_unknown_optimizer
+  ARGS train "${SG_DATA}/unknown_optimizer.json"
+  EXIT 1
+  STDERR "^stepgraph: error: .*optimizer\\.type: unknown value \"rmsprop\"; allowed: sgd, adam, adamw")
+
+sg_cli_fail(cli_sgd_with_adam_keys
+  ARGS train "${SG_DATA}/sgd_with_adam_keys.json"
+  EXIT 1
+  STDERR "^stepgraph: error: .*optimizer\\.beta1: \"beta1\" is an Adam setting.*\"sgd\" takes lr, momentum")
+
+sg_cli_fail(cli_missing_config
+  ARGS train "${SG_RUNS}/no_such_config.json"
+  STDERR "File does not exist: .*no_such_config\\.json")
+
+sg_cli_fail(cli_config_is_a_directory
+  ARGS train "${SG_DATA}"
+  STDERR "directory")
+
+# --- Bad command lines ---------------------------------------------------------------------------
+
+sg_cli_fail(cli_bad_device
+  ARGS train --device gpu --steps 5
+  STDERR "--device: gpu not in \\{auto,cpu,cuda\\}")
+
+sg_cli_fail(cli_bad_steps
+  ARGS train --steps -5
+  STDERR "--steps: expected an integer >= 1, got '-5'")
+
+sg_cli_fail(cli_negative_seed
+  ARGS train --seed -1 --steps 5
+  STDERR "--seed: expected an integer >= 0, got '-1'")
+
+sg_cli_fail(cli_no_subcommand
+  STDERR "A subcommand is required")
+
+sg_cli_fail(cli_eval_needs_a_checkpoint
+  ARGS eval
+  STDERR "--checkpoint is required")
+
+sg_cli_fail(cli_eval_missing_checkpoint
+  ARGS eval --checkpoint "${SG_RUNS}/no_such_checkpoint.safetensors"
+  STDERR "File does not exist: .*no_such_checkpoint\\.safetensors")
+
+# --- Data that does not fit the model ------------------------------------------------------------
+
+sg_cli_fail(cli_inputs_mismatch
+  ARGS train "${SG_DATA}/inputs_mismatch.json" --steps 5
+  EXIT 1
+  STDERR "^stepgraph: error: model\\.inputs is 60 but data 'digits' \\(data\\.source \"digits\"\\) has 64 features per sample")
+
+sg_cli_fail(cli_explain_inputs_mismatch
+  ARGS explain "${SG_DATA}/inputs_mismatch.json"
+  EXIT 1
+  STDERR "^stepgraph: error: model\\.inputs is 60 but .* has 64 features")
+
+sg_cli_fail(cli_too_few_output_units
+  ARGS train "${SG_DATA}/too_few_units.json" --steps 5
+  EXIT 1
+  STDERR "^stepgraph: error: model output has 5 units but data 'digits' .* has 10 classes \\(labels 0\\.\\.9\\): label 5 of sample 5 \\(0-based\\) is out of range \\[0, 5\\); set the last layer's units to at least 10")
+
+sg_cli_fail(cli_regression_targets_mismatch
+  ARGS train "${SG_DATA}/regression_targets.json" --steps 5
+  EXIT 1
+  STDERR "^stepgraph: error: model output has 3 units but .* has 2 regression targets per sample")
+
+sg_cli_fail(cli_batch_larger_than_training_split
+  ARGS train "${SG_DATA}/batch_too_large.json" --steps 5
+  EXIT 1
+  STDERR "^stepgraph: error: train\\.batch_size 5000 is larger than the training split \\(1437 samples")
+
+sg_cli_fail(cli_csv_label_out_of_range
+  ARGS train "${SG_DATA}/csv_bad_label.json" --out "${SG_RUNS}/csv_bad_label"
+  EXIT 1
+  STDERR "^stepgraph: error: model output has 3 units but data 'bad_label\\.csv' .* label 7 of sample 3 \\(0-based\\) is out of range \\[0, 3\\)")
+
+sg_cli_fail(cli_csv_negative_label
+  ARGS train "${SG_DATA}/csv_negative_label.json" --out "${SG_RUNS}/csv_negative_label"
+  EXIT 1
+  STDERR "^stepgraph: error: CSV file '[^']*negative_label\\.csv' line 7, column 4: class label -1 is out of range")
+
+sg_cli_fail(cli_missing_data_file
+  ARGS train "${SG_DATA}/csv_missing_file.json"
+  EXIT 1
+  STDERR "^stepgraph: error: cannot open CSV file '[^']*tests/data/no_such_file\\.csv': No such file or directory")
+
+# --- Corrupt and truncated checkpoints: a message, and nothing overwritten ------------------------
+
+# Truncated copies of the 200-step run's checkpoint: inside the JSON header, and inside the data.
+add_test(NAME cli_make_truncated_checkpoints_header
+  COMMAND ${CMAKE_COMMAND} "-DSRC=${SG_RUNS}/steps200/checkpoint.safetensors"
+          "-DDST=${SG_RUNS}/corrupt/truncated_header.safetensors" -DKEEP=100
+          -P "${CMAKE_CURRENT_SOURCE_DIR}/truncate_file.cmake")
+add_test(NAME cli_make_truncated_checkpoints_data
+  COMMAND ${CMAKE_COMMAND} "-DSRC=${SG_RUNS}/steps200/checkpoint.safetensors"
+          "-DDST=${SG_RUNS}/corrupt/truncated_data.safetensors" -DKEEP=half
+          -P "${CMAKE_CURRENT_SOURCE_DIR}/truncate_file.cmake")
+set_tests_properties(cli_make_truncated_checkpoints_header cli_make_truncated_checkpoints_data PROPERTIES
+  FIXTURES_REQUIRED cli_run200 FIXTURES_SETUP cli_truncated LABELS cli)
+
+set(SG_RUN200_FILES
+    "${SG_RUNS}/steps200/checkpoint.safetensors|${SG_RUNS}/steps200/metrics.jsonl|${SG_RUNS}/steps200/config.json")
+
+# --resume with a bad file into a folder that holds a good run: the run's files stay
+# byte-identical (the checkpoint is validated before anything is written).
+foreach(kind header data)
+  sg_cli_fail(cli_resume_truncated_${kind}_overwrites_nothing
+    ARGS train --steps 300 --resume "${SG_RUNS}/corrupt/truncated_${kind}.safetensors"
+         --out "${SG_RUNS}/steps200"
+    EXIT 1
+    STDERR "^stepgraph: error: safetensors file '[^']*truncated_${kind}\\.safetensors': "
+    UNCHANGED "${SG_RUN200_FILES}"
+    REQUIRES cli_run200 cli_truncated)
+  sg_cli_fail(cli_eval_truncated_${kind}
+    ARGS eval --checkpoint "${SG_RUNS}/corrupt/truncated_${kind}.safetensors"
+    EXIT 1
+    STDERR "^stepgraph: error: safetensors file '[^']*truncated_${kind}\\.safetensors': "
+    REQUIRES cli_truncated)
+endforeach()
+
+# With another config than the folder's run: its config.json must not be replaced either.
+sg_cli_fail(cli_resume_truncated_other_config_overwrites_nothing
+  ARGS train "${SG_CONFIGS}/digits_sgd_cosine.json" --steps 300
+       --resume "${SG_RUNS}/corrupt/truncated_data.safetensors" --out "${SG_RUNS}/steps200"
+  EXIT 1
+  STDERR "^stepgraph: error: safetensors file '[^']*truncated_data\\.safetensors': "
+  UNCHANGED "${SG_RUN200_FILES}"
+  REQUIRES cli_run200 cli_truncated)
+
+sg_cli_fail(cli_resume_not_a_checkpoint_overwrites_nothing
+  ARGS train --steps 300 --resume "${SG_DATA}/not_a_checkpoint.safetensors" --out "${SG_RUNS}/steps200"
+  EXIT 1
+  STDERR "^stepgraph: error: safetensors file '[^']*not_a_checkpoint\\.safetensors': header length [0-9]+ exceeds"
+  UNCHANGED "${SG_RUN200_FILES}"
+  REQUIRES cli_run200)
+
+sg_cli_fail(cli_eval_not_a_checkpoint
+  ARGS eval --checkpoint "${SG_DATA}/not_a_checkpoint.safetensors" --json
+  EXIT 1
+  STDERR "^stepgraph: error: safetensors file '[^']*not_a_checkpoint\\.safetensors': header length"
+  STDOUT "\"event\":\"error\"")
+
+# A valid checkpoint of another model (the residual example) is refused, naming the tensor.
+sg_cli_fail(cli_resume_other_model_overwrites_nothing
+  ARGS train --steps 300 --resume "${SG_RUNS}/example_digits_residual/checkpoint.safetensors"
+       --out "${SG_RUNS}/steps200"
+  EXIT 1
+  STDERR "^stepgraph: error: checkpoint '[^']*example_digits_residual/checkpoint\\.safetensors'( has no tensor|: tensor) '[^']+'"
+  UNCHANGED "${SG_RUN200_FILES}"
+  REQUIRES cli_run200 cli_residual_run)
+
+sg_cli_fail(cli_eval_other_model
+  ARGS eval --checkpoint "${SG_RUNS}/example_digits_residual/checkpoint.safetensors"
+  EXIT 1
+  STDERR "^stepgraph: error: checkpoint '[^']*'( has no tensor|: tensor) '[^']+'.*(different model|but this model has)"
+  REQUIRES cli_residual_run)
+
+# Resuming from a checkpoint beyond the requested step count.
+sg_cli_fail(cli_resume_beyond_total_steps
+  ARGS train --steps 100 --resume "${SG_RUNS}/steps200/checkpoint.safetensors" --out "${SG_RUNS}/steps200"
+  EXIT 1
+  STDERR "^stepgraph: error: the checkpoint '[^']*' is at step 200, beyond the requested total of 100 steps"
+  UNCHANGED "${SG_RUN200_FILES}"
+  REQUIRES cli_run200)

@@ -68,7 +68,7 @@ TEST(Ops, SoftmaxCrossEntropyHandChecked) {
   const float z[] = {1, 2, 3, 0, 0, 0};
   const int32_t y[] = {2, 0};
   float loss, dz[6];
-  cpu::softmax_cross_entropy(z, y, &loss, dz, 2, 3, Reduction::Mean);
+  cpu::softmax_cross_entropy(z, y, nullptr, &loss, dz, 2, 3, Reduction::Mean);
   const double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0;  // 0.40760596
   const double l1 = std::log(3.0);
   EXPECT_NEAR(loss, (l0 + l1) / 2, 1e-6);
@@ -76,28 +76,48 @@ TEST(Ops, SoftmaxCrossEntropyHandChecked) {
   EXPECT_NEAR(dz[0], std::exp(1.0) / s / 2, 1e-7);
   EXPECT_NEAR(dz[2], (std::exp(3.0) / s - 1) / 2, 1e-7);
   EXPECT_NEAR(dz[3], (1.0 / 3 - 1) / 2, 1e-7);
-  cpu::softmax_cross_entropy(z, y, &loss, dz, 2, 3, Reduction::Sum);
+  cpu::softmax_cross_entropy(z, y, nullptr, &loss, dz, 2, 3, Reduction::Sum);
   EXPECT_NEAR(loss, l0 + l1, 1e-6);
   EXPECT_NEAR(dz[4], 1.0 / 3, 1e-7);
   // Large logits stay finite (log-sum-exp with the max subtracted).
   const float big[] = {1000, 0, -1000};
   const int32_t y0[] = {0};
-  cpu::softmax_cross_entropy(big, y0, &loss, dz, 1, 3, Reduction::Mean);
+  cpu::softmax_cross_entropy(big, y0, nullptr, &loss, dz, 1, 3, Reduction::Mean);
   EXPECT_NEAR(loss, 0.0, 1e-6);
   const int32_t bad[] = {3};
-  EXPECT_THROW(cpu::softmax_cross_entropy(big, bad, &loss, dz, 1, 3, Reduction::Mean), Error);
+  EXPECT_THROW(cpu::softmax_cross_entropy(big, bad, nullptr, &loss, dz, 1, 3, Reduction::Mean), Error);
 }
 
 TEST(Ops, MeanSquaredErrorHandChecked) {
   const float p[] = {1, 2, 3, 4}, t[] = {0, 2, 5, 4};
   float loss, dp[4];
-  cpu::mean_squared_error(p, t, &loss, dp, 2, 2, Reduction::Mean);
+  cpu::mean_squared_error(p, t, nullptr, &loss, dp, 2, 2, Reduction::Mean);
   EXPECT_FLOAT_EQ(loss, (1 + 0 + 4 + 0) / 4.0f);
   EXPECT_FLOAT_EQ(dp[0], 2 * 1 / 4.0f);
   EXPECT_FLOAT_EQ(dp[2], 2 * -2 / 4.0f);
-  cpu::mean_squared_error(p, t, &loss, dp, 2, 2, Reduction::Sum);
+  cpu::mean_squared_error(p, t, nullptr, &loss, dp, 2, 2, Reduction::Sum);
   EXPECT_FLOAT_EQ(loss, 5.0f);
   EXPECT_FLOAT_EQ(dp[2], -4.0f);
+  // Only the first row is valid: padding rows get no loss and no gradient.
+  const int32_t one = 1;
+  dp[2] = dp[3] = 99;
+  cpu::mean_squared_error(p, t, &one, &loss, dp, 2, 2, Reduction::Mean);
+  EXPECT_FLOAT_EQ(loss, 1 / 2.0f);
+  EXPECT_FLOAT_EQ(dp[0], 2 * 1 / 2.0f);
+  EXPECT_FLOAT_EQ(dp[2], 0.0f);
+  EXPECT_FLOAT_EQ(dp[3], 0.0f);
+}
+
+TEST(Ops, SoftmaxCrossEntropyIgnoresPaddingRows) {
+  const float z[] = {1, 2, 3, 0, 0, 0};
+  const int32_t y[] = {2, 0}, one = 1;
+  float loss, dz[6];
+  std::fill(dz, dz + 6, 99.0f);
+  cpu::softmax_cross_entropy(z, y, &one, &loss, dz, 2, 3, Reduction::Mean);
+  EXPECT_NEAR(loss, std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, 1e-6);
+  for (int c = 3; c < 6; ++c) EXPECT_EQ(dz[c], 0.0f);
+  const int32_t too_many = 3;
+  EXPECT_THROW(cpu::softmax_cross_entropy(z, y, &too_many, &loss, dz, 2, 3, Reduction::Mean), Error);
 }
 
 TEST(Ops, ScheduleFromTheStepCounter) {

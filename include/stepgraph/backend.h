@@ -14,12 +14,39 @@ enum class Device : uint8_t { CPU, CUDA };
 const char* device_name(Device d);
 Device parse_device(const std::string& s);  // "cpu" | "cuda"
 
+// How dense layers' matrix products are chosen and computed (CUDA; the CPU ignores both).
+//   autotune off:        the library heuristic's first algorithm
+//            heuristic:  time the heuristic's top 4 candidates on scratch buffers, keep the fastest
+//            exhaustive: time every candidate the heuristic returns (up to 32)
+//   precision fp32:      full fp32 products (default)
+//            tf32:       tensor-core TF32 products for dense layers (10-bit mantissa inputs,
+//                        fp32 accumulation: relative error ~1e-3 instead of ~1e-6)
+enum class Autotune : uint8_t { Off, Heuristic, Exhaustive };
+enum class Precision : uint8_t { FP32, TF32 };
+const char* autotune_name(Autotune a);
+Autotune parse_autotune(const std::string& s);
+const char* precision_name(Precision p);
+Precision parse_precision(const std::string& s);
+
+struct LowerOptions {
+  Autotune autotune = Autotune::Heuristic;
+  Precision precision = Precision::FP32;
+};
+
 // A lowered program: every op's pointers and library plans are fixed.
 class Executable {
  public:
   virtual ~Executable() = default;
-  virtual void run() = 0;  // one whole step, in op order
+  virtual void run() = 0;  // one whole step, op by op (eager)
   virtual size_t num_ops() const = 0;
+  // Graph replay (CUDA): capture() records run() once; replay() launches the recording.
+  virtual bool can_capture() const { return false; }
+  virtual void capture() { throw Error("this backend has no graph capture"); }
+  virtual bool is_captured() const { return false; }
+  virtual void replay() { run(); }
+  virtual size_t graph_nodes() const { return 0; }
+  // Per-op notes from lowering: kernels, fused epilogues, chosen algorithms and timings.
+  virtual std::string describe() const { return ""; }
 };
 
 class Backend {
@@ -31,8 +58,15 @@ class Backend {
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  // Waits for all queued work (downloads already do).
+  virtual void synchronize() {}
+  // Bytes this backend holds now / at most so far (every allocation: arenas, workspaces,
+  // library scratch). 0 where not tracked.
+  virtual size_t allocated_bytes() const { return 0; }
+  virtual size_t peak_allocated_bytes() const { return 0; }
   // `ptrs[t]` is the address of tensor t (from the memory plan).
-  virtual std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs) = 0;
+  virtual std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
+                                            const LowerOptions& opt = {}) = 0;
 };
 
 // An owned allocation on a backend.

@@ -51,8 +51,10 @@ enum class OpKind : uint8_t {
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
   Add,                  // in {A, B}                     out {Y}                  Y = A + B
   AddBackward,          // in {dY}                       out {dA|-, dB|-}
-  SoftmaxCrossEntropy,  // in {logits[B,C], labels i32[B]}  out {loss[1], dlogits[B,C]}
-  MeanSquaredError,     // in {pred[B,T], target[B,T]}      out {loss[1], dpred[B,T]}
+  // Losses: rows >= valid_rows (an i32 [1] input, optional) are padding: no loss, no gradient,
+  // and a mean divides by the valid count. That is how a padded last batch trains exactly.
+  SoftmaxCrossEntropy,  // in {logits[B,C], labels i32[B], valid|-}  out {loss[1], dlogits[B,C]}
+  MeanSquaredError,     // in {pred[B,T], target[B,T], valid|-}      out {loss[1], dpred[B,T]}
   Schedule,             // in {step i32[1], hyper[2]}   out {step, sched[4]}   (step += 1, then lr)
   SgdUpdate,            // in {hyper, sched, P..., G..., M...}  out {P..., M...}   in place
   AdamUpdate,           // in {hyper, sched, P..., G..., M..., V...}  out {P..., M..., V...}

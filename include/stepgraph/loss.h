@@ -17,7 +17,9 @@ struct LossOutputs {
 class Loss {
  public:
   virtual ~Loss() = default;
-  virtual LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target) const = 0;
+  // `valid` (optional, i32 [1]): rows at or beyond it are padding and ignored.
+  virtual LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target,
+                            TensorId valid = kNone) const = 0;
   // The target slot for a prediction of shape `pred`.
   virtual Shape target_shape(const Shape& pred) const = 0;
   virtual DType target_dtype() const = 0;
@@ -38,7 +40,7 @@ using LossPtr = std::shared_ptr<Loss>;
 class SoftmaxCrossEntropy : public Loss {
  public:
   explicit SoftmaxCrossEntropy(Reduction r = Reduction::Mean) : Loss(r) {}
-  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target) const override;
+  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const override;
   Shape target_shape(const Shape& pred) const override { return {pred[0]}; }
   DType target_dtype() const override { return DType::I32; }
   Task task() const override { return Task::Classification; }
@@ -50,7 +52,7 @@ class SoftmaxCrossEntropy : public Loss {
 class MeanSquaredError : public Loss {
  public:
   explicit MeanSquaredError(Reduction r = Reduction::Mean) : Loss(r) {}
-  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target) const override;
+  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const override;
   Shape target_shape(const Shape& pred) const override { return pred; }
   DType target_dtype() const override { return DType::F32; }
   Task task() const override { return Task::Regression; }

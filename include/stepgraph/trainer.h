@@ -18,6 +18,33 @@
 
 namespace sg {
 
+// How steps run.
+//   graph (default): the first launch runs the step op by op (the warm-up), then records it as
+//                    one CUDA graph; every later launch replays it. Needs a backend with capture
+//                    (CUDA); on the CPU it is the same as eager.
+//   eager:           op by op every step (the same kernels).
+enum class ExecMode : uint8_t { Graph, Eager };
+const char* exec_mode_name(ExecMode m);
+ExecMode parse_exec_mode(const std::string& s);
+
+// What one_step does with a batch whose row count differs from the compiled one (e.g. the last
+// partial batch).
+//   recapture (default): compile and capture that shape too; shapes are cached (at most
+//                        max_shapes; the least recently used is dropped beyond that)
+//   pad:                 pad the batch to the compiled size; padding rows carry no loss and no
+//                        gradient (the loss divides by the real rows), so the step is exact
+//   error:               refuse with an Error
+enum class ShapePolicy : uint8_t { Recapture, Pad, Error };
+const char* shape_policy_name(ShapePolicy p);
+ShapePolicy parse_shape_policy(const std::string& s);
+
+struct TrainerOptions {
+  ExecMode mode = ExecMode::Graph;
+  ShapePolicy shape_policy = ShapePolicy::Recapture;
+  int max_shapes = 8;
+  LowerOptions lower;  // autotune, precision
+};
+
 struct EvalResult {
   double loss = 0;      // over all rows, with the loss's reduction (mean: per row / element)
   double accuracy = 0;  // classification only: fraction of rows whose argmax is the label
@@ -28,7 +55,7 @@ class Trainer {
  public:
   // `seed` fixes the initial parameters (per parameter name) and is kept in checkpoints.
   Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device device = Device::CPU,
-          uint64_t seed = 0);
+          uint64_t seed = 0, TrainerOptions options = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -39,8 +66,14 @@ class Trainer {
   bool is_compiled() const { return current_ != nullptr; }
   const Shape& input_shape() const;
 
-  // The seed's workflow: copy a batch into the input slots and run one step; returns the loss.
+  // The seed's workflow: copy a batch into the input slots and run one step; returns the loss
+  // (which waits for the step to finish).
   float one_step(const HostArray& X, const HostArray& y);
+  // The same without waiting: the loss of the last step queued is read later with loss(), so a
+  // training loop need not synchronize every step.
+  void one_step_async(const HostArray& X, const HostArray& y);
+  // Copies a batch into the input slots (host data through pinned staging). A batch with fewer
+  // rows than compiled follows the shape policy.
   void set_batch(const HostArray& X, const HostArray& y);
   void launch();
   float loss() const;        // the last step's loss
@@ -70,6 +103,11 @@ class Trainer {
   std::string explain() const;
   int64_t launch_count() const { return launches_; }
   int64_t compile_count() const { return compiles_; }
+  int64_t capture_count() const { return captures_; }  // graphs recorded (recaptures included)
+  size_t graph_nodes() const;                            // of the current step's graph (0: none)
+  const TrainerOptions& options() const { return options_; }
+  // Downloads every persistent tensor (parameters, optimizer state, step scalars) by name.
+  std::map<std::string, HostArray> state() const;
   // Drops every compiled step (parameters and optimizer state are kept).
   void invalidate();
 
@@ -95,11 +133,12 @@ class Trainer {
   LossPtr loss_;
   OptimizerPtr optimizer_;
   uint64_t seed_;
+  TrainerOptions options_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Persistent> persistent_;
   std::map<int64_t, std::unique_ptr<Variant>> train_variants_, eval_variants_;
   Variant* current_ = nullptr;
-  int64_t launches_ = 0, compiles_ = 0;
+  int64_t launches_ = 0, compiles_ = 0, captures_ = 0, use_clock_ = 0;
 };
 
 }  // namespace sg

@@ -1,5 +1,9 @@
 #include "stepgraph/backend.h"
 
+#ifdef STEPGRAPH_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace sg {
 
 const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
@@ -10,17 +14,47 @@ Device parse_device(const std::string& s) {
   throw Error(cat("unknown device '", s, "': expected cpu or cuda"));
 }
 
+const char* autotune_name(Autotune a) {
+  switch (a) {
+    case Autotune::Off: return "off";
+    case Autotune::Heuristic: return "heuristic";
+    case Autotune::Exhaustive: return "exhaustive";
+  }
+  return "?";
+}
+
+Autotune parse_autotune(const std::string& s) {
+  for (Autotune a : {Autotune::Off, Autotune::Heuristic, Autotune::Exhaustive})
+    if (s == autotune_name(a)) return a;
+  throw Error(cat("unknown autotune mode '", s, "': expected off, heuristic or exhaustive"));
+}
+
+const char* precision_name(Precision p) { return p == Precision::FP32 ? "fp32" : "tf32"; }
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "tf32") return Precision::TF32;
+  throw Error(cat("unknown precision '", s, "': expected fp32 or tf32"));
+}
+
 bool cuda_available(std::string* why) {
-  // The CUDA backend is a separate capability; this build has only the CPU reference backend.
+#ifdef STEPGRAPH_HAVE_CUDA
+  return cuda::available(why);
+#else
   if (why) *why = "this build of stepgraph has no CUDA backend (CPU reference backend only)";
   return false;
+#endif
 }
 
 std::unique_ptr<Backend> make_backend(Device d) {
   if (d == Device::CPU) return make_cpu_backend();
   std::string why;
   if (!cuda_available(&why)) throw Error(cat("device cuda is not available: ", why));
+#ifdef STEPGRAPH_HAVE_CUDA
+  return cuda::make_backend();
+#else
   return nullptr;
+#endif
 }
 
 }  // namespace sg

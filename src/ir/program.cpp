@@ -161,7 +161,7 @@ struct OpChecker {
         same(in[0], out[1]);
         break;
       case OpKind::SoftmaxCrossEntropy:
-        expect(in.size() == 2 && out.size() == 2, "expects 2 inputs and 2 outputs");
+        expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
         rank(in[0], 2);
         expect(shape(in[1]) == Shape{shape(in[0])[0]} && p.tensor(in[1]).dtype == DType::I32,
                cat("labels must be i32 [", shape(in[0])[0], "], got ", dtype_name(p.tensor(in[1]).dtype),
@@ -169,7 +169,7 @@ struct OpChecker {
         same(in[0], out[1]);
         break;
       case OpKind::MeanSquaredError:
-        expect(in.size() == 2 && out.size() == 2, "expects 2 inputs and 2 outputs");
+        expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
         same(in[0], in[1]);
         same(in[0], out[1]);
         break;

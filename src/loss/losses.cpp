@@ -4,7 +4,7 @@ namespace sg {
 
 namespace {
 LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, Reduction r, TensorId pred,
-                       TensorId target) {
+                       TensorId target, TensorId valid) {
   Program& p = g.program();
   TensorId loss = g.tensor("loss", {1}, Role::Activation);
   p.tensor(loss).live_out = true;
@@ -12,7 +12,7 @@ LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, Reduction
   Op op;
   op.kind = kind;
   op.name = name;
-  op.in = {pred, target};
+  op.in = {pred, target, valid};
   op.out = {loss, dpred};
   op.attrs = LossAttrs{r};
   p.add_op(std::move(op));
@@ -20,12 +20,12 @@ LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, Reduction
 }
 }  // namespace
 
-LossOutputs SoftmaxCrossEntropy::build(GraphBuilder& g, TensorId pred, TensorId target) const {
+LossOutputs SoftmaxCrossEntropy::build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const {
   SG_REQUIRE(g.program().tensor(pred).shape.size() == 2,
              "softmax_cross_entropy needs [batch, classes] logits, got ",
              shape_str(g.program().tensor(pred).shape));
   return build_loss(g, OpKind::SoftmaxCrossEntropy, "loss.softmax_cross_entropy", reduction_, pred,
-                    target);
+                    target, valid);
 }
 std::string SoftmaxCrossEntropy::describe() const {
   return cat("softmax_cross_entropy(", reduction_name(reduction_), ")");
@@ -34,8 +34,8 @@ double SoftmaxCrossEntropy::grad_scale(const Shape& pred) const {
   return reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(pred[0]) : 1.0;
 }
 
-LossOutputs MeanSquaredError::build(GraphBuilder& g, TensorId pred, TensorId target) const {
-  return build_loss(g, OpKind::MeanSquaredError, "loss.mse", reduction_, pred, target);
+LossOutputs MeanSquaredError::build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const {
+  return build_loss(g, OpKind::MeanSquaredError, "loss.mse", reduction_, pred, target, valid);
 }
 std::string MeanSquaredError::describe() const { return cat("mse(", reduction_name(reduction_), ")"); }
 double MeanSquaredError::grad_scale(const Shape& pred) const {

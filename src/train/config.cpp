@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -26,7 +27,8 @@ std::string type_of(const json& v) {
 class Node {
  public:
   Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    SG_REQUIRE(j_.is_object(), path_, ": expected an object, got ", type_of(j_));
+    SG_REQUIRE(j_.is_object(), path_.empty() ? "the top level" : path_, ": expected an object, got ",
+               type_of(j_));
   }
   const json& raw() const { return j_; }
   const std::string& path() const { return path_; }
@@ -46,15 +48,22 @@ class Node {
 
   Node object(const std::string& key) const { return Node(j_.at(key), at(key)); }
 
-  int64_t integer(const std::string& key, int64_t def, int64_t min_value) const {
+  int64_t integer(const std::string& key, int64_t def, int64_t min_value,
+                  int64_t max_value = std::numeric_limits<int64_t>::max()) const {
     if (!has(key)) return def;
     const json& v = j_[key];
-    SG_REQUIRE(v.is_number_integer() || v.is_number_unsigned(), at(key), ": expected an integer",
-               min_value > 0 ? " >= " + std::to_string(min_value) : "", ", got ", type_of(v));
+    const std::string expected =
+        max_value < std::numeric_limits<int64_t>::max()
+            ? cat("an integer in [", min_value, ", ", max_value, "]")
+            : min_value == 1 ? std::string("a positive integer") : cat("an integer >= ", min_value);
+    SG_REQUIRE(v.is_number_integer() || v.is_number_unsigned(), at(key), ": expected ", expected,
+               ", got ", type_of(v));
+    // Unsigned values above the int64 range would wrap to negative numbers.
+    SG_REQUIRE(!v.is_number_unsigned() ||
+                   v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+               at(key), ": expected ", expected, ", got ", v.dump());
     int64_t x = v.get<int64_t>();
-    SG_REQUIRE(x >= min_value, at(key), ": expected ",
-               min_value == 1 ? std::string("a positive integer") : cat("an integer >= ", min_value),
-               ", got ", x);
+    SG_REQUIRE(x >= min_value && x <= max_value, at(key), ": expected ", expected, ", got ", x);
     return x;
   }
   double number(const std::string& key, double def, double lo, double hi) const {
@@ -95,6 +104,11 @@ class Node {
 
 LayerPtr parse_layer(const Node& n);
 
+// Caps that keep element counts far from int64 overflow (a larger value is a typo, not a model).
+constexpr int64_t kMaxUnits = int64_t{1} << 24;
+constexpr int64_t kMaxSamples = int64_t{1} << 28;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // synthetic features, classes, targets
+
 std::vector<LayerPtr> parse_layers(const Node& n) {
   SG_REQUIRE(n.has("layers"), n.at("layers"), ": missing (a list of layers)");
   const json& arr = n.raw()["layers"];
@@ -122,7 +136,7 @@ LayerPtr parse_layer(const Node& n) {
   if (type == "dense") {
     n.only({"type", "units", "activation", "init", "std", "bias"});
     SG_REQUIRE(n.has("units"), n.at("units"), ": missing (the number of outputs)");
-    int64_t units = n.integer("units", 0, 1);
+    int64_t units = n.integer("units", 0, 1, kMaxUnits);
     Activation act = parse_activation(
         n.string("activation", "none", {"none", "relu", "gelu", "tanh", "sigmoid", "sin"}));
     std::optional<Init> init;
@@ -168,17 +182,18 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
   double lr = n.number("lr", type == "sgd" ? 0.01 : 1e-3, 1e-12, 1e6);
   Schedule s = n.has("schedule") ? parse_schedule(n.object("schedule"), total_steps) : Schedule::constant();
   if (type == "sgd") {
-    SG_REQUIRE(!n.has("beta1") && !n.has("beta2") && !n.has("eps"), n.path(),
-               ": beta1, beta2 and eps are Adam settings; sgd takes lr, momentum, nesterov, dampening, weight_decay");
+    for (const char* k : {"beta1", "beta2", "eps"})
+      SG_REQUIRE(!n.has(k), n.at(k), ": \"", k, "\" is an Adam setting (beta1, beta2, eps); "
+                 "optimizer \"sgd\" takes lr, momentum, nesterov, dampening, weight_decay, schedule");
     double mom = n.number("momentum", 0.0, 0.0, 0.999999);
     bool nest = n.boolean("nesterov", false);
     SG_REQUIRE(!nest || mom > 0, n.at("nesterov"), ": nesterov needs momentum > 0");
     return std::make_shared<SGD>(lr, mom, nest, n.number("weight_decay", 0.0, 0.0, 1e6),
                                  n.number("dampening", 0.0, 0.0, 1.0), s);
   }
-  SG_REQUIRE(!n.has("momentum") && !n.has("nesterov") && !n.has("dampening"), n.path(),
-             ": momentum, nesterov and dampening are SGD settings; ", type,
-             " takes lr, beta1, beta2, eps, weight_decay");
+  for (const char* k : {"momentum", "nesterov", "dampening"})
+    SG_REQUIRE(!n.has(k), n.at(k), ": \"", k, "\" is an SGD setting (momentum, nesterov, dampening); "
+               "optimizer \"", type, "\" takes lr, beta1, beta2, eps, weight_decay, schedule");
   double b1 = n.number("beta1", 0.9, 0.0, 0.999999), b2 = n.number("beta2", 0.999, 0.0, 0.999999);
   double eps = n.number("eps", 1e-8, 1e-30, 1.0);
   if (type == "adam") return std::make_shared<Adam>(lr, b1, b2, eps, n.number("weight_decay", 0.0, 0.0, 1e6), s);
@@ -216,13 +231,18 @@ DataConfig parse_data(const Node& n) {
   if (n.has("label_column")) {
     const json& v = n.raw()["label_column"];
     SG_REQUIRE(v.is_number_integer(), n.at("label_column"), ": expected an integer column index, got ", type_of(v));
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
+                          : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                v.get<int64_t>() <= std::numeric_limits<int>::max();
+    SG_REQUIRE(fits, n.at("label_column"), ": column index ", v.dump(), " is out of range");
     d.csv.label_column = v.get<int>();
   }
-  d.csv.num_targets = static_cast<int>(n.integer("num_targets", 1, 1));
-  d.samples = n.integer("samples", 1000, 1);
-  d.features = n.integer("features", 16, 1);
-  d.classes = n.integer("classes", 4, 2);
-  d.targets = n.integer("targets", 1, 1);
+  d.csv.num_targets = static_cast<int>(n.integer("num_targets", 1, 1, kMaxWidth));
+  d.samples = n.integer("samples", 1000, 1, kMaxSamples);
+  d.features = n.integer("features", 16, 1, kMaxWidth);
+  d.classes = n.integer("classes", 4, 2, kMaxWidth);
+  d.targets = n.integer("targets", 1, 1, kMaxWidth);
   d.noise = n.number("noise", 0.0, 0.0, 1e6);
   d.seed = static_cast<uint64_t>(n.integer("seed", 0, 0));
   d.validation_split = n.number("validation_split", 0.2, 0.0, 0.95);
@@ -275,10 +295,14 @@ RunConfig parse_config(const json& j) {
 }
 
 RunConfig load_config(const std::string& path) {
+  std::error_code ec;
+  SG_REQUIRE(!std::filesystem::is_directory(path, ec), "cannot read config '", path,
+             "': it is a directory, not a JSON file");
   std::ifstream f(path, std::ios::binary);
   SG_REQUIRE(f, "cannot read config '", path, "': ", std::strerror(errno));
   std::stringstream ss;
   ss << f.rdbuf();
+  SG_REQUIRE(!f.bad(), "cannot read config '", path, "': read error");
   const std::string text = ss.str();
   json j;
   try {
@@ -326,11 +350,20 @@ void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t outputs) {
   const std::string src = cat("data '", d.name, "' (data.source \"", cfg.data.source, "\")");
   SG_REQUIRE(cfg.model_inputs == 0 || cfg.model_inputs == d.features(), "model.inputs is ",
              cfg.model_inputs, " but ", src, " has ", d.features(), " features per sample");
-  if (d.task == Task::Classification)
-    SG_REQUIRE(outputs >= d.num_classes, "model output has ", outputs, " units but ", src, " has ",
-               d.num_classes, " classes (labels 0..", d.num_classes - 1,
-               "): set the last layer's units to at least ", d.num_classes);
-  else
+  if (d.task == Task::Classification && outputs < d.num_classes) {
+    // Name the first sample whose label the model cannot predict.
+    int64_t row = 0;
+    const int32_t* y = d.y.data<int32_t>();
+    while (row < d.size() && y[row] < outputs) ++row;
+    const std::string first =
+        row < d.size() ? cat("label ", y[row], " of sample ", row, " (0-based) is out of range [0, ",
+                             outputs, "); ")
+                       : std::string();
+    throw Error(cat("model output has ", outputs, " units but ", src, " has ", d.num_classes,
+                    " classes (labels 0..", d.num_classes - 1, "): ", first,
+                    "set the last layer's units to at least ", d.num_classes));
+  }
+  if (d.task == Task::Regression)
     SG_REQUIRE(outputs == d.targets(), "model output has ", outputs, " units but ", src, " has ",
                d.targets(), " regression targets per sample");
 }

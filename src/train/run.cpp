@@ -41,17 +41,18 @@ Device choose_device(const std::string& requested, std::string* note) {
 namespace {
 
 struct PreparedData {
+  Dataset all;  // in file order: errors about rows refer to it
   Dataset train, val;
 };
 
 // Split, then standardize with the training split's statistics, then check against the model.
 PreparedData prepare(const RunConfig& cfg) {
-  Dataset all = load_data(cfg.data);
   PreparedData d;
+  d.all = load_data(cfg.data);
   if (cfg.data.validation_split > 0) {
-    std::tie(d.train, d.val) = train_val_split(all, cfg.data.validation_split, cfg.data.seed);
+    std::tie(d.train, d.val) = train_val_split(d.all, cfg.data.validation_split, cfg.data.seed);
   } else {
-    d.train = all;
+    d.train = d.all;
   }
   if (cfg.data.standardize) {
     const int64_t N = d.train.size(), D = d.train.features();
@@ -122,6 +123,20 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   std::string note;
   const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
 
+  // Every input (data, model fit, checkpoint to resume) is checked before anything in out_dir is
+  // written: a bad input leaves a previous run's files there as they were.
+  PreparedData data = prepare(cfg);
+  const int64_t B = cfg.train.batch_size;
+  SG_REQUIRE(B <= data.train.size(), "train.batch_size ", B, " is larger than the training split (",
+             data.train.size(), " samples of '", data.train.name, "')");
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed);
+  t.compile({B, data.train.features()});
+  check_data_fits(cfg, data.all, model_outputs(t));
+  if (!opt.resume.empty()) t.load(opt.resume);
+  const int64_t start = t.step();
+  SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
+             ", beyond the requested total of ", total, " steps");
+
   std::string metrics_path, ckpt_path;
   if (!opt.out_dir.empty()) {
     std::error_code ec;
@@ -129,22 +144,13 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
     metrics_path = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
     ckpt_path = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
-    std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << cfg.json.dump(2) << "\n";
+    const auto config_path = std::filesystem::path(opt.out_dir) / "config.json";
+    std::ofstream cf(config_path);
+    cf << cfg.json.dump(2) << "\n";
+    SG_REQUIRE(cf.flush(), "cannot write '", config_path.string(), "'");
   }
   Reporter rep(opt, metrics_path);
   if (!note.empty()) rep.info(note);
-
-  PreparedData data = prepare(cfg);
-  const int64_t B = cfg.train.batch_size;
-  SG_REQUIRE(B <= data.train.size(), "train.batch_size ", B, " is larger than the training split (",
-             data.train.size(), " samples of '", data.train.name, "')");
-  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed);
-  t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.train, model_outputs(t));
-  if (!opt.resume.empty()) t.load(opt.resume);
-  const int64_t start = t.step();
-  SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
-             ", beyond the requested total of ", total, " steps");
 
   rep.info(cat("stepgraph: training on ", device_name(device), ": ", cfg.model->describe(), "; ",
                data.train.name, " ", data.train.size(), " train / ", data.val.size(), " validation; ",
@@ -223,7 +229,7 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train.size(), 1));
   Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed));
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.train, model_outputs(t));
+  check_data_fits(cfg, data.all, model_outputs(t));
   t.load(checkpoint);
   RunSummary sum;
   sum.task = task_name(data.train.task);

@@ -17,8 +17,9 @@ struct Trainer::Variant {
   MemoryPlan plan;
   DeviceBuffer transient;
   std::unique_ptr<Executable> exe;
-  TensorId X = kNone, y = kNone, pred = kNone, loss = kNone;
+  TensorId X = kNone, y = kNone, valid = kNone, pred = kNone, loss = kNone;
   std::vector<void*> ptrs;
+  int64_t last_used = 0;  // for the bounded shape cache
 };
 
 // Tensors that live as long as the trainer: one buffer, fixed offsets, found by name.
@@ -39,9 +40,36 @@ struct Trainer::Persistent {
   }
 };
 
-Trainer::Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device device, uint64_t seed)
-    : model_(std::move(model)), loss_(std::move(loss)), optimizer_(std::move(optimizer)), seed_(seed) {
+const char* exec_mode_name(ExecMode m) { return m == ExecMode::Graph ? "graph" : "eager"; }
+
+ExecMode parse_exec_mode(const std::string& s) {
+  if (s == "graph") return ExecMode::Graph;
+  if (s == "eager") return ExecMode::Eager;
+  throw Error(cat("unknown mode '", s, "': expected graph or eager"));
+}
+
+const char* shape_policy_name(ShapePolicy p) {
+  switch (p) {
+    case ShapePolicy::Recapture: return "recapture";
+    case ShapePolicy::Pad: return "pad";
+    case ShapePolicy::Error: return "error";
+  }
+  return "?";
+}
+
+ShapePolicy parse_shape_policy(const std::string& s) {
+  for (ShapePolicy p : {ShapePolicy::Recapture, ShapePolicy::Pad, ShapePolicy::Error})
+    if (s == shape_policy_name(p)) return p;
+  throw Error(cat("unknown shape policy '", s, "': expected recapture, pad or error"));
+}
+
+Trainer::Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device device, uint64_t seed,
+                 TrainerOptions options)
+    : model_(std::move(model)), loss_(std::move(loss)), optimizer_(std::move(optimizer)), seed_(seed),
+      options_(options) {
   SG_REQUIRE(model_ && loss_ && optimizer_, "Trainer needs a model, a loss and an optimizer");
+  SG_REQUIRE(options_.max_shapes >= 1, "TrainerOptions.max_shapes must be at least 1, got ",
+             options_.max_shapes);
   backend_ = make_backend(device);
 }
 
@@ -75,7 +103,8 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   v->program.tensor(v->pred).live_out = true;
   const Shape pred_shape = v->program.tensor(v->pred).shape;
   v->y = g.tensor("target", loss_->target_shape(pred_shape), Role::Input, loss_->target_dtype());
-  LossOutputs lo = loss_->build(g, v->pred, v->y);
+  v->valid = g.tensor("valid_rows", {1}, Role::Input, DType::I32);
+  LossOutputs lo = loss_->build(g, v->pred, v->y, v->valid);
   v->loss = lo.loss;
   if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
   v->plan = plan_memory(v->program);
@@ -97,7 +126,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
       v->ptrs[t] = v->transient.data() + v->plan.at[t].offset;
     }
   }
-  v->exe = backend_->lower(v->program, v->ptrs);
+  v->exe = backend_->lower(v->program, v->ptrs, options_.lower);
   ++compiles_;
   return v;
 }
@@ -126,6 +155,7 @@ void Trainer::compile(const Shape& input_shape) {
   auto it = train_variants_.find(input_shape[0]);
   if (it != train_variants_.end() && it->second->input_shape == input_shape) {
     current_ = it->second.get();
+    current_->last_used = ++use_clock_;
     return;
   }
   if (persistent_ && current_) {
@@ -134,7 +164,15 @@ void Trainer::compile(const Shape& input_shape) {
   }
   auto v = build_variant(input_shape, true);
   current_ = v.get();
+  current_->last_used = ++use_clock_;
   train_variants_[input_shape[0]] = std::move(v);
+  // Bounded cache: drop the least recently used shape beyond max_shapes.
+  while (static_cast<int>(train_variants_.size()) > options_.max_shapes) {
+    auto lru = train_variants_.begin();
+    for (auto i = train_variants_.begin(); i != train_variants_.end(); ++i)
+      if (i->second->last_used < lru->second->last_used) lru = i;
+    train_variants_.erase(lru);
+  }
 }
 
 void Trainer::invalidate() {
@@ -168,6 +206,7 @@ void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray&
   }
 }
 
+// Rows [row0, row0 + rows) of X and y into the slots; valid_rows = rows (the rest is padding).
 void Trainer::upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0,
                            int64_t rows) {
   const int64_t D = v.input_shape[1];
@@ -175,30 +214,64 @@ void Trainer::upload_batch(Variant& v, const HostArray& X, const HostArray& y, i
   const int64_t yrow = y.numel() / std::max<int64_t>(y.shape()[0], 1);
   backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * D * 4, rows * D * 4);
   backend_->upload(v.ptrs[v.y], static_cast<const char*>(y.raw()) + row0 * yrow * ysz, rows * yrow * ysz);
+  const int32_t valid = static_cast<int32_t>(rows);
+  backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
 }
 
 void Trainer::set_batch(const HostArray& X, const HostArray& y) {
   SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch, features}) first");
   check_batch(*current_, X, y);
-  SG_REQUIRE(X.shape()[0] == current_->input_shape[0], "set_batch: batch has ", X.shape()[0],
-             " rows but the step was compiled for ", current_->input_shape[0],
-             " (compile that shape first)");
-  upload_batch(*current_, X, y, 0, X.shape()[0]);
+  const int64_t rows = X.shape()[0], B = current_->input_shape[0];
+  if (rows != B) {
+    switch (options_.shape_policy) {
+      case ShapePolicy::Recapture: compile({rows, current_->input_shape[1]}); break;
+      case ShapePolicy::Pad:
+        SG_REQUIRE(rows < B, "set_batch: batch has ", rows, " rows, more than the compiled ", B,
+                   "; the pad policy only pads smaller batches (compile the larger shape)");
+        break;
+      case ShapePolicy::Error:
+        throw Error(cat("set_batch: batch has ", rows, " rows but the step was compiled for ", B,
+                        " and the shape policy is 'error' (use 'pad' or 'recapture', or compile that shape)"));
+    }
+  }
+  upload_batch(*current_, X, y, 0, rows);
 }
 
 void Trainer::launch() {
   SG_REQUIRE(current_, "launch: the trainer is not compiled: call compile({batch, features}) first");
-  current_->exe->run();
+  Executable& exe = *current_->exe;
+  if (options_.mode == ExecMode::Graph && exe.can_capture()) {
+    if (exe.is_captured()) {
+      exe.replay();
+    } else {
+      exe.run();  // the warm-up: a real step, op by op, with every plan and handle in place
+      exe.capture();
+      ++captures_;
+    }
+  } else {
+    exe.run();
+  }
   ++launches_;
 }
 
-float Trainer::one_step(const HostArray& X, const HostArray& y) {
+void Trainer::one_step_async(const HostArray& X, const HostArray& y) {
   SG_REQUIRE(current_, "one_step: the trainer is not compiled: call compile({batch, features}) first");
-  if (X.shape().size() == 2 && X.shape()[0] != current_->input_shape[0])
-    compile({X.shape()[0], current_->input_shape[1]});
   set_batch(X, y);
   launch();
+}
+
+float Trainer::one_step(const HostArray& X, const HostArray& y) {
+  one_step_async(X, y);
   return loss();
+}
+
+size_t Trainer::graph_nodes() const { return current_ ? current_->exe->graph_nodes() : 0; }
+
+std::map<std::string, HostArray> Trainer::state() const {
+  SG_REQUIRE(persistent_, "state: call compile first");
+  std::map<std::string, HostArray> out;
+  for (const std::string& name : persistent_->order) out[name] = read_tensor(name);
+  return out;
 }
 
 float Trainer::loss() const {
@@ -280,6 +353,8 @@ HostArray Trainer::predict(const HostArray& X) {
     backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * X.shape()[1] * 4,
                      rows * X.shape()[1] * 4);
     backend_->upload(v.ptrs[v.y], zeros.raw(), zeros.nbytes());
+    const int32_t valid = static_cast<int32_t>(rows);
+    backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
     v.exe->run();
     backend_->download(out.data<float>() + row0 * out_dim, v.ptrs[v.pred], rows * out_dim * 4);
   }
@@ -418,8 +493,15 @@ std::string Trainer::explain() const {
   os << "parameters: " << nparam << " in " << persistent_->specs.size() << " tensors\n";
   os << "step program: " << p.ops().size() << " ops\n" << print_program(p);
   os << "memory plan:\n" << describe_plan(p, current_->plan);
+  const std::string lowering = current_->exe->describe();
+  if (!lowering.empty()) os << "lowering (" << device_name(backend_->device()) << "):\n" << lowering;
+  os << "execution: mode " << exec_mode_name(options_.mode) << ", shape policy "
+     << shape_policy_name(options_.shape_policy) << " (at most " << options_.max_shapes
+     << " shapes), autotune " << autotune_name(options_.lower.autotune) << ", precision "
+     << precision_name(options_.lower.precision) << "\n";
   os << "compiles: " << compiles_ << " (train shapes: " << train_variants_.size()
-     << ", eval shapes: " << eval_variants_.size() << "), launches: " << launches_ << "\n";
+     << ", eval shapes: " << eval_variants_.size() << "), graph captures: " << captures_
+     << ", graph nodes per step: " << graph_nodes() << ", launches: " << launches_ << "\n";
   return os.str();
 }
 

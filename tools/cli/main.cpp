@@ -1,8 +1,10 @@
 // The `stepgraph` command: train, eval, explain.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "stepgraph/run.h"
 
@@ -20,11 +22,38 @@ sg::RunConfig config_from(const std::string& path) {
   return sg::load_config(path);
 }
 
+// Whether `cmd` has the option and it was given (eval has no --steps or --seed).
+bool given(const CLI::App& cmd, const char* name) {
+  const CLI::Option* opt = cmd.get_option_no_throw(name);
+  return opt && opt->count() > 0;
+}
+
+// An integer >= min_value (CLI11's PositiveNumber prints a huge floating-point range, and a
+// negative --seed would silently wrap around).
+CLI::Validator integer_at_least(int64_t min_value) {
+  return CLI::Validator(
+      [min_value](std::string& s) -> std::string {
+        int64_t v = 0;
+        auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || ptr != s.data() + s.size() || v < min_value)
+          return "expected an integer >= " + std::to_string(min_value) + ", got '" + s + "'";
+        return std::string();
+      },
+      "INT>=" + std::to_string(min_value));
+}
+
+// The output width of the compiled model (the live-out activation that is not the loss).
+int64_t model_outputs(const sg::Trainer& t) {
+  for (const sg::TensorInfo& info : t.program().tensors())
+    if (info.live_out && info.role == sg::Role::Activation && info.name != "loss") return info.shape[1];
+  return 0;
+}
+
 sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
   sg::RunOptions o;
-  if (cmd.count("--steps")) o.steps = c.steps;
-  if (cmd.count("--device")) o.device = c.device;
-  if (cmd.count("--seed")) o.seed = c.seed;
+  if (given(cmd, "--steps")) o.steps = c.steps;
+  if (given(cmd, "--device")) o.device = c.device;
+  if (given(cmd, "--seed")) o.seed = c.seed;
   o.json = c.json;
   o.resume = c.resume;
   o.out_dir = c.out;
@@ -47,9 +76,10 @@ int main(int argc, char** argv) {
   train->add_option("config", c.config, "Configuration JSON file")->check(CLI::ExistingFile);
   train->add_option("--device", c.device, "auto | cpu | cuda (default: the config's train.device)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  train->add_option("--steps", c.steps, "Total optimizer steps (overrides train.steps)")->check(CLI::PositiveNumber);
+  train->add_option("--steps", c.steps, "Total optimizer steps (overrides train.steps)")->check(integer_at_least(1));
   train->add_option("--out", c.out, "Output folder for metrics, checkpoint and config (default runs/<config name>)");
-  train->add_option("--seed", c.seed, "Seed for initialization and shuffling (overrides train.seed)");
+  train->add_option("--seed", c.seed, "Seed for initialization and shuffling (overrides train.seed)")
+      ->check(integer_at_least(0));
   train->add_option("--resume", c.resume, "Checkpoint to continue from")->check(CLI::ExistingFile);
   train->add_flag("--json", c.json, "Print every line as a JSON object; the last is the summary");
 
@@ -61,7 +91,7 @@ int main(int argc, char** argv) {
 
   auto* explain = app.add_subcommand("explain", "Show the step program, shapes, memory plan and loss scale");
   explain->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
-  explain->add_option("--batch", c.batch, "Batch size (default: train.batch_size)")->check(CLI::PositiveNumber);
+  explain->add_option("--batch", c.batch, "Batch size (default: train.batch_size)")->check(integer_at_least(1));
   explain->add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 
   CLI11_PARSE(app, argc, argv);
@@ -81,8 +111,14 @@ int main(int argc, char** argv) {
       sg::Dataset data = sg::load_data(cfg.data);
       sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed);
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
+      sg::check_data_fits(cfg, data, model_outputs(t));
       std::cout << t.explain();
     }
+  } catch (const std::bad_alloc&) {
+    const char* msg = "out of memory: the model or the data is too large for this machine";
+    if (c.json) std::cout << nlohmann::json{{"event", "error"}, {"message", msg}}.dump() << "\n";
+    std::cerr << "stepgraph: error: " << msg << "\n";
+    return 1;
   } catch (const std::exception& e) {
     if (c.json) std::cout << nlohmann::json{{"event", "error"}, {"message", e.what()}}.dump() << "\n";
     std::cerr << "stepgraph: error: " << e.what() << "\n";

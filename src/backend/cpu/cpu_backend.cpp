@@ -38,7 +38,8 @@ class CpuBackend : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
-  std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs) override {
+  std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
+                                    const LowerOptions&) override {
     std::vector<std::function<void()>> steps;
     for (const Op& op : p.ops()) steps.push_back(lower_op(p, op, ptrs));
     return std::make_unique<CpuExecutable>(std::move(steps));
@@ -84,17 +85,19 @@ class CpuBackend : public Backend {
       case OpKind::SoftmaxCrossEntropy: {
         const float* z = f(in[0]);
         const int32_t* y = i32(in[1]);
+        const int32_t* valid = in[2] == kNone ? nullptr : i32(in[2]);
         float *loss = f(out[0]), *dz = f(out[1]);
         int64_t B = dim(in[0], 0), C = dim(in[0], 1);
         Reduction r = op.attr<LossAttrs>().reduction;
-        return [=] { cpu::softmax_cross_entropy(z, y, loss, dz, B, C, r); };
+        return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r); };
       }
       case OpKind::MeanSquaredError: {
         const float *pred = f(in[0]), *tgt = f(in[1]);
+        const int32_t* valid = in[2] == kNone ? nullptr : i32(in[2]);
         float *loss = f(out[0]), *dp = f(out[1]);
         int64_t B = dim(in[0], 0), T = count(in[0]) / B;
         Reduction r = op.attr<LossAttrs>().reduction;
-        return [=] { cpu::mean_squared_error(pred, tgt, loss, dp, B, T, r); };
+        return [=] { cpu::mean_squared_error(pred, tgt, valid, loss, dp, B, T, r); };
       }
       case OpKind::Schedule: {
         int32_t* step = i32(out[0]);

@@ -80,11 +80,21 @@ void add_backward(const float* dY, float* dA, float* dB, int64_t n, bool acc_a, 
   }
 }
 
-void softmax_cross_entropy(const float* logits, const int32_t* labels, float* loss,
-                           float* dlogits, int64_t B, int64_t C, Reduction r) {
-  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(B) : 1.0;
+namespace {
+int64_t valid_rows(const int32_t* valid, int64_t B) {
+  if (!valid) return B;
+  SG_REQUIRE(*valid >= 0 && *valid <= B, "loss: valid row count ", *valid, " is outside [0, ", B, "]");
+  return *valid;
+}
+}  // namespace
+
+void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
+                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r) {
+  const int64_t V = valid_rows(valid, B);
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(V, 1)) : 1.0;
   double total = 0;
-  for (int64_t i = 0; i < B; ++i) {
+  std::fill(dlogits + V * C, dlogits + B * C, 0.0f);
+  for (int64_t i = 0; i < V; ++i) {
     const float* z = logits + i * C;
     int32_t y = labels[i];
     SG_REQUIRE(y >= 0 && y < C, "softmax_cross_entropy: label ", y, " of row ", i,
@@ -103,11 +113,12 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, float* lo
   *loss = static_cast<float>(total * scale);
 }
 
-void mean_squared_error(const float* pred, const float* target, float* loss, float* dpred,
-                        int64_t B, int64_t T, Reduction r) {
-  const int64_t n = B * T;
-  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(n) : 1.0;
+void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
+                        float* dpred, int64_t B, int64_t T, Reduction r) {
+  const int64_t n = valid_rows(valid, B) * T;
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(n, 1)) : 1.0;
   double total = 0;
+  std::fill(dpred + n, dpred + B * T, 0.0f);
   for (int64_t k = 0; k < n; ++k) {
     double d = static_cast<double>(pred[k]) - target[k];
     total += d * d;

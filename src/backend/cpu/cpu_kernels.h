@@ -19,10 +19,12 @@ void dense_backward(const float* dY, const float* X, const float* W, const float
 void add(const float* A, const float* B, float* Y, int64_t n);
 void add_backward(const float* dY, float* dA, float* dB, int64_t n, bool acc_a, bool acc_b);
 // Labels must be in [0, C) (checked; the trainer validates batches before they reach a kernel).
-void softmax_cross_entropy(const float* logits, const int32_t* labels, float* loss,
-                           float* dlogits, int64_t B, int64_t C, Reduction r);
-void mean_squared_error(const float* pred, const float* target, float* loss, float* dpred,
-                        int64_t B, int64_t T, Reduction r);
+// `valid` (may be null: all rows): rows >= *valid get zero gradient and no loss; a mean divides
+// by the valid rows (cross-entropy) or valid rows * T (MSE).
+void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
+                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r);
+void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
+                        float* dpred, int64_t B, int64_t T, Reduction r);
 void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a);
 
 struct ParamSlice {

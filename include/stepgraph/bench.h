@@ -1,0 +1,42 @@
+// Measuring and checking a configuration on the GPU: `stepgraph bench` and `--mode verify`.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "stepgraph/run.h"
+
+namespace sg {
+
+struct BenchResult {
+  std::string config, device, gpu;
+  int64_t batch = 0, steps = 0;
+  double eager_us_per_step = 0, graph_us_per_step = 0;
+  size_t graph_nodes = 0;
+  size_t peak_device_bytes = 0;  // everything the backend allocated at its peak (arenas, workspace)
+  size_t arena_bytes = 0;        // the step's memory plan: persistent + transient peak
+  bool tf32 = false;
+  nlohmann::json to_json() const;
+};
+
+// Times `steps` steps in eager mode and `steps` graph replays (median of 5 repeats after a
+// warm-up) on one batch already on the device, as the framework baselines are timed.
+BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps,
+                      const std::string& config_name);
+
+struct VerifyResult {
+  int64_t steps = 0;
+  double graph_vs_eager = 0;  // largest relative difference (losses and final state): 0 expected
+  double gpu_vs_cpu = 0;      // largest relative difference to the CPU reference
+  double tolerance = 0;
+  bool ok = false;
+  nlohmann::json to_json() const;
+};
+
+// Runs the same batches through CUDA eager, CUDA graph and the CPU backend for `steps` steps and
+// compares losses every step and the whole state at the end. Throws when either difference is
+// above `tolerance` (relative L2 per tensor; graph vs eager is expected to be bitwise equal).
+VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, double tolerance);
+
+}  // namespace sg

@@ -1,0 +1,71 @@
+// The CUDA backend: device memory, pinned staging for host batches, a cuBLASLt handle and
+// workspace, and lowering of a Program into kernels and library plans that can be captured as
+// one CUDA graph.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stepgraph/backend.h"
+
+namespace sg::cuda {
+
+bool available(std::string* why);
+std::unique_ptr<Backend> make_backend();
+
+// One lowered op: a name for errors and the closure that enqueues its work.
+struct Step {
+  std::string name;
+  std::function<void(cudaStream_t)> enqueue;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend();
+  ~CudaBackend() override;
+  Device device() const override { return Device::CUDA; }
+  std::string describe() const override { return description_; }
+  void* allocate(size_t bytes) override;
+  void release(void* p) noexcept override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+  size_t allocated_bytes() const override { return allocated_; }
+  size_t peak_allocated_bytes() const override { return peak_; }
+  std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
+                                    const LowerOptions& opt) override;
+
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t lt() const { return lt_; }
+  // The cuBLASLt workspace, allocated on first use: 4 MiB when the largest product of the first
+  // program lowered is small, 32 MiB otherwise (big products gain from split-K workspaces).
+  void* workspace(size_t largest_product_elements);
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  size_t workspace_bytes_ = 0;
+  size_t allocated_ = 0, peak_ = 0;
+  std::map<void*, size_t> sizes_;
+  std::string description_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  // Host batches go through pinned memory so the copy is a real asynchronous DMA.
+  char* pinned_up_ = nullptr;
+  size_t pinned_up_cap_ = 0, pinned_up_off_ = 0;
+  cudaEvent_t up_done_ = nullptr;
+  char* pinned_down_ = nullptr;
+  size_t pinned_down_cap_ = 0;
+};
+
+// Builds the per-op steps for `p` (lowering.cpp).
+std::unique_ptr<Executable> lower_program(CudaBackend& be, const Program& p,
+                                          const std::vector<void*>& ptrs, const LowerOptions& opt);
+
+}  // namespace sg::cuda

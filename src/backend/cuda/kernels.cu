@@ -1,0 +1,295 @@
+#include "backend/activation_math.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.cuh"
+
+namespace sg::cuda {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8) {
+  int64_t g = (n + block - 1) / block;
+  if (g < 1) g = 1;
+  return static_cast<unsigned>(g < cap ? g : cap);
+}
+
+__global__ void bias_act_kernel(const float* in, const float* bias, float* z, float* y, int64_t B,
+                                int64_t O, Activation act) {
+  const int64_t n = B * O;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = in[i] + (bias ? bias[i % O] : 0.0f);
+    if (z) z[i] = v;
+    y[i] = act_forward<float>(act, v);
+  }
+}
+
+__global__ void act_backward_kernel(float* dy, const float* y, const float* z, int64_t n, Activation act) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dy[i] *= act_derivative<float>(act, y ? y[i] : 0.0f, z ? z[i] : 0.0f);
+}
+
+// Block (32, 8): x walks columns, y splits the rows; partials combined in a fixed order.
+__global__ void column_sum_kernel(const float* dz, float* db, int64_t B, int64_t O, bool acc) {
+  __shared__ float part[8][33];
+  const int64_t o = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (o < O)
+    for (int64_t r = threadIdx.y; r < B; r += 8) s += dz[r * O + o];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && o < O) {
+    float t = 0.0f;
+    for (int k = 0; k < 8; ++k) t += part[k][threadIdx.x];
+    db[o] = acc ? db[o] + t : t;
+  }
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = a[i] + b[i];
+}
+
+__global__ void add_backward_kernel(const float* dy, float* da, float* db, int64_t n, bool acc_a, bool acc_b) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float g = dy[i];
+    if (da) da[i] = acc_a ? da[i] + g : g;
+    if (db) db[i] = acc_b ? db[i] + g : g;
+  }
+}
+
+__device__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+__device__ float warp_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Block-level sum of one value per thread in a fixed order (warp shuffles, then warp 0).
+__device__ float block_sum(float v) {
+  __shared__ float warps[32];
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) warps[w] = v;
+  __syncthreads();
+  float t = 0.0f;
+  if (w == 0) {
+    t = lane < (blockDim.x + 31) / 32 ? warps[lane] : 0.0f;
+    t = warp_sum(t);
+  }
+  __syncthreads();
+  return t;  // valid in thread 0
+}
+
+// Writes this block's partial; the last block to finish sums all partials in order.
+__device__ void finish_reduction(float block_total, float scale, float* loss, ReduceScratch sc) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    sc.partials[blockIdx.x] = block_total;
+    __threadfence();
+    unsigned done = atomicAdd(sc.counter, 1u);
+    last = done == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float t = 0.0f;
+  for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += blockDim.x)
+    t += static_cast<volatile float*>(sc.partials)[i];
+  t = block_sum(t);
+  if (threadIdx.x == 0) {
+    *loss = t * scale;
+    *sc.counter = 0u;  // ready for the next launch (graph replays reuse it)
+  }
+}
+
+constexpr int kRowsPerBlock = kBlock / 32;  // one warp per row
+
+__global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, const int32_t* valid,
+                                  float* loss, float* dlogits, int64_t B, int64_t C, bool mean,
+                                  ReduceScratch sc) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
+  const int64_t V = valid ? *valid : B;
+  const float scale = mean ? 1.0f / static_cast<float>(V > 0 ? V : 1) : 1.0f;
+  float row_loss = 0.0f;
+  if (row < B) {
+    const float* z = logits + row * C;
+    float* dz = dlogits + row * C;
+    if (row >= V) {
+      for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
+    } else {
+      float mx = -INFINITY;
+      for (int64_t c = lane; c < C; c += 32) mx = fmaxf(mx, z[c]);
+      mx = warp_max(mx);
+      float se = 0.0f;
+      for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
+      se = warp_sum(se);
+      const float lse = mx + logf(se);
+      const int32_t y = labels[row];
+      for (int64_t c = lane; c < C; c += 32) {
+        float p = expf(z[c] - lse);
+        dz[c] = (p - (c == y ? 1.0f : 0.0f)) * scale;
+      }
+      if (lane == 0) row_loss = lse - z[y];
+    }
+  }
+  finish_reduction(block_sum(row_loss), scale, loss, sc);
+}
+
+__global__ void mse_kernel(const float* pred, const float* target, const int32_t* valid, float* loss,
+                           float* dpred, int64_t B, int64_t T, bool mean, ReduceScratch sc) {
+  const int64_t V = valid ? *valid : B;
+  const int64_t n_valid = V * T, n = B * T;
+  const float scale = mean ? 1.0f / static_cast<float>(n_valid > 0 ? n_valid : 1) : 1.0f;
+  float s = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < n_valid) {
+      float d = pred[i] - target[i];
+      s += d * d;
+      dpred[i] = 2.0f * d * scale;
+    } else {
+      dpred[i] = 0.0f;
+    }
+  }
+  finish_reduction(block_sum(s), scale, loss, sc);
+}
+
+__global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched, ScheduleAttrs a) {
+  const int32_t t = ++step[0];
+  const double base = hyper[hyper::kBaseLr];
+  double lr = base;
+  if (a.kind == ScheduleKind::Step) {
+    lr = base * pow(a.gamma, static_cast<double>((t - 1) / a.step_size));
+  } else if (a.kind == ScheduleKind::Cosine) {
+    if (t <= a.warmup_steps) {
+      lr = base * t / static_cast<double>(a.warmup_steps);
+    } else {
+      double span = static_cast<double>(a.total_steps - a.warmup_steps > 1 ? a.total_steps - a.warmup_steps : 1);
+      double prog = fmin(1.0, (t - a.warmup_steps) / span);
+      double lo = base * a.min_lr_ratio;
+      lr = lo + (base - lo) * 0.5 * (1.0 + cos(3.141592653589793 * prog));
+    }
+  }
+  sched[sched::kLr] = static_cast<float>(lr);
+  sched[sched::kBias1] = static_cast<float>(1.0 - pow(a.beta1, static_cast<double>(t)));
+  sched[sched::kBias2] = static_cast<float>(1.0 - pow(a.beta2, static_cast<double>(t)));
+  sched[sched::kStep] = static_cast<float>(t);
+}
+
+__global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
+                           const float* sched, SgdAttrs a) {
+  const ChunkRef c = chunks[blockIdx.x];
+  const ParamDesc d = descs[c.tensor];
+  const float lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
+  const bool first = sched[sched::kStep] <= 1.0f;
+  const float mu = static_cast<float>(a.momentum), damp = static_cast<float>(a.dampening);
+  const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
+  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
+    float g = d.g[i] + wd * d.p[i];
+    if (d.m) {
+      float buf = first ? g : mu * d.m[i] + (1.0f - damp) * g;
+      d.m[i] = buf;
+      g = a.nesterov ? g + mu * buf : buf;
+    }
+    d.p[i] -= lr * g;
+  }
+}
+
+// As PyTorch's AdamW / Adam: step_size = lr / bc1, denom = sqrt(v) / sqrt(bc2) + eps.
+__global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
+                            const float* sched, AdamAttrs a) {
+  const ChunkRef c = chunks[blockIdx.x];
+  const ParamDesc d = descs[c.tensor];
+  const float lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
+  const float step_size = lr / sched[sched::kBias1], bc2_sqrt = sqrtf(sched[sched::kBias2]);
+  const float b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2), eps = static_cast<float>(a.eps);
+  const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
+  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
+    float p = d.p[i], g = d.g[i];
+    if (a.decoupled_weight_decay) p *= 1.0f - lr * wd;
+    else g += wd * p;
+    float m = b1 * d.m[i] + (1.0f - b1) * g;
+    float v = b2 * d.v[i] + (1.0f - b2) * g * g;
+    d.m[i] = m;
+    d.v[i] = v;
+    d.p[i] = p - step_size * m / (sqrtf(v) / bc2_sqrt + eps);
+  }
+}
+
+}  // namespace
+
+void bias_act_forward(const float* in, const float* bias, float* z, float* y, int64_t B, int64_t O,
+                      Activation act, cudaStream_t s) {
+  bias_act_kernel<<<grid_for(B * O), kBlock, 0, s>>>(in, bias, z, y, B, O, act);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void act_backward_inplace(float* dy, const float* y, const float* z, int64_t n, Activation act, cudaStream_t s) {
+  act_backward_kernel<<<grid_for(n), kBlock, 0, s>>>(dy, y, z, n, act);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulate, cudaStream_t s) {
+  column_sum_kernel<<<static_cast<unsigned>((O + 31) / 32), dim3(32, 8), 0, s>>>(dz, db, B, O, accumulate);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
+  add_kernel<<<grid_for(n), kBlock, 0, s>>>(a, b, y, n);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void add_backward(const float* dy, float* da, float* db, int64_t n, bool acc_a, bool acc_b, cudaStream_t s) {
+  add_backward_kernel<<<grid_for(n), kBlock, 0, s>>>(dy, da, db, n, acc_a, acc_b);
+  KERNEL_LAUNCH_CHECK();
+}
+
+int softmax_ce_blocks(int64_t rows) {
+  return static_cast<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+int mse_blocks(int64_t elements) {
+  int64_t g = (elements + kBlock - 1) / kBlock;
+  return static_cast<int>(g < 1 ? 1 : (g > 1024 ? 1024 : g));
+}
+
+void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
+                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
+                           ReduceScratch sc, cudaStream_t s) {
+  const int blocks = softmax_ce_blocks(B);
+  SG_ASSERT(blocks <= sc.max_blocks);
+  softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(logits, labels, valid, loss, dlogits,
+                                                                     B, C, r == Reduction::Mean, sc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
+                        float* dpred, int64_t B, int64_t T, Reduction r, ReduceScratch sc, cudaStream_t s) {
+  const int blocks = mse_blocks(B * T);
+  SG_ASSERT(blocks <= sc.max_blocks);
+  mse_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(pred, target, valid, loss, dpred, B, T,
+                                                               r == Reduction::Mean, sc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, cudaStream_t s) {
+  schedule_kernel<<<1, 1, 0, s>>>(step, hyper, sched, a);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+                const float* sched, const SgdAttrs& a, cudaStream_t s) {
+  sgd_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+                 const float* sched, const AdamAttrs& a, cudaStream_t s) {
+  adam_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a);
+  KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace sg::cuda

@@ -1,0 +1,63 @@
+// CUDA kernels for every op kind that is not a library call, each with its launcher (grid
+// math, preconditions, the explicit stream, and the launch check). Layouts as in ir.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "stepgraph/ir.h"
+
+namespace sg::cuda {
+
+// y = act(in + bias) per element of a [B, O] matrix; z (nullable) keeps in + bias. `in` may
+// alias z or y. bias may be null.
+void bias_act_forward(const float* in, const float* bias, float* z, float* y, int64_t B, int64_t O,
+                      Activation act, cudaStream_t s);
+// dy *= act'(y, z) in place (dy becomes dZ).
+void act_backward_inplace(float* dy, const float* y, const float* z, int64_t n, Activation act,
+                          cudaStream_t s);
+// db[o] (+)= sum_b dz[b, o]; fixed summation order (deterministic).
+void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulate, cudaStream_t s);
+void add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
+void add_backward(const float* dy, float* da, float* db, int64_t n, bool acc_a, bool acc_b,
+                  cudaStream_t s);
+
+// Loss scratch: per-block partial sums and a completion counter (zero at rest). The last
+// block sums the partials in block order, so the loss is deterministic.
+struct ReduceScratch {
+  float* partials;        // [max_blocks]
+  unsigned int* counter;  // [1], zero-initialised
+  int max_blocks;
+};
+// How many partials (blocks) each loss launch needs; size ReduceScratch with these.
+int softmax_ce_blocks(int64_t rows);
+int mse_blocks(int64_t elements);
+void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
+                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
+                           ReduceScratch scratch, cudaStream_t s);
+void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
+                        float* dpred, int64_t B, int64_t T, Reduction r, ReduceScratch scratch,
+                        cudaStream_t s);
+
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, cudaStream_t s);
+
+// Multi-tensor optimizer updates: one launch over every parameter.
+struct ParamDesc {
+  float* p;
+  const float* g;
+  float* m;  // momentum / first moment (may be null for plain SGD)
+  float* v;  // second moment (Adam)
+  int64_t n;
+};
+struct ChunkRef {
+  int32_t tensor;
+  int64_t start;
+};
+constexpr int64_t kOptimChunk = 8192;  // elements per block
+void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+                const float* sched, const SgdAttrs& a, cudaStream_t s);
+void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+                 const float* sched, const AdamAttrs& a, cudaStream_t s);
+
+}  // namespace sg::cuda

@@ -1,0 +1,401 @@
+// Lowering a Program for the CUDA backend: per op a cuBLASLt plan or a kernel launch, with
+// pointers bound once. Dense layers use cuBLASLt epilogues where they apply:
+//   forward   BIAS, RELU_(AUX_)BIAS, GELU_AUX_BIAS (the aux keeps what backward needs)
+//   backward  dW with BGRADB (bias gradient for free); dX with DRELU_BGRAD / DGELU_BGRAD, which
+//             applies the *previous* layer's activation derivative and computes its bias
+//             gradient in the same product, so that layer's backward skips both.
+// Where cuBLASLt has no algorithm for an epilogue, the op falls back to a plain product and the
+// project's own kernels (noted in explain). SG_CUBLASLT_EPILOGUES=0 forces that path everywhere.
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.cuh"
+#include "stepgraph/graph.h"
+
+namespace sg::cuda {
+
+namespace {
+
+class CudaExecutable : public Executable {
+ public:
+  CudaExecutable(CudaBackend& be, std::vector<Step> steps, std::vector<DeviceBuffer> owned,
+                 std::vector<std::unique_ptr<GemmPlan>> gemms, std::string notes, Shape key)
+      : be_(be), steps_(std::move(steps)), owned_(std::move(owned)), gemms_(std::move(gemms)),
+        notes_(std::move(notes)), key_(std::move(key)), graph_(be.stream()) {}
+
+  void run() override { enqueue_all(be_.stream()); }
+  size_t num_ops() const override { return steps_.size(); }
+  bool can_capture() const override { return true; }
+  void capture() override {
+    graph_.capture(key_, [&](void* s) { enqueue_all(static_cast<cudaStream_t>(s)); });
+  }
+  bool is_captured() const override { return graph_.is_captured(); }
+  void replay() override { graph_.launch(); }
+  size_t graph_nodes() const override { return graph_.num_nodes(); }
+  std::string describe() const override { return notes_; }
+
+ private:
+  void enqueue_all(cudaStream_t s) {
+    for (const Step& st : steps_) {
+      try {
+        st.enqueue(s);
+      } catch (const Error& e) {
+        throw Error(cat("op '", st.name, "': ", e.what()));
+      }
+    }
+  }
+  CudaBackend& be_;
+  std::vector<Step> steps_;
+  std::vector<DeviceBuffer> owned_;
+  std::vector<std::unique_ptr<GemmPlan>> gemms_;
+  std::string notes_;
+  Shape key_;
+  StepGraph graph_;
+};
+
+bool epilogues_enabled() {
+  const char* v = std::getenv("SG_CUBLASLT_EPILOGUES");
+  return !(v && std::string(v) == "0");
+}
+
+class Lowering {
+ public:
+  Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
+      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()) {}
+
+  std::unique_ptr<Executable> run() {
+    plan_fusions();
+    for (size_t i = 0; i < p_.ops().size(); ++i) {
+      const Op& op = p_.ops()[i];
+      notes_ << "  " << i << " " << op_kind_name(op.kind) << " '" << op.name << "': ";
+      lower(static_cast<int>(i), op);
+      notes_ << "\n";
+    }
+    Shape key;
+    for (const TensorInfo& t : p_.tensors())
+      if (t.role == Role::Input && key.empty()) key = t.shape;
+    return std::make_unique<CudaExecutable>(be_, std::move(steps_), std::move(owned_), std::move(gemms_),
+                                            notes_.str(), key);
+  }
+
+ private:
+  float* f(TensorId t) const { return t == kNone ? nullptr : static_cast<float*>(ptrs_[t]); }
+  int32_t* i32(TensorId t) const { return t == kNone ? nullptr : static_cast<int32_t*>(ptrs_[t]); }
+  int64_t dim(TensorId t, size_t k) const { return p_.tensor(t).shape[k]; }
+  int64_t count(TensorId t) const { return numel(p_.tensor(t).shape); }
+
+  void add_step(const Op& op, std::function<void(cudaStream_t)> fn) { steps_.push_back({op.name, std::move(fn)}); }
+  char* own(size_t bytes) {
+    owned_.emplace_back(be_, bytes);
+    return owned_.back().data();
+  }
+
+  // A plan for the product, or nullptr if cuBLASLt has none for this epilogue.
+  GemmPlan* gemm(const GemmShape& s, cublasLtEpilogue_t epi, const GemmArgs& a) {
+    std::string why;
+    void* ws = be_.workspace(largest_product());
+    auto g = GemmPlan::create(be_.lt(), s, epi, a, opt_.precision, ws, be_.workspace_bytes(), &why);
+    if (!g) {
+      notes_ << "[" << why << "] ";
+      return nullptr;
+    }
+    g->autotune(opt_.autotune, be_.stream());
+    gemms_.push_back(std::move(g));
+    return gemms_.back().get();
+  }
+  void add_gemm(const Op& op, GemmPlan* g, const char* what) {
+    notes_ << what << " " << g->describe() << "; ";
+    add_step(op, [g](cudaStream_t s) { g->run(s); });
+  }
+
+  size_t largest_product() const {
+    size_t most = 0;
+    for (const Op& op : p_.ops())
+      if (op.kind == OpKind::Dense)
+        most = std::max<size_t>(most, static_cast<size_t>(dim(op.in[0], 0) * std::max(dim(op.in[0], 1), dim(op.in[1], 0))));
+    return most;
+  }
+
+  // Which backward products can absorb the previous layer's activation derivative.
+  void plan_fusions() {
+    if (!fuse_) return;
+    const auto& ops = p_.ops();
+    for (size_t b = 0; b < ops.size(); ++b) {
+      const Op& op = ops[b];
+      if (op.kind != OpKind::DenseBackward || op.out[0] == kNone || op.accumulate[0]) continue;
+      const TensorId T = op.out[0];
+      int writers = 0, readers = 0, q = -1;
+      for (size_t j = 0; j < ops.size(); ++j) {
+        for (TensorId o : ops[j].out) writers += o == T;
+        for (size_t k = 0; k < ops[j].in.size(); ++k) {
+          if (ops[j].in[k] != T) continue;
+          ++readers;
+          if (ops[j].kind == OpKind::DenseBackward && k == 0) q = static_cast<int>(j);
+        }
+      }
+      if (writers != 1 || readers != 1 || q < 0) continue;
+      const Op& qop = ops[q];
+      const int P = p_.producer(qop.in[3]);
+      if (P < 0 || ops[P].kind != OpKind::Dense) continue;
+      const Activation act = qop.attr<DenseAttrs>().act;
+      const int64_t width = dim(qop.in[3], 1);
+      if (act == Activation::ReLU) {
+        mask_wanted_.insert(P);
+        fuse_into_[static_cast<int>(b)] = q;
+      } else if (act == Activation::GELU && qop.in[4] != kNone && width % 8 == 0) {
+        fuse_into_[static_cast<int>(b)] = q;
+      }
+    }
+  }
+
+  void lower(int i, const Op& op) {
+    const auto& in = op.in;
+    const auto& out = op.out;
+    switch (op.kind) {
+      case OpKind::Dense: return dense_forward(i, op);
+      case OpKind::DenseBackward: return dense_backward(i, op);
+      case OpKind::Add: {
+        const float *a = f(in[0]), *b = f(in[1]);
+        float* y = f(out[0]);
+        const int64_t n = count(out[0]);
+        notes_ << "add kernel";
+        return add_step(op, [=](cudaStream_t s) { add(a, b, y, n, s); });
+      }
+      case OpKind::AddBackward: {
+        const float* dy = f(in[0]);
+        float *da = f(out[0]), *db = f(out[1]);
+        const int64_t n = count(in[0]);
+        const bool aa = op.accumulate[0], ab = op.accumulate[1];
+        notes_ << "add_backward kernel";
+        return add_step(op, [=](cudaStream_t s) { add_backward(dy, da, db, n, aa, ab, s); });
+      }
+      case OpKind::SoftmaxCrossEntropy:
+      case OpKind::MeanSquaredError: {
+        const bool ce = op.kind == OpKind::SoftmaxCrossEntropy;
+        const int64_t B = dim(in[0], 0), T = count(in[0]) / B;
+        const int blocks = ce ? softmax_ce_blocks(B) : mse_blocks(B * T);
+        ReduceScratch sc{reinterpret_cast<float*>(own(blocks * sizeof(float))),
+                         reinterpret_cast<unsigned*>(own(sizeof(unsigned))), blocks};
+        const float* pred = f(in[0]);
+        const int32_t* valid = i32(in[2]);
+        float *loss = f(out[0]), *dpred = f(out[1]);
+        const Reduction r = op.attr<LossAttrs>().reduction;
+        notes_ << "fused loss + gradient kernel, " << blocks << " blocks, deterministic reduction";
+        if (ce) {
+          const int32_t* labels = i32(in[1]);
+          return add_step(op, [=](cudaStream_t s) {
+            softmax_cross_entropy(pred, labels, valid, loss, dpred, B, T, r, sc, s);
+          });
+        }
+        const float* target = f(in[1]);
+        return add_step(op, [=](cudaStream_t s) { mean_squared_error(pred, target, valid, loss, dpred, B, T, r, sc, s); });
+      }
+      case OpKind::Schedule: {
+        int32_t* step = i32(out[0]);
+        const float* hyper = f(in[1]);
+        float* sched = f(out[1]);
+        const ScheduleAttrs a = op.attr<ScheduleAttrs>();
+        notes_ << "1-thread kernel: step += 1, lr and bias corrections from the device step";
+        return add_step(op, [=](cudaStream_t s) { schedule(step, hyper, sched, a, s); });
+      }
+      case OpKind::SgdUpdate:
+      case OpKind::AdamUpdate: return optimizer(op);
+    }
+    throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
+  }
+
+  void dense_forward(int i, const Op& op) {
+    const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
+    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    const Activation act = op.attr<DenseAttrs>().act;
+    GemmShape s{true, false, O, B, I, I, I, O};
+    GemmArgs a{f(W), f(X), nullptr, f(b), nullptr, 0, false};
+    const bool bias = b != kNone;
+    const cublasLtEpilogue_t bias_epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    float *y = f(Y), *z = f(Z);
+    const float* bp = f(b);
+
+    if (fuse_ && act == Activation::ReLU) {
+      if (mask_wanted_.count(i)) {
+        const int64_t ld = (O + 127) / 128 * 128;  // in bits
+        GemmArgs am = a;
+        am.D = y;
+        am.aux = own(static_cast<size_t>(ld / 8 * B));
+        am.aux_ld = ld;
+        if (GemmPlan* g = gemm(s, bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX, am)) {
+          relu_mask_[i] = {am.aux, ld};
+          return add_gemm(op, g, "gemm");
+        }
+      }
+      GemmArgs ar = a;
+      ar.D = y;
+      if (GemmPlan* g = gemm(s, bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU, ar))
+        return add_gemm(op, g, "gemm");
+    }
+    if (fuse_ && act == Activation::GELU && O % 8 == 0) {
+      GemmArgs ag = a;
+      ag.D = y;
+      ag.aux = z;
+      ag.aux_ld = O;
+      if (GemmPlan* g = gemm(s, bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, ag))
+        return add_gemm(op, g, "gemm");
+    }
+    if (act == Activation::None) {
+      GemmArgs an = a;
+      an.D = y;
+      if (GemmPlan* g = gemm(s, fuse_ ? bias_epi : CUBLASLT_EPILOGUE_DEFAULT, an)) {
+        add_gemm(op, g, "gemm");
+        if (!fuse_ && bias) add_step(op, [=](cudaStream_t st) { bias_act_forward(y, bp, nullptr, y, B, O, act, st); });
+        return;
+      }
+    }
+    // Product (with the bias epilogue when possible) into z (or y), then our activation kernel.
+    float* pre = z ? z : y;
+    GemmArgs ap = a;
+    ap.D = pre;
+    GemmPlan* g = fuse_ ? gemm(s, bias_epi, ap) : nullptr;
+    const bool bias_done = g != nullptr && bias;
+    if (!g) g = gemm(s, CUBLASLT_EPILOGUE_DEFAULT, ap);
+    SG_REQUIRE(g, "cuBLASLt has no algorithm for a plain fp32 product of ", B, "x", I, " by ", I, "x", O);
+    add_gemm(op, g, "gemm");
+    const float* badd = bias_done ? nullptr : bp;
+    notes_ << "bias+" << activation_name(act) << " kernel";
+    add_step(op, [=](cudaStream_t st) { bias_act_forward(pre, badd, z, y, B, O, act, st); });
+  }
+
+  void dense_backward(int i, const Op& op) {
+    const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], Y = op.in[3], Z = op.in[4];
+    const TensorId dX = op.out[0], dW = op.out[1], db = op.out[2];
+    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    const Activation act = op.attr<DenseAttrs>().act;
+    float* dz = f(dY);  // dY becomes dZ in place: nothing else reads it
+    if (act != Activation::None && !dz_ready_.count(i)) {
+      const float *y = f(Y), *z = f(Z);
+      notes_ << activation_name(act) << "' kernel (in place); ";
+      add_step(op, [=](cudaStream_t s) { act_backward_inplace(dz, y, z, B * O, act, s); });
+    } else if (dz_ready_.count(i)) {
+      notes_ << "dZ from the next layer's fused epilogue; ";
+    }
+
+    // dW[O, I] (column-major [I, O]) = X^T dZ; BGRADB sums dZ over the batch into db.
+    GemmShape sw{false, true, I, O, B, I, O, I};
+    GemmArgs aw{f(X), dz, f(dW), nullptr, nullptr, 0, op.accumulate[1] != 0};
+    const bool need_db = db != kNone && !db_done_.count(i);
+    bool db_fused = false;
+    GemmPlan* gw = nullptr;
+    if (fuse_ && need_db && !op.accumulate[2]) {
+      GemmArgs ab = aw;
+      ab.bias = f(db);
+      gw = gemm(sw, CUBLASLT_EPILOGUE_BGRADB, ab);
+      db_fused = gw != nullptr;
+    }
+    if (!gw) gw = gemm(sw, CUBLASLT_EPILOGUE_DEFAULT, aw);
+    SG_REQUIRE(gw, "cuBLASLt has no algorithm for the weight gradient of '", op.name, "'");
+    add_gemm(op, gw, "dW gemm");
+    if (need_db && !db_fused) {
+      float* dbp = f(db);
+      const bool acc = op.accumulate[2];
+      notes_ << "bias-gradient kernel; ";
+      add_step(op, [=](cudaStream_t s) { column_sum(dz, dbp, B, O, acc, s); });
+    } else if (db != kNone && db_done_.count(i)) {
+      notes_ << "db from the next layer's fused epilogue; ";
+    }
+
+    if (dX == kNone) return;
+    // dX[B, I] (column-major [I, B]) = W^T-view times dZ.
+    GemmShape sx{false, false, I, B, O, I, O, I};
+    GemmArgs ax{f(W), dz, f(dX), nullptr, nullptr, 0, op.accumulate[0] != 0};
+    auto fuse = fuse_into_.find(i);
+    if (fuse != fuse_into_.end()) {
+      const int q = fuse->second;
+      const Op& qop = p_.ops()[q];
+      const Activation qa = qop.attr<DenseAttrs>().act;
+      const bool bgrad = qop.out[2] != kNone && !qop.accumulate[2];
+      GemmArgs af = ax;
+      if (bgrad) af.bias = f(qop.out[2]);
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+      if (qa == Activation::ReLU) {
+        auto m = relu_mask_.find(p_.producer(qop.in[3]));
+        if (m != relu_mask_.end()) {
+          af.aux = m->second.first;
+          af.aux_ld = m->second.second;
+          epi = bgrad ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU;
+        }
+      } else {
+        af.aux = f(qop.in[4]);
+        af.aux_ld = I;
+        epi = bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+      }
+      if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+        if (GemmPlan* g = gemm(sx, epi, af)) {
+          dz_ready_.insert(q);
+          if (bgrad) db_done_.insert(q);
+          return add_gemm(op, g, cat("dX gemm (fuses '", qop.name, "')").c_str());
+        }
+      }
+    }
+    GemmPlan* gx = gemm(sx, CUBLASLT_EPILOGUE_DEFAULT, ax);
+    SG_REQUIRE(gx, "cuBLASLt has no algorithm for the input gradient of '", op.name, "'");
+    add_gemm(op, gx, "dX gemm");
+  }
+
+  void optimizer(const Op& op) {
+    const bool adam = op.kind == OpKind::AdamUpdate;
+    const int64_t n = adam ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
+    const bool has_m = adam || op.attr<SgdAttrs>().momentum != 0.0;
+    std::vector<ParamDesc> descs;
+    std::vector<ChunkRef> chunks;
+    for (int64_t k = 0; k < n; ++k) {
+      ParamDesc d{};
+      d.p = f(op.in[2 + k]);
+      d.g = f(op.in[2 + n + k]);
+      d.m = has_m ? f(op.in[2 + 2 * n + k]) : nullptr;
+      d.v = adam ? f(op.in[2 + 3 * n + k]) : nullptr;
+      d.n = count(op.in[2 + k]);
+      for (int64_t start = 0; start < d.n; start += kOptimChunk) chunks.push_back({static_cast<int32_t>(k), start});
+      descs.push_back(d);
+    }
+    auto* ddesc = reinterpret_cast<ParamDesc*>(own(descs.size() * sizeof(ParamDesc)));
+    auto* dchunk = reinterpret_cast<ChunkRef*>(own(chunks.size() * sizeof(ChunkRef)));
+    be_.upload(ddesc, descs.data(), descs.size() * sizeof(ParamDesc));
+    be_.upload(dchunk, chunks.data(), chunks.size() * sizeof(ChunkRef));
+    be_.synchronize();
+    const int nchunks = static_cast<int>(chunks.size());
+    const float *hyper = f(op.in[0]), *sched = f(op.in[1]);
+    notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks";
+    if (adam) {
+      const AdamAttrs a = op.attr<AdamAttrs>();
+      return add_step(op, [=](cudaStream_t s) { adam_update(ddesc, dchunk, nchunks, hyper, sched, a, s); });
+    }
+    const SgdAttrs a = op.attr<SgdAttrs>();
+    add_step(op, [=](cudaStream_t s) { sgd_update(ddesc, dchunk, nchunks, hyper, sched, a, s); });
+  }
+
+  CudaBackend& be_;
+  const Program& p_;
+  const std::vector<void*>& ptrs_;
+  LowerOptions opt_;
+  bool fuse_;
+  std::vector<Step> steps_;
+  std::vector<DeviceBuffer> owned_;
+  std::vector<std::unique_ptr<GemmPlan>> gemms_;
+  std::ostringstream notes_;
+  std::set<int> mask_wanted_, dz_ready_, db_done_;
+  std::map<int, int> fuse_into_;
+  std::map<int, std::pair<void*, int64_t>> relu_mask_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executable> lower_program(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs,
+                                          const LowerOptions& opt) {
+  return Lowering(be, p, ptrs, opt).run();
+}
+
+}  // namespace sg::cuda

@@ -1,0 +1,140 @@
+#include "stepgraph/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "stepgraph/rng.h"
+
+namespace sg {
+
+using nlohmann::json;
+
+json BenchResult::to_json() const {
+  return {{"event", "bench"},          {"config", config},
+          {"device", device},          {"gpu", gpu},
+          {"batch", batch},            {"steps", steps},
+          {"eager_us_per_step", eager_us_per_step},
+          {"graph_us_per_step", graph_us_per_step},
+          {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
+          {"arena_bytes", arena_bytes}, {"tf32", tf32}};
+}
+
+json VerifyResult::to_json() const {
+  return {{"event", "verify"},          {"steps", steps},
+          {"graph_vs_eager", graph_vs_eager}, {"gpu_vs_cpu", gpu_vs_cpu},
+          {"tolerance", tolerance},     {"ok", ok}};
+}
+
+namespace {
+
+TrainerOptions options_for(const RunConfig& cfg, ExecMode mode) {
+  TrainerOptions o = cfg.trainer;
+  o.mode = mode;
+  return o;
+}
+
+Dataset first_rows(const RunConfig& cfg, int64_t rows) {
+  Dataset d = load_data(cfg.data);
+  SG_REQUIRE(d.size() >= rows, "train.batch_size ", rows, " is larger than the data set '", d.name, "' (",
+             d.size(), " samples)");
+  std::vector<int64_t> idx(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) idx[i] = i;
+  return gather(d, idx);
+}
+
+// Median over 5 repeats of (time of `steps` launches) / steps, after a warm-up.
+double time_steps(Trainer& t, int64_t steps) {
+  for (int i = 0; i < 20; ++i) t.launch();
+  t.backend().synchronize();
+  std::vector<double> us;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < steps; ++i) t.launch();
+    t.backend().synchronize();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                 static_cast<double>(steps));
+  }
+  std::sort(us.begin(), us.end());
+  return us[2];
+}
+
+double rel_l2(const HostArray& a, const HostArray& b) {
+  double d2 = 0, r2 = 0;
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    double x = a.dtype() == DType::F32 ? a.data<float>()[k] : a.data<int32_t>()[k];
+    double y = b.dtype() == DType::F32 ? b.data<float>()[k] : b.data<int32_t>()[k];
+    if (!std::isfinite(y) || !std::isfinite(x)) return INFINITY;
+    d2 += (x - y) * (x - y);
+    r2 += x * x;
+  }
+  return r2 == 0 ? std::sqrt(d2) : std::sqrt(d2 / r2);
+}
+
+}  // namespace
+
+BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, const std::string& name) {
+  SG_REQUIRE(steps > 0, "bench: --steps must be positive, got ", steps);
+  std::string note;
+  const Device device = choose_device(opt.device.value_or("cuda"), &note);
+  if (!note.empty()) std::cerr << "stepgraph: " << note << "\n";
+  const int64_t B = cfg.train.batch_size;
+  Dataset batch = first_rows(cfg, B);
+  BenchResult r;
+  r.config = name;
+  r.device = device_name(device);
+  r.batch = B;
+  r.steps = steps;
+  r.tf32 = cfg.trainer.lower.precision == Precision::TF32;
+  for (ExecMode mode : {ExecMode::Eager, ExecMode::Graph}) {
+    Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), options_for(cfg, mode));
+    t.compile({B, batch.features()});
+    t.set_batch(batch.X, batch.y);
+    const double us = time_steps(t, steps);
+    SG_REQUIRE(std::isfinite(t.loss()), "bench: the loss is not finite after timing (", t.loss(), ")");
+    if (mode == ExecMode::Eager) {
+      r.eager_us_per_step = us;
+    } else {
+      r.graph_us_per_step = us;
+      r.graph_nodes = t.graph_nodes();
+      r.peak_device_bytes = t.backend().peak_allocated_bytes();
+      r.arena_bytes = t.plan().peak_bytes();
+      std::string desc = t.backend().describe();
+      r.gpu = desc;
+    }
+  }
+  return r;
+}
+
+VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, double tolerance) {
+  std::string why;
+  SG_REQUIRE(cuda_available(&why), "--mode verify compares the CUDA backend with the CPU and needs a GPU: ", why);
+  const int64_t B = cfg.train.batch_size;
+  Dataset data = load_data(cfg.data);
+  SG_REQUIRE(data.size() >= B, "train.batch_size ", B, " is larger than the data set (", data.size(), ")");
+  const uint64_t seed = opt.seed.value_or(cfg.train.seed);
+  Trainer eager(cfg.model, cfg.loss, cfg.optimizer, Device::CUDA, seed, options_for(cfg, ExecMode::Eager));
+  Trainer graph(cfg.model, cfg.loss, cfg.optimizer, Device::CUDA, seed, options_for(cfg, ExecMode::Graph));
+  Trainer cpu(cfg.model, cfg.loss, cfg.optimizer, Device::CPU, seed, options_for(cfg, ExecMode::Eager));
+  for (Trainer* t : {&eager, &graph, &cpu}) t->compile({B, data.features()});
+  BatchSampler sampler(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
+  VerifyResult r;
+  r.steps = steps;
+  r.tolerance = tolerance;
+  for (int64_t s = 0; s < steps; ++s) {
+    Dataset b = gather(data, sampler.indices(s));
+    const double le = eager.one_step(b.X, b.y), lg = graph.one_step(b.X, b.y), lc = cpu.one_step(b.X, b.y);
+    r.graph_vs_eager = std::max(r.graph_vs_eager, std::fabs(lg - le) / std::max(std::fabs(le), 1e-12));
+    r.gpu_vs_cpu = std::max(r.gpu_vs_cpu, std::fabs(lg - lc) / std::max(std::fabs(lc), 1e-12));
+  }
+  auto se = eager.state(), sg_ = graph.state(), sc = cpu.state();
+  for (const auto& [name, a] : sc) {
+    r.graph_vs_eager = std::max(r.graph_vs_eager, rel_l2(se.at(name), sg_.at(name)));
+    r.gpu_vs_cpu = std::max(r.gpu_vs_cpu, rel_l2(a, sg_.at(name)));
+  }
+  r.ok = r.graph_vs_eager <= 1e-6 && r.gpu_vs_cpu <= tolerance;
+  return r;
+}
+
+}  // namespace sg

@@ -1,0 +1,308 @@
+// The CUDA backend against the CPU reference, graph replay against eager execution, and the
+// graph object's contract. Every test skips (saying why) on a machine without a usable GPU.
+#include <cmath>
+#include <limits>
+
+#include "stepgraph/graph.h"
+#include "stepgraph/trainer.h"
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+#define REQUIRE_GPU()                                        \
+  do {                                                       \
+    std::string why_;                                        \
+    if (!cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
+  } while (0)
+
+// Runs one program on a backend with every buffer poisoned (NaN) first.
+struct BackendRun {
+  std::unique_ptr<Backend> be;
+  MemoryPlan plan;
+  DeviceBuffer pers, trans;
+  std::vector<void*> ptrs;
+  std::unique_ptr<Executable> exe;
+  const Program& p;
+
+  BackendRun(Device d, const Program& prog, LowerOptions opt = {}) : be(make_backend(d)), p(prog) {
+    plan = plan_memory(p);
+    pers = DeviceBuffer(*be, plan.persistent_bytes);
+    trans = DeviceBuffer(*be, plan.transient_bytes);
+    std::vector<float> nan(std::max(plan.persistent_bytes, plan.transient_bytes) / 4,
+                           std::numeric_limits<float>::quiet_NaN());
+    be->upload(pers.data(), nan.data(), plan.persistent_bytes);
+    be->upload(trans.data(), nan.data(), plan.transient_bytes);
+    for (size_t t = 0; t < p.num_tensors(); ++t) {
+      const Placement& pl = plan.at[t];
+      ptrs.push_back((pl.region == Placement::Region::Persistent ? pers : trans).data() + pl.offset);
+    }
+    exe = be->lower(p, ptrs, opt);
+  }
+  void set(const std::string& name, const HostArray& a) { be->upload(ptrs[p.find(name)], a.raw(), a.nbytes()); }
+  HostArray get(TensorId t) {
+    HostArray a(p.tensor(t).dtype, p.tensor(t).shape);
+    be->download(a.raw(), ptrs[t], a.nbytes());
+    return a;
+  }
+};
+
+// Runs `prog` on the CPU and on the GPU with the same fresh random inputs and compares every
+// tensor an op writes (activation gradients excepted: the GPU turns dY into dZ in place).
+void compare_backends(Program prog, const std::vector<ParamSpec>& specs, uint64_t seed,
+                      const std::string& what, int steps = 1, double tol = 1e-4, LowerOptions opt = {}) {
+  // Keep every compared tensor alive to the end of the step, so no later tensor reuses its memory.
+  for (size_t t = 0; t < prog.num_tensors(); ++t)
+    if (prog.tensor(static_cast<TensorId>(t)).role != Role::Temporary) prog.tensor(static_cast<TensorId>(t)).live_out = true;
+  BackendRun cpu(Device::CPU, prog), gpu(Device::CUDA, prog, opt);
+  auto set_both = [&](const std::string& name, const HostArray& a) {
+    cpu.set(name, a);
+    gpu.set(name, a);
+  };
+  for (const ParamSpec& s : specs) set_both(s.name, random_f32(s.shape, mix_seed(seed, s.name), 0.5));
+  for (size_t t = 0; t < prog.num_tensors(); ++t) {
+    const TensorInfo& info = prog.tensor(static_cast<TensorId>(t));
+    if (info.role == Role::OptimizerState) {
+      HostArray s = random_f32(info.shape, seed + t, 0.01);
+      if (info.name.rfind("optim.v.", 0) == 0)  // second moments are never negative
+        for (int64_t k = 0; k < s.numel(); ++k) s.data<float>()[k] = std::fabs(s.data<float>()[k]);
+      set_both(info.name, s);
+    }
+    if (info.name == "optim.step") set_both(info.name, HostArray::i32({1}, {3}));
+    if (info.name == "optim.hyper") set_both(info.name, HostArray::f32({2}, {0.01f, 0.05f}));
+  }
+  for (int step = 0; step < steps; ++step) {
+    for (size_t t = 0; t < prog.num_tensors(); ++t) {
+      const TensorInfo& info = prog.tensor(static_cast<TensorId>(t));
+      if (info.role != Role::Input) continue;
+      if (info.name == "valid_rows") set_both(info.name, HostArray::i32({1}, {static_cast<int32_t>(info.shape[0])}));
+      else if (info.dtype == DType::I32) {
+        const Shape& ps = prog.tensor(prog.find("target")).shape;
+        (void)ps;
+        int64_t classes = 0;
+        for (const Op& op : prog.ops())
+          if (op.kind == OpKind::SoftmaxCrossEntropy) classes = prog.tensor(op.in[0]).shape[1];
+        set_both(info.name, random_labels(info.shape[0], classes, seed + 100 * step + t));
+      } else {
+        set_both(info.name, random_f32(info.shape, seed + 100 * step + t));
+      }
+    }
+    cpu.exe->run();
+    gpu.exe->run();
+  }
+  for (size_t t = 0; t < prog.num_tensors(); ++t) {
+    const TensorInfo& info = prog.tensor(static_cast<TensorId>(t));
+    if (info.role == Role::Input || info.role == Role::Temporary) continue;
+    HostArray a = cpu.get(static_cast<TensorId>(t)), b = gpu.get(static_cast<TensorId>(t));
+    // ||gpu - cpu|| / ||cpu|| and the largest element difference over the largest element:
+    // float products against the float64 reference land near 1e-7 .. 1e-6.
+    double diff2 = 0, ref2 = 0, maxdiff = 0, maxref = 0;
+    for (int64_t k = 0; k < a.numel(); ++k) {
+      double x = a.dtype() == DType::F32 ? a.data<float>()[k] : a.data<int32_t>()[k];
+      double y = b.dtype() == DType::F32 ? b.data<float>()[k] : b.data<int32_t>()[k];
+      ASSERT_TRUE(std::isfinite(y)) << what << ": " << info.name << "[" << k << "] not written (NaN)";
+      diff2 += (x - y) * (x - y);
+      ref2 += x * x;
+      maxdiff = std::max(maxdiff, std::fabs(x - y));
+      maxref = std::max(maxref, std::fabs(x));
+    }
+    const double rel = std::sqrt(diff2 / std::max(ref2, 1e-30)), relmax = maxdiff / std::max(maxref, 1e-30);
+    EXPECT_TRUE(rel <= tol && relmax <= 10 * tol)
+        << what << ": " << info.name << " " << shape_str(info.shape) << " differs from the CPU: rel L2 "
+        << rel << ", max diff / max " << relmax;
+  }
+}
+
+Built train_program(Layer& model, const Loss& loss, Shape in, const Optimizer& opt) {
+  Built b = build(model, loss, in, true);
+  GraphBuilder g(b.p);
+  opt.build(g, b.grads);
+  return b;
+}
+
+TEST(Cuda, NoGpuSaysSoClearly) {
+  std::string why;
+  if (cuda_available(&why)) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(why.empty());
+  try {
+    make_backend(Device::CUDA);
+    FAIL() << "make_backend(cuda) should fail without a GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not available"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Cuda, DenseEveryActivationMatchesCpu) {
+  REQUIRE_GPU();
+  for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
+                       Activation::Sigmoid, Activation::Sin}) {
+    for (bool bias : {true, false}) {
+      // Widths that are and are not multiples of 8 / 128 exercise the epilogue and fallback paths.
+      auto model = sequential({dense(40, a, std::nullopt, bias), dense(64, a, std::nullopt, bias), dense(7)});
+      Built b = train_program(*model, SoftmaxCrossEntropy(), {33, 20}, AdamW(1e-3));
+      compare_backends(b.p, b.specs, 7 + static_cast<int>(a), cat(activation_name(a), bias ? " bias" : " no bias"));
+    }
+  }
+}
+
+TEST(Cuda, LossesResidualSharedAndOptimizersMatchCpu) {
+  REQUIRE_GPU();
+  auto shared = dense(24, Activation::Tanh);
+  auto model = sequential({dense(24, Activation::ReLU), residual(sequential({dense(24, Activation::GELU), dense(24)})),
+                           shared, shared, dense(3)});
+  for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
+    Built ce = train_program(*model, SoftmaxCrossEntropy(r), {50, 9}, SGD(0.01, 0.9, true, 1e-3));
+    compare_backends(ce.p, ce.specs, 21, "ce sgd nesterov");
+    Built mse = train_program(*model, MeanSquaredError(r), {50, 9}, Adam(1e-3, 0.9, 0.99, 1e-8, 1e-2));
+    compare_backends(mse.p, mse.specs, 22, "mse adam");
+  }
+  Built sgd = train_program(*model, SoftmaxCrossEntropy(), {16, 9}, SGD(0.05, 0.0, false, 0.0, 0.0, Schedule::cosine(2, 10)));
+  compare_backends(sgd.p, sgd.specs, 23, "plain sgd, cosine schedule, 5 steps", 5, 1e-4);
+}
+
+TEST(Cuda, LargeBatchLossReductionAndTf32) {
+  REQUIRE_GPU();
+  auto model = sequential({dense(256, Activation::ReLU), dense(1000)});
+  Built b = train_program(*model, SoftmaxCrossEntropy(), {4100, 64}, AdamW(1e-3));
+  compare_backends(b.p, b.specs, 31, "B=4100 C=1000 (multi-block loss)", 1, 1e-4);
+  LowerOptions tf32;
+  tf32.precision = Precision::TF32;
+  tf32.autotune = Autotune::Exhaustive;
+  compare_backends(b.p, b.specs, 32, "tf32, exhaustive autotune", 1, 3e-2, tf32);
+}
+
+std::unique_ptr<Trainer> gpu_trainer(ExecMode mode, ShapePolicy policy = ShapePolicy::Recapture) {
+  TrainerOptions o;
+  o.mode = mode;
+  o.shape_policy = policy;
+  auto t = std::make_unique<Trainer>(sequential({dense(256, Activation::ReLU), dense(11)}),
+                                     std::make_shared<SoftmaxCrossEntropy>(),
+                                     std::make_shared<AdamW>(1e-3, 0.9, 0.999, 1e-8, 1e-4), Device::CUDA, 5, o);
+  t->compile({64, 128});
+  return t;
+}
+
+TEST(Cuda, GraphReplayEqualsEagerBitwiseFor100Steps) {
+  REQUIRE_GPU();
+  auto graph = gpu_trainer(ExecMode::Graph), eager = gpu_trainer(ExecMode::Eager);
+  for (int s = 0; s < 100; ++s) {
+    HostArray X = random_f32({64, 128}, 1000 + s), y = random_labels(64, 11, 2000 + s);
+    float lg = graph->one_step(X, y), le = eager->one_step(X, y);
+    ASSERT_EQ(std::memcmp(&lg, &le, 4), 0) << "step " << s << ": " << lg << " vs " << le;
+  }
+  EXPECT_EQ(graph->capture_count(), 1);
+  EXPECT_EQ(eager->capture_count(), 0);
+  EXPECT_GT(graph->graph_nodes(), 0u);
+  auto a = graph->state(), b = eager->state();
+  for (auto& [name, v] : a)
+    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
+}
+
+TEST(Cuda, GraphMatchesCpuWithinFp32Tolerance) {
+  REQUIRE_GPU();
+  auto gpu = gpu_trainer(ExecMode::Graph);
+  Trainer cpu(gpu->model(), gpu->loss_fn(), gpu->optimizer(), Device::CPU, 5);
+  cpu.compile({64, 128});
+  for (int s = 0; s < 20; ++s) {
+    HostArray X = random_f32({64, 128}, 3000 + s), y = random_labels(64, 11, 4000 + s);
+    float lg = gpu->one_step(X, y), lc = cpu.one_step(X, y);
+    EXPECT_TRUE(near(lg, lc, 1e-5, 1e-4)) << "step " << s;
+  }
+  auto a = gpu->params(), b = cpu.params();
+  for (auto& [name, v] : a)
+    for (int64_t k = 0; k < v.numel(); ++k)
+      ASSERT_TRUE(near(v.data<float>()[k], b.at(name).data<float>()[k], 1e-5, 1e-3)) << name << "[" << k << "]";
+}
+
+TEST(Cuda, LearningRateChangeNeedsNoRecapture) {
+  REQUIRE_GPU();
+  auto t = gpu_trainer(ExecMode::Graph);
+  HostArray X = random_f32({64, 128}, 1), y = random_labels(64, 11, 2);
+  t->one_step(X, y);
+  t->one_step(X, y);
+  auto before = t->params();
+  t->set_lr(0.1);
+  t->one_step(X, y);
+  EXPECT_EQ(t->capture_count(), 1);
+  auto after = t->params();
+  double moved = 0;
+  for (int64_t k = 0; k < after["0.weight"].numel(); ++k)
+    moved = std::max<double>(moved, std::fabs(after["0.weight"].data<float>()[k] - before["0.weight"].data<float>()[k]));
+  EXPECT_GT(moved, 0.05);  // an Adam step of lr 0.1 moves weights by about 0.1
+}
+
+TEST(Cuda, BatchSizeChangeRecapturesOnceThenReuses) {
+  REQUIRE_GPU();
+  auto t = gpu_trainer(ExecMode::Graph);
+  HostArray X = random_f32({64, 128}, 1), y = random_labels(64, 11, 2);
+  HostArray Xs = random_f32({20, 128}, 3), ys = random_labels(20, 11, 4);
+  for (int i = 0; i < 3; ++i) {
+    t->one_step(X, y);
+    t->one_step(Xs, ys);
+  }
+  EXPECT_EQ(t->capture_count(), 2);
+  EXPECT_EQ(t->compile_count(), 2);
+  t->invalidate();
+  t->compile({64, 128});
+  t->one_step(X, y);
+  EXPECT_EQ(t->capture_count(), 3);
+  EXPECT_EQ(t->step(), 7);
+}
+
+TEST(Cuda, PadPolicyEqualsTheSmallerShape) {
+  REQUIRE_GPU();
+  auto pad = gpu_trainer(ExecMode::Graph, ShapePolicy::Pad), re = gpu_trainer(ExecMode::Graph);
+  HostArray Xs = random_f32({20, 128}, 3), ys = random_labels(20, 11, 4);
+  float lp = pad->one_step(Xs, ys), lr = re->one_step(Xs, ys);
+  EXPECT_TRUE(near(lp, lr, 1e-6, 1e-5));
+  EXPECT_EQ(pad->capture_count(), 1);
+  auto a = pad->params(), b = re->params();
+  for (auto& [name, v] : a)
+    for (int64_t k = 0; k < v.numel(); ++k)
+      ASSERT_TRUE(near(v.data<float>()[k], b.at(name).data<float>()[k], 1e-6, 1e-4)) << name;
+  auto err = gpu_trainer(ExecMode::Graph, ShapePolicy::Error);
+  EXPECT_THROW(err->one_step(Xs, ys), Error);
+}
+
+TEST(Cuda, AsyncStepsReadTheLossLater) {
+  REQUIRE_GPU();
+  auto a = gpu_trainer(ExecMode::Graph), b = gpu_trainer(ExecMode::Graph);
+  float last = 0;
+  for (int s = 0; s < 10; ++s) {
+    HostArray X = random_f32({64, 128}, 50 + s), y = random_labels(64, 11, 60 + s);
+    a->one_step_async(X, y);  // no synchronization; the staging ring keeps the batches apart
+    last = b->one_step(X, y);
+  }
+  float la = a->loss();
+  EXPECT_EQ(std::memcmp(&la, &last, 4), 0);
+}
+
+TEST(Cuda, StepGraphContract) {
+  REQUIRE_GPU();
+  StepGraph g;
+  EXPECT_FALSE(g.is_captured());
+  EXPECT_THROW(g.launch(), Error);                                   // launch before capture
+  EXPECT_THROW(g.capture({1}, [](void*) {}), Error);                 // empty capture
+  try {
+    g.capture({1}, [](void*) { throw Error("op 'broken': planted failure"); });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'broken'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(g.is_captured());
+  auto t = gpu_trainer(ExecMode::Graph);  // the stream still works after a failed capture
+  EXPECT_TRUE(std::isfinite(t->one_step(random_f32({64, 128}, 1), random_labels(64, 11, 2))));
+}
+
+TEST(Cuda, ExplainShowsLoweringAndGraph) {
+  REQUIRE_GPU();
+  auto t = gpu_trainer(ExecMode::Graph);
+  t->one_step(random_f32({64, 128}, 1), random_labels(64, 11, 2));
+  t->one_step(random_f32({64, 128}, 1), random_labels(64, 11, 2));
+  std::string s = t->explain();
+  for (const char* want : {"lowering (cuda)", "gemm", "graph captures: 1", "multi-tensor"})
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
+}
+
+}  // namespace
+}  // namespace sg::test

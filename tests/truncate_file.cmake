@@ -1,0 +1,42 @@
+# Writes the first KEEP bytes of SRC to DST (a truncated copy, e.g. of a checkpoint), for the
+# CLI's corrupt-input tests. CMake strings cannot hold NUL bytes, so the copy goes through
+# file(DOWNLOAD) of a file:// URL with a byte range.
+#
+#   cmake -DSRC=<file> -DDST=<file> -DKEEP=<bytes>|half -P truncate_file.cmake
+cmake_minimum_required(VERSION 3.24)  # file(DOWNLOAD ... RANGE_END)
+
+foreach(var SRC DST KEEP)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "truncate_file.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+if(NOT EXISTS "${SRC}")
+  message(FATAL_ERROR "truncate_file.cmake: '${SRC}' does not exist")
+endif()
+file(SIZE "${SRC}" size)
+if(KEEP STREQUAL "half")
+  math(EXPR KEEP "${size} / 2")
+endif()
+if(KEEP LESS 1 OR NOT KEEP LESS size)
+  message(FATAL_ERROR "truncate_file.cmake: KEEP=${KEEP} must be in [1, ${size}) for '${SRC}'")
+endif()
+
+get_filename_component(dir "${DST}" DIRECTORY)
+file(MAKE_DIRECTORY "${dir}")
+file(REMOVE "${DST}")
+math(EXPR last "${KEEP} - 1")
+file(TO_CMAKE_PATH "${SRC}" src)
+file(DOWNLOAD "file://${src}" "${DST}" RANGE_END ${last} STATUS status)
+list(GET status 0 code)
+if(NOT code EQUAL 0)
+  message(FATAL_ERROR "truncate_file.cmake: copying '${SRC}' failed: ${status}")
+endif()
+file(SIZE "${DST}" got)
+if(NOT got EQUAL KEEP)
+  message(FATAL_ERROR "truncate_file.cmake: '${DST}' has ${got} bytes, expected ${KEEP}")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" -E compare_files "${SRC}" "${DST}" RESULT_VARIABLE same)
+if(same EQUAL 0)
+  message(FATAL_ERROR "truncate_file.cmake: the copy is identical to the source")
+endif()
+message(STATUS "wrote the first ${KEEP} of ${size} bytes of '${SRC}' to '${DST}'")
