@@ -28,8 +28,10 @@ Autotune parse_autotune(const std::string& s);
 const char* precision_name(Precision p);
 Precision parse_precision(const std::string& s);
 
+// Autotuning picks algorithms by timing, so two processes can pick different ones and round
+// differently: it is off by default, which keeps runs (and resumed runs) bitwise reproducible.
 struct LowerOptions {
-  Autotune autotune = Autotune::Heuristic;
+  Autotune autotune = Autotune::Off;
   Precision precision = Precision::FP32;
 };
 
@@ -47,6 +49,12 @@ class Executable {
   virtual size_t graph_nodes() const { return 0; }
   // Per-op notes from lowering: kernels, fused epilogues, chosen algorithms and timings.
   virtual std::string describe() const { return ""; }
+  // Times each op alone (`reps` runs between device events, after a warm-up): (op name, us).
+  // Ops run repeatedly out of order, so values change; use it for timing only.
+  virtual std::vector<std::pair<std::string, double>> profile(int reps) {
+    (void)reps;
+    return {};
+  }
 };
 
 class Backend {

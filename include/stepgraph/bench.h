@@ -17,6 +17,8 @@ struct BenchResult {
   size_t peak_device_bytes = 0;  // everything the backend allocated at its peak (arenas, workspace)
   size_t arena_bytes = 0;        // the step's memory plan: persistent + transient peak
   bool tf32 = false;
+  std::vector<std::pair<std::string, double>> per_op_us;  // each op timed alone (eager)
+  std::string lowering;                                   // explain's lowering notes
   nlohmann::json to_json() const;
 };
 

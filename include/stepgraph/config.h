@@ -11,6 +11,7 @@
 #include "stepgraph/loss.h"
 #include "stepgraph/nn.h"
 #include "stepgraph/optim.h"
+#include "stepgraph/trainer.h"
 
 namespace sg {
 
@@ -47,6 +48,9 @@ struct RunConfig {
   OptimizerPtr optimizer;
   DataConfig data;
   TrainConfig train;
+  // train.mode (graph | eager), train.shape_policy (recapture | pad | error), train.max_shapes,
+  // train.autotune (off | heuristic | exhaustive), train.precision (fp32 | tf32).
+  TrainerOptions trainer;
 };
 
 // Builds every object; unknown keys and bad values are Errors naming the JSON path.

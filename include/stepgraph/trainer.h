@@ -65,6 +65,7 @@ class Trainer {
   void compile(const Shape& input_shape);
   bool is_compiled() const { return current_ != nullptr; }
   const Shape& input_shape() const;
+  const Shape& output_shape() const;  // the model's prediction [batch, out]
 
   // The seed's workflow: copy a batch into the input slots and run one step; returns the loss
   // (which waits for the step to finish).
@@ -106,6 +107,8 @@ class Trainer {
   int64_t capture_count() const { return captures_; }  // graphs recorded (recaptures included)
   size_t graph_nodes() const;                            // of the current step's graph (0: none)
   const TrainerOptions& options() const { return options_; }
+  // Per-op device time of the current step program (see Executable::profile).
+  std::vector<std::pair<std::string, double>> profile(int reps = 50);
   // Downloads every persistent tensor (parameters, optimizer state, step scalars) by name.
   std::map<std::string, HostArray> state() const;
   // Drops every compiled step (parameters and optimizer state are kept).

@@ -18,7 +18,7 @@ json BenchResult::to_json() const {
           {"eager_us_per_step", eager_us_per_step},
           {"graph_us_per_step", graph_us_per_step},
           {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
-          {"arena_bytes", arena_bytes}, {"tf32", tf32}};
+          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"per_op_us", per_op_us}};
 }
 
 json VerifyResult::to_json() const {
@@ -100,8 +100,9 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
       r.graph_nodes = t.graph_nodes();
       r.peak_device_bytes = t.backend().peak_allocated_bytes();
       r.arena_bytes = t.plan().peak_bytes();
-      std::string desc = t.backend().describe();
-      r.gpu = desc;
+      r.gpu = t.backend().describe();
+      r.per_op_us = t.profile(100);
+      r.lowering = t.explain();
     }
   }
   return r;

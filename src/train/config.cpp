@@ -252,8 +252,19 @@ DataConfig parse_data(const Node& n) {
   return d;
 }
 
+TrainerOptions parse_trainer_options(const Node& n) {
+  TrainerOptions o;
+  o.mode = parse_exec_mode(n.string("mode", "graph", {"graph", "eager"}));
+  o.shape_policy = parse_shape_policy(n.string("shape_policy", "recapture", {"recapture", "pad", "error"}));
+  o.max_shapes = static_cast<int>(n.integer("max_shapes", o.max_shapes, 1));
+  o.lower.autotune = parse_autotune(n.string("autotune", "off", {"off", "heuristic", "exhaustive"}));
+  o.lower.precision = parse_precision(n.string("precision", "fp32", {"fp32", "tf32"}));
+  return o;
+}
+
 TrainConfig parse_train(const Node& n) {
-  n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every"});
+  n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every", "mode",
+          "shape_policy", "max_shapes", "autotune", "precision"});
   TrainConfig t;
   t.steps = n.integer("steps", t.steps, 1);
   t.batch_size = n.integer("batch_size", t.batch_size, 1);
@@ -289,6 +300,7 @@ RunConfig parse_config(const json& j) {
   rc.model = sequential(parse_layers(model));
   rc.data = parse_data(section("data"));
   rc.train = parse_train(section("train"));
+  rc.trainer = parse_trainer_options(section("train"));
   rc.loss = parse_loss(section("loss"), rc.data.task);
   rc.optimizer = parse_optimizer(section("optimizer"), rc.train.steps);
   return rc;

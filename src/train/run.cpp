@@ -73,13 +73,6 @@ PreparedData prepare(const RunConfig& cfg) {
   return d;
 }
 
-int64_t model_outputs(const Trainer& t) {
-  const Program& p = t.program();
-  for (const TensorInfo& info : p.tensors())
-    if (info.live_out && info.role == Role::Activation && info.name != "loss") return info.shape[1];
-  return 0;
-}
-
 class Reporter {
  public:
   Reporter(const RunOptions& opt, const std::string& metrics_path)
@@ -129,9 +122,9 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   const int64_t B = cfg.train.batch_size;
   SG_REQUIRE(B <= data.train.size(), "train.batch_size ", B, " is larger than the training split (",
              data.train.size(), " samples of '", data.train.name, "')");
-  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed);
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed, cfg.trainer);
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, model_outputs(t));
+  check_data_fits(cfg, data.all, t.output_shape()[1]);
   if (!opt.resume.empty()) t.load(opt.resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
@@ -227,9 +220,9 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   if (!note.empty()) rep.info(note);
   PreparedData data = prepare(cfg);
   const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train.size(), 1));
-  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed));
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, model_outputs(t));
+  check_data_fits(cfg, data.all, t.output_shape()[1]);
   t.load(checkpoint);
   RunSummary sum;
   sum.task = task_name(data.train.task);

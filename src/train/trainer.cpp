@@ -80,6 +80,11 @@ const Shape& Trainer::input_shape() const {
   return current_->input_shape;
 }
 
+const Shape& Trainer::output_shape() const {
+  SG_REQUIRE(current_, "trainer is not compiled: call compile({batch, features}) first");
+  return current_->program.tensor(current_->pred).shape;
+}
+
 const Program& Trainer::program() const {
   SG_REQUIRE(current_, "trainer is not compiled: call compile({batch, features}) first");
   return current_->program;
@@ -263,6 +268,11 @@ void Trainer::one_step_async(const HostArray& X, const HostArray& y) {
 float Trainer::one_step(const HostArray& X, const HostArray& y) {
   one_step_async(X, y);
   return loss();
+}
+
+std::vector<std::pair<std::string, double>> Trainer::profile(int reps) {
+  SG_REQUIRE(current_, "profile: the trainer is not compiled");
+  return current_->exe->profile(reps);
 }
 
 size_t Trainer::graph_nodes() const { return current_ ? current_->exe->graph_nodes() : 0; }

@@ -6,16 +6,36 @@
 #include <iostream>
 #include <new>
 
+#include "stepgraph/bench.h"
 #include "stepgraph/run.h"
 
 namespace {
 
 struct Common {
-  std::string config, device, out, resume, checkpoint;
+  std::string config, device, out, resume, checkpoint, mode, autotune, precision;
   int64_t steps = 0, batch = 0;
   uint64_t seed = 0;
+  double tolerance = 1e-3;
   bool json = false;
 };
+
+// Command-line overrides of the config's train.mode / autotune / precision.
+void apply_overrides(const Common& c, sg::RunConfig& cfg) {
+  if (!c.mode.empty() && c.mode != "verify") cfg.trainer.mode = sg::parse_exec_mode(c.mode);
+  if (!c.autotune.empty()) cfg.trainer.lower.autotune = sg::parse_autotune(c.autotune);
+  if (!c.precision.empty()) cfg.trainer.lower.precision = sg::parse_precision(c.precision);
+}
+
+void add_execution_options(CLI::App* cmd, Common& c, bool verify) {
+  cmd->add_option("--mode", c.mode,
+                  verify ? "graph (default) | eager | verify: eager, graph and the CPU on the same data, compared"
+                         : "graph (default) | eager")
+      ->check(verify ? CLI::IsMember({"graph", "eager", "verify"}) : CLI::IsMember({"graph", "eager"}));
+  cmd->add_option("--autotune", c.autotune, "off | heuristic | exhaustive (default: the config's train.autotune)")
+      ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
+  cmd->add_option("--precision", c.precision, "fp32 | tf32 for dense layers (default: the config's train.precision)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
+}
 
 sg::RunConfig config_from(const std::string& path) {
   if (path.empty()) return sg::parse_config(sg::default_config());
@@ -40,13 +60,6 @@ CLI::Validator integer_at_least(int64_t min_value) {
         return std::string();
       },
       "INT>=" + std::to_string(min_value));
-}
-
-// The output width of the compiled model (the live-out activation that is not the loss).
-int64_t model_outputs(const sg::Trainer& t) {
-  for (const sg::TensorInfo& info : t.program().tensors())
-    if (info.live_out && info.role == sg::Role::Activation && info.name != "loss") return info.shape[1];
-  return 0;
 }
 
 sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
@@ -82,6 +95,8 @@ int main(int argc, char** argv) {
       ->check(integer_at_least(0));
   train->add_option("--resume", c.resume, "Checkpoint to continue from")->check(CLI::ExistingFile);
   train->add_flag("--json", c.json, "Print every line as a JSON object; the last is the summary");
+  add_execution_options(train, c, true);
+  train->add_option("--tolerance", c.tolerance, "--mode verify: largest allowed relative difference to the CPU");
 
   auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the config's validation split");
   eval->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
@@ -94,14 +109,56 @@ int main(int argc, char** argv) {
   explain->add_option("--batch", c.batch, "Batch size (default: train.batch_size)")->check(integer_at_least(1));
   explain->add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 
+  auto* bench = app.add_subcommand("bench", "Time eager steps and graph replays of a config on the GPU");
+  bench->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
+  bench->add_option("--steps", c.steps, "Steps per timed repeat (default 1000)")->check(integer_at_least(1));
+  bench->add_option("--device", c.device, "cuda (default) | cpu")->check(CLI::IsMember({"cpu", "cuda"}));
+  bench->add_flag("--json", c.json, "Print the result as a JSON object");
+  bench->add_flag("--explain", "Also print the program, its lowering and the memory plan");
+  add_execution_options(bench, c, false);
+
   CLI11_PARSE(app, argc, argv);
 
   try {
     sg::RunConfig cfg = config_from(c.config);
-    if (train->parsed()) {
+    apply_overrides(c, cfg);
+    if (train->parsed() && c.mode == "verify") {
+      sg::RunOptions o = options_from(c, *train);
+      const int64_t steps = o.steps.value_or(std::min<int64_t>(cfg.train.steps, 50));
+      sg::VerifyResult r = sg::verify_run(cfg, o, steps, c.tolerance);
+      if (c.json) std::cout << r.to_json().dump() << "\n";
+      else
+        std::cout << "verify: " << r.steps << " steps; graph vs eager: largest relative difference "
+                  << r.graph_vs_eager << " (expected 0); cuda vs cpu: " << r.gpu_vs_cpu << " (tolerance "
+                  << r.tolerance << "): " << (r.ok ? "OK" : "FAILED") << "\n";
+      return r.ok ? 0 : 1;
+    } else if (train->parsed()) {
       sg::RunOptions o = options_from(c, *train);
       if (o.out_dir.empty()) o.out_dir = default_out(c.config);
       sg::train_run(cfg, o);
+    } else if (bench->parsed()) {
+      sg::RunOptions o = options_from(c, *bench);
+      sg::BenchResult r = sg::bench_run(cfg, o, given(*bench, "--steps") ? c.steps : 1000,
+                                        c.config.empty() ? "default" : c.config);
+      if (c.json) {
+        std::cout << r.to_json().dump() << "\n";
+      } else {
+        std::cout << "bench " << r.config << " on " << r.gpu << ", batch " << r.batch << ":\n"
+                  << "  eager: " << r.eager_us_per_step << " us/step\n"
+                  << "  graph: " << r.graph_us_per_step << " us/step (" << r.graph_nodes << " nodes per step)\n"
+                  << "  memory: peak " << r.peak_device_bytes / 1048576.0 << " MiB allocated, step plan "
+                  << r.arena_bytes / 1048576.0 << " MiB\n";
+        if (!r.per_op_us.empty()) {
+          double total = 0;
+          std::cout << "  each op alone (eager, us):\n";
+          for (const auto& [name, us] : r.per_op_us) {
+            std::cout << "    " << us << "  " << name << "\n";
+            total += us;
+          }
+          std::cout << "    " << total << "  total\n";
+        }
+        if (given(*bench, "--explain")) std::cout << r.lowering;
+      }
     } else if (eval->parsed()) {
       sg::eval_run(cfg, c.checkpoint, options_from(c, *eval));
     } else {
@@ -109,9 +166,9 @@ int main(int argc, char** argv) {
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);
       if (!note.empty()) std::cout << note << "\n";
       sg::Dataset data = sg::load_data(cfg.data);
-      sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed);
+      sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed, cfg.trainer);
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
-      sg::check_data_fits(cfg, data, model_outputs(t));
+      sg::check_data_fits(cfg, data, t.output_shape()[1]);
       std::cout << t.explain();
     }
   } catch (const std::bad_alloc&) {

@@ -157,8 +157,12 @@ __global__ void mse_kernel(const float* pred, const float* target, const int32_t
   finish_reduction(block_sum(s), scale, loss, sc);
 }
 
-__global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched, ScheduleAttrs a) {
-  const int32_t t = ++step[0];
+struct SchedValues {
+  float lr, bias1, bias2, step;
+};
+
+// The learning-rate schedule and Adam bias corrections at step t (formulas as in optim.h).
+__device__ SchedValues schedule_at(int32_t t, const float* hyper, const ScheduleAttrs& a) {
   const double base = hyper[hyper::kBaseLr];
   double lr = base;
   if (a.kind == ScheduleKind::Step) {
@@ -173,18 +177,49 @@ __global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched,
       lr = lo + (base - lo) * 0.5 * (1.0 + cos(3.141592653589793 * prog));
     }
   }
-  sched[sched::kLr] = static_cast<float>(lr);
-  sched[sched::kBias1] = static_cast<float>(1.0 - pow(a.beta1, static_cast<double>(t)));
-  sched[sched::kBias2] = static_cast<float>(1.0 - pow(a.beta2, static_cast<double>(t)));
-  sched[sched::kStep] = static_cast<float>(t);
+  return {static_cast<float>(lr), static_cast<float>(1.0 - pow(a.beta1, static_cast<double>(t))),
+          static_cast<float>(1.0 - pow(a.beta2, static_cast<double>(t))), static_cast<float>(t)};
+}
+
+__device__ void store_sched(float* sched, const SchedValues& v) {
+  sched[sched::kLr] = v.lr;
+  sched[sched::kBias1] = v.bias1;
+  sched[sched::kBias2] = v.bias2;
+  sched[sched::kStep] = v.step;
+}
+
+__global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched, ScheduleAttrs a) {
+  const int32_t t = ++step[0];
+  store_sched(sched, schedule_at(t, hyper, a));
+}
+
+// This step's schedule values: computed here when fused, else read from the schedule op's output.
+__device__ SchedValues current_sched(const float* hyper, const float* sched, const FusedSchedule& fs, bool fused) {
+  if (fused) return schedule_at(*fs.step + 1, hyper, fs.attrs);
+  return {sched[sched::kLr], sched[sched::kBias1], sched[sched::kBias2], sched[sched::kStep]};
+}
+
+// The last block of a fused launch advances the step (every block has read it by then).
+__device__ void finish_fused_schedule(const float* hyper, const FusedSchedule& fs, bool fused) {
+  if (!fused) return;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  if (atomicAdd(fs.counter, 1u) != gridDim.x - 1) return;
+  __threadfence();
+  const int32_t t = *static_cast<volatile int32_t*>(fs.step) + 1;
+  store_sched(fs.sched, schedule_at(t, hyper, fs.attrs));
+  *fs.step = t;
+  *fs.counter = 0u;
 }
 
 __global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
-                           const float* sched, SgdAttrs a) {
+                           const float* sched, SgdAttrs a, FusedSchedule fs, bool fused) {
   const ChunkRef c = chunks[blockIdx.x];
   const ParamDesc d = descs[c.tensor];
-  const float lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
-  const bool first = sched[sched::kStep] <= 1.0f;
+  const SchedValues sv = current_sched(hyper, sched, fs, fused);
+  const float lr = sv.lr, wd = hyper[hyper::kWeightDecay];
+  const bool first = sv.step <= 1.0f;
   const float mu = static_cast<float>(a.momentum), damp = static_cast<float>(a.dampening);
   const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
   for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
@@ -196,15 +231,17 @@ __global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const
     }
     d.p[i] -= lr * g;
   }
+  finish_fused_schedule(hyper, fs, fused);
 }
 
 // As PyTorch's AdamW / Adam: step_size = lr / bc1, denom = sqrt(v) / sqrt(bc2) + eps.
 __global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
-                            const float* sched, AdamAttrs a) {
+                            const float* sched, AdamAttrs a, FusedSchedule fs, bool fused) {
   const ChunkRef c = chunks[blockIdx.x];
   const ParamDesc d = descs[c.tensor];
-  const float lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
-  const float step_size = lr / sched[sched::kBias1], bc2_sqrt = sqrtf(sched[sched::kBias2]);
+  const SchedValues sv = current_sched(hyper, sched, fs, fused);
+  const float lr = sv.lr, wd = hyper[hyper::kWeightDecay];
+  const float step_size = lr / sv.bias1, bc2_sqrt = sqrtf(sv.bias2);
   const float b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2), eps = static_cast<float>(a.eps);
   const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
   for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
@@ -217,6 +254,7 @@ __global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, cons
     d.v[i] = v;
     d.p[i] = p - step_size * m / (sqrtf(v) / bc2_sqrt + eps);
   }
+  finish_fused_schedule(hyper, fs, fused);
 }
 
 }  // namespace
@@ -281,14 +319,16 @@ void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAtt
 }
 
 void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
-                const float* sched, const SgdAttrs& a, cudaStream_t s) {
-  sgd_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a);
+                const float* sched, const SgdAttrs& a, const FusedSchedule* fs, cudaStream_t s) {
+  sgd_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a,
+                                                                  fs ? *fs : FusedSchedule{}, fs != nullptr);
   KERNEL_LAUNCH_CHECK();
 }
 
 void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
-                 const float* sched, const AdamAttrs& a, cudaStream_t s) {
-  adam_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a);
+                 const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s) {
+  adam_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a,
+                                                                   fs ? *fs : FusedSchedule{}, fs != nullptr);
   KERNEL_LAUNCH_CHECK();
 }
 

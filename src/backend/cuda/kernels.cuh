@@ -54,10 +54,19 @@ struct ChunkRef {
   int32_t tensor;
   int64_t start;
 };
-constexpr int64_t kOptimChunk = 8192;  // elements per block
+constexpr int64_t kOptimChunk = 2048;  // elements per block: many blocks, few iterations each
+// The schedule op fused into the update launch: every block derives lr and bias corrections
+// from step + 1; the last block to finish stores the new step and the schedule values.
+struct FusedSchedule {
+  int32_t* step = nullptr;
+  float* sched = nullptr;
+  unsigned* counter = nullptr;  // zero at rest
+  ScheduleAttrs attrs;
+};
+// `fs` null: lr and bias corrections are read from `sched` (written by the schedule op).
 void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
-                const float* sched, const SgdAttrs& a, cudaStream_t s);
+                const float* sched, const SgdAttrs& a, const FusedSchedule* fs, cudaStream_t s);
 void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
-                 const float* sched, const AdamAttrs& a, cudaStream_t s);
+                 const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s);
 
 }  // namespace sg::cuda

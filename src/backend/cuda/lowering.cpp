@@ -1,5 +1,8 @@
 // Lowering a Program for the CUDA backend: per op a cuBLASLt plan or a kernel launch, with
-// pointers bound once. Dense layers use cuBLASLt epilogues where they apply:
+// pointers bound once. Small and medium dense products (see prefer_own_gemm) use our fused
+// kernel: forward with bias and activation, dW with the bias gradient, and dX with the previous
+// layer's activation derivative (any activation) in one launch each. Larger ones use cuBLASLt
+// with epilogues where they apply:
 //   forward   BIAS, RELU_(AUX_)BIAS, GELU_AUX_BIAS (the aux keeps what backward needs)
 //   backward  dW with BGRADB (bias gradient for free); dX with DRELU_BGRAD / DGELU_BGRAD, which
 //             applies the *previous* layer's activation derivative and computes its bias
@@ -9,12 +12,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "stepgraph/graph.h"
 
@@ -39,6 +44,31 @@ class CudaExecutable : public Executable {
   void replay() override { graph_.launch(); }
   size_t graph_nodes() const override { return graph_.num_nodes(); }
   std::string describe() const override { return notes_; }
+  std::vector<std::pair<std::string, double>> profile(int reps) override {
+    cudaStream_t s = be_.stream();
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<std::pair<std::string, double>> out;
+    // Consecutive steps of one op (its kernels and library calls) are timed together.
+    for (size_t i = 0; i < steps_.size();) {
+      size_t j = i;
+      while (j < steps_.size() && steps_[j].name == steps_[i].name) ++j;
+      for (size_t k = i; k < j; ++k) steps_[k].enqueue(s);  // warm-up
+      CUDA_CHECK(cudaEventRecord(e0, s));
+      for (int r = 0; r < reps; ++r)
+        for (size_t k = i; k < j; ++k) steps_[k].enqueue(s);
+      CUDA_CHECK(cudaEventRecord(e1, s));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      out.emplace_back(cat(steps_[i].name, " (", j - i, " launch", j - i > 1 ? "es" : "", ")"), 1000.0 * ms / reps);
+      i = j;
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    return out;
+  }
 
  private:
   void enqueue_all(cudaStream_t s) {
@@ -145,6 +175,12 @@ class Lowering {
       if (P < 0 || ops[P].kind != OpKind::Dense) continue;
       const Activation act = qop.attr<DenseAttrs>().act;
       const int64_t width = dim(qop.in[3], 1);
+      const int64_t B = dim(op.in[1], 0), I = dim(op.in[1], 1), O = dim(op.in[2], 0);
+      if (prefer_own_gemm(B, I, O)) {
+        if (act != Activation::None && (!activation_needs_preact(act) || qop.in[4] != kNone))
+          fuse_into_[static_cast<int>(b)] = q;
+        continue;
+      }
       if (act == Activation::ReLU) {
         mask_wanted_.insert(P);
         fuse_into_[static_cast<int>(b)] = q;
@@ -197,6 +233,16 @@ class Lowering {
         return add_step(op, [=](cudaStream_t s) { mean_squared_error(pred, target, valid, loss, dpred, B, T, r, sc, s); });
       }
       case OpKind::Schedule: {
+        // Followed by the update op that reads it: computed inside that launch instead.
+        const auto& ops = p_.ops();
+        if (static_cast<size_t>(i) + 1 < ops.size() &&
+            (ops[i + 1].kind == OpKind::SgdUpdate || ops[i + 1].kind == OpKind::AdamUpdate) &&
+            ops[i + 1].in[1] == out[1]) {
+          fused_schedule_ = FusedSchedule{i32(out[0]), f(out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),
+                                          op.attr<ScheduleAttrs>()};
+          notes_ << "fused into the optimizer launch (its last block advances the step)";
+          return;
+        }
         int32_t* step = i32(out[0]);
         const float* hyper = f(in[1]);
         float* sched = f(out[1]);
@@ -220,6 +266,16 @@ class Lowering {
     const cublasLtEpilogue_t bias_epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     float *y = f(Y), *z = f(Z);
     const float* bp = f(b);
+
+    if (prefer_own_gemm(B, O, I)) {
+      DenseGemm d;
+      d.M = B, d.N = O, d.K = I;
+      d.A = f(X), d.sam = I, d.sak = 1;
+      d.B = f(W), d.sbk = 1, d.sbn = I;
+      d.C = y, d.ldc = O;
+      d.bias = bp, d.Z = z, d.act = act;
+      return own_gemm(op, d, "fused dense kernel (product + bias + activation)");
+    }
 
     if (fuse_ && act == Activation::ReLU) {
       if (mask_wanted_.count(i)) {
@@ -283,10 +339,53 @@ class Lowering {
       notes_ << "dZ from the next layer's fused epilogue; ";
     }
 
+    const bool need_db = db != kNone && !db_done_.count(i);
+    if (prefer_own_gemm(O, I, B)) {
+      DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
+      d.M = O, d.N = I, d.K = B;
+      d.A = dz, d.sam = 1, d.sak = O;
+      d.B = f(X), d.sbk = I, d.sbn = 1;
+      d.C = f(dW), d.ldc = I, d.accumulate = op.accumulate[1] != 0;
+      if (need_db) d.rowsum = f(db), d.rowsum_accumulate = op.accumulate[2] != 0;
+      own_gemm(op, d, need_db ? "dW + db kernel" : "dW kernel");
+    } else {
+      cublas_weight_gradient(i, op, need_db);
+    }
+    if (dX == kNone) return;
+    if (prefer_own_gemm(B, I, O)) {
+      DenseGemm d;  // dX[b, i] = sum_o dZ[b, o] W[o, i], times the previous activation's derivative
+      d.M = B, d.N = I, d.K = O;
+      d.A = dz, d.sam = O, d.sak = 1;
+      d.B = f(W), d.sbk = I, d.sbn = 1;
+      d.C = f(dX), d.ldc = I, d.accumulate = op.accumulate[0] != 0;
+      auto fuse = fuse_into_.find(i);
+      if (fuse != fuse_into_.end()) {
+        const Op& qop = p_.ops()[fuse->second];
+        d.dact = qop.attr<DenseAttrs>().act;
+        d.dact_y = f(qop.in[3]);
+        d.dact_z = f(qop.in[4]);
+        dz_ready_.insert(fuse->second);
+        return own_gemm(op, d, cat("dX kernel (fuses the ", activation_name(d.dact), "' of '", qop.name, "')").c_str());
+      }
+      return own_gemm(op, d, "dX kernel");
+    }
+    cublas_input_gradient(i, op);
+  }
+
+  void own_gemm(const Op& op, const DenseGemm& d, const char* what) {
+    notes_ << what << " " << d.M << "x" << d.N << "x" << d.K << " tile " << own_gemm_tile(d.M, d.N) << "; ";
+    add_step(op, [d](cudaStream_t s) { dense_gemm(d, s); });
+  }
+
+  // dW through cuBLASLt: X^T dZ, with BGRADB summing dZ over the batch into db.
+  void cublas_weight_gradient(int i, const Op& op, bool need_db) {
+    const TensorId dY = op.in[0], X = op.in[1], W = op.in[2];
+    const TensorId dW = op.out[1], db = op.out[2];
+    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    float* dz = f(dY);
     // dW[O, I] (column-major [I, O]) = X^T dZ; BGRADB sums dZ over the batch into db.
     GemmShape sw{false, true, I, O, B, I, O, I};
     GemmArgs aw{f(X), dz, f(dW), nullptr, nullptr, 0, op.accumulate[1] != 0};
-    const bool need_db = db != kNone && !db_done_.count(i);
     bool db_fused = false;
     GemmPlan* gw = nullptr;
     if (fuse_ && need_db && !op.accumulate[2]) {
@@ -306,8 +405,13 @@ class Lowering {
     } else if (db != kNone && db_done_.count(i)) {
       notes_ << "db from the next layer's fused epilogue; ";
     }
+  }
 
-    if (dX == kNone) return;
+  // dX through cuBLASLt, with DRELU/DGELU(_BGRAD) absorbing the previous layer's activation.
+  void cublas_input_gradient(int i, const Op& op) {
+    const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], dX = op.out[0];
+    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    float* dz = f(dY);
     // dX[B, I] (column-major [I, B]) = W^T-view times dZ.
     GemmShape sx{false, false, I, B, O, I, O, I};
     GemmArgs ax{f(W), dz, f(dX), nullptr, nullptr, 0, op.accumulate[0] != 0};
@@ -368,13 +472,16 @@ class Lowering {
     be_.synchronize();
     const int nchunks = static_cast<int>(chunks.size());
     const float *hyper = f(op.in[0]), *sched = f(op.in[1]);
-    notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks";
+    notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks"
+           << (fused_schedule_ ? ", schedule fused" : "");
+    const std::optional<FusedSchedule> fs = fused_schedule_;
+    fused_schedule_.reset();
     if (adam) {
       const AdamAttrs a = op.attr<AdamAttrs>();
-      return add_step(op, [=](cudaStream_t s) { adam_update(ddesc, dchunk, nchunks, hyper, sched, a, s); });
+      return add_step(op, [=](cudaStream_t s) { adam_update(ddesc, dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
     }
     const SgdAttrs a = op.attr<SgdAttrs>();
-    add_step(op, [=](cudaStream_t s) { sgd_update(ddesc, dchunk, nchunks, hyper, sched, a, s); });
+    add_step(op, [=](cudaStream_t s) { sgd_update(ddesc, dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
   }
 
   CudaBackend& be_;
@@ -389,6 +496,7 @@ class Lowering {
   std::set<int> mask_wanted_, dz_ready_, db_done_;
   std::map<int, int> fuse_into_;
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
+  std::optional<FusedSchedule> fused_schedule_;
 };
 
 }  // namespace

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole GPU check in one go, for the GPU machine: every test (CPU and CUDA), the CLI on the
+# GPU (default run, verify mode), and the benchmarks against PyTorch and JAX.
+#   scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] [--no-bench]
+# BUILD_DIR: a build with the CUDA backend (default build-cuda); LOG_DIR: where logs go
+# (default $OUT or /tmp/stepgraph-gpu). Prints a short table last.
+set -uo pipefail
+BUILD=${1:-build-cuda}
+LOG=${2:-${OUT:-/tmp/stepgraph-gpu}}
+BENCH=1
+[ "${3:-}" = "--no-bench" ] && BENCH=0
+mkdir -p "$LOG"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+SG="$BUILD/stepgraph"
+declare -a rows
+
+row() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
+
+nvidia-smi -L | tee "$LOG/gpu.txt"
+
+"$BUILD/tests/stepgraph_tests" > "$LOG/tests.log" 2>&1
+rc=$?
+row "all tests (gtest, GPU included)" "$( [ $rc -eq 0 ] && echo PASS || echo FAIL) $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]|tests ran' "$LOG/tests.log" | tr '\n' ' ')"
+
+"$SG" train --device cuda --json --out "$LOG/run_default" > "$LOG/train_default.log" 2>&1
+row "train default on cuda" "$(tail -n 1 "$LOG/train_default.log" | cut -c1-160)"
+
+for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json; do
+  "$SG" train "$cfg" --mode verify --steps 50 > "$LOG/verify_$(basename "$cfg" .json).log" 2>&1
+  row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"
+done
+
+for cfg in bench/configs/*.json; do
+  "$SG" bench "$cfg" --steps 200 > "$LOG/bench_$(basename "$cfg" .json).log" 2>&1
+  row "bench $(basename "$cfg")" "$(grep -E 'graph:' "$LOG/bench_$(basename "$cfg" .json).log" | tr -s ' ')"
+done
+
+if [ $BENCH -eq 1 ]; then
+  cp bench/RESULTS.md "$LOG/RESULTS.md"
+  PYTHONUNBUFFERED=1 python3 bench/bench_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
+    > "$LOG/bench_vs_torch.log" 2>&1
+  row "bench vs torch/jax" "exit $? (table in bench_vs_torch.log; RESULTS.md section in $LOG)"
+fi
+
+echo
+echo "=== stepgraph GPU check ($(date -u +%Y-%m-%dT%H:%MZ)) ==="
+printf '%s\n' "${rows[@]}"
+[ $BENCH -eq 1 ] && tail -n 30 "$LOG/bench_vs_torch.log"
+exit 0

@@ -1,0 +1,45 @@
+// Our own fused matrix-product kernel for small and medium dense layers, where a library call's
+// fixed cost (several microseconds per product, extra kernels for epilogues) dominates the
+// arithmetic. One kernel covers the forward product and both backward products:
+//   C[m, n] = sum_k A(m, k) B(k, n)   with A(m, k) = A[m*sam + k*sak], B(k, n) = B[k*sbk + n*sbn]
+// and an epilogue per element: (+= old C) (+ bias[n]) (Z = v) (v = act(v)) (v *= dact'(y, z)),
+// plus optional row sums of A over k (a bias gradient: dZ summed over the batch) computed by
+// the CTAs of the first column tile, in a fixed order (deterministic, no atomics).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "stepgraph/ir.h"
+
+namespace sg::cuda {
+
+struct DenseGemm {
+  int64_t M = 0, N = 0, K = 0;
+  const float* A = nullptr;
+  int64_t sam = 0, sak = 0;
+  const float* B = nullptr;
+  int64_t sbk = 0, sbn = 0;
+  float* C = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;
+  const float* bias = nullptr;  // + bias[n]
+  float* Z = nullptr;           // pre-activation out, C's layout
+  Activation act = Activation::None;
+  // Multiply by the derivative of an activation evaluated at (dact_y, dact_z) (C's layout): the
+  // previous layer's activation backward, fused into this layer's input-gradient product.
+  Activation dact = Activation::None;
+  const float* dact_y = nullptr;
+  const float* dact_z = nullptr;
+  float* rowsum = nullptr;  // rowsum[m] (+)= sum_k A(m, k)
+  bool rowsum_accumulate = false;
+};
+
+// Whether our kernel is the better choice for an M x N x K product (small and medium sizes).
+bool prefer_own_gemm(int64_t M, int64_t N, int64_t K);
+// Tile size the launcher will use (for explain).
+int own_gemm_tile(int64_t M, int64_t N);
+void dense_gemm(const DenseGemm& g, cudaStream_t s);
+
+}  // namespace sg::cuda
