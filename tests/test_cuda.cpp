@@ -277,6 +277,30 @@ TEST(Cuda, AsyncStepsReadTheLossLater) {
   EXPECT_EQ(std::memcmp(&la, &last, 4), 0);
 }
 
+TEST(Cuda, DeviceResidentDataTrainsInGraphLikeTheCpu) {
+  REQUIRE_GPU();
+  const int64_t N = 1000;
+  HostArray X = random_f32({N, 128}, 11), y = random_labels(N, 11, 12);
+  auto graph = gpu_trainer(ExecMode::Graph), eager = gpu_trainer(ExecMode::Eager);
+  Trainer cpu(graph->model(), graph->loss_fn(), graph->optimizer(), Device::CPU, 5);
+  cpu.compile({64, 128});
+  for (Trainer* t : {graph.get(), eager.get(), &cpu}) t->set_dataset(X, y, 64, true, LastBatch::Partial, 3);
+  for (int s = 0; s < 40; ++s) {  // 16 batches per epoch (the last padded): crosses two epochs
+    graph->launch();
+    eager->launch();
+    cpu.launch();
+  }
+  float lg = graph->loss(), le = eager->loss(), lc = cpu.loss();
+  EXPECT_EQ(std::memcmp(&lg, &le, 4), 0);
+  EXPECT_TRUE(near(lg, lc, 1e-5, 1e-3));
+  EXPECT_EQ(graph->capture_count(), 1);
+  EXPECT_EQ(graph->step(), 40);
+  auto a = graph->params(), b = cpu.params();
+  for (auto& [name, v] : a)
+    for (int64_t k = 0; k < v.numel(); ++k)
+      ASSERT_TRUE(near(v.data<float>()[k], b.at(name).data<float>()[k], 1e-5, 1e-3)) << name;
+}
+
 TEST(Cuda, StepGraphContract) {
   REQUIRE_GPU();
   StepGraph g;

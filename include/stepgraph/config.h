@@ -28,6 +28,7 @@ struct DataConfig {
   bool shuffle = true;
   LastBatch last_batch = LastBatch::Drop;
   bool standardize = false;    // z-score features with the training split's mean and std
+  bool device_resident = false;  // upload the training split once; batches are gathered in the step
 };
 
 struct TrainConfig {

@@ -47,6 +47,11 @@ enum class Reduction : uint8_t { Mean, Sum };
 const char* reduction_name(Reduction r);
 
 enum class OpKind : uint8_t {
+  // A batch from a device-resident data set: rows perm_e(pos) of data X / y, where step s (the
+  // step counter before this step) is batch s % batches_per_epoch of epoch e = s / batches_per_epoch
+  // and perm_e the keyed Feistel permutation (src/data/feistel.h). valid_rows < B on a padded
+  // last batch (partial mode).
+  GatherBatch,          // in {dataX[N,D], dataY[N(,T)], step i32[1]}  out {X[B,D], y[B(,T)], valid i32[1]}
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
   Add,                  // in {A, B}                     out {Y}                  Y = A + B
@@ -77,6 +82,11 @@ struct ScheduleAttrs {
   double gamma = 0.1;
   double beta1 = 0, beta2 = 0;  // Adam bias corrections 1 - beta^t (0 for SGD)
 };
+struct GatherAttrs {
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool partial_last = false;  // the tail is a padded batch instead of being dropped
+};
 struct SgdAttrs {
   int64_t num_params = 0;
   double momentum = 0;
@@ -88,7 +98,10 @@ struct AdamAttrs {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool decoupled_weight_decay = false;  // AdamW
 };
-using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs>;
+using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
+                             GatherAttrs>;
+// Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
+int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 
 // Indices into StepScalar tensors (the layout kernels read).
 namespace hyper {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "stepgraph/backend.h"
+#include "stepgraph/data.h"
 #include "stepgraph/loss.h"
 #include "stepgraph/nn.h"
 #include "stepgraph/optim.h"
@@ -78,6 +79,17 @@ class Trainer {
   void set_batch(const HostArray& X, const HostArray& y);
   void launch();
   float loss() const;        // the last step's loss
+
+  // Device-resident training: the data set is uploaded once and every launch() gathers its own
+  // batch inside the step (the GatherBatch rule in ir.h: a keyed per-epoch shuffle computed on
+  // the device from the step counter), so a training loop does no host work per step:
+  //   t.set_dataset(X, y, 64);  for (...) t.launch();  t.loss();
+  // The order depends only on (seed, step), so a resumed run continues it exactly. `last`:
+  // Drop skips a tail smaller than the batch; Partial makes it a padded batch. compile()
+  // switches back to host-fed batches.
+  void set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle = true,
+                   LastBatch last = LastBatch::Drop, uint64_t seed = 0);
+  bool is_resident() const;
   HostArray logits() const;  // the last step's predictions [B, out]
 
   // Forward (+ loss) only, in batches of the compiled size; parameters are not changed.
@@ -124,7 +136,9 @@ class Trainer {
  private:
   struct Variant;
   struct Persistent;
-  std::unique_ptr<Variant> build_variant(const Shape& input_shape, bool training);
+  struct Resident;
+  std::unique_ptr<Variant> build_variant(const Shape& input_shape, bool training,
+                                         const Resident* resident = nullptr);
   Variant& eval_variant(int64_t batch);
   void init_persistent(const Program& p, const MemoryPlan& plan, const std::vector<ParamSpec>& specs);
   void check_batch(const Variant& v, const HostArray& X, const HostArray& y) const;
@@ -140,6 +154,8 @@ class Trainer {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Persistent> persistent_;
   std::map<int64_t, std::unique_ptr<Variant>> train_variants_, eval_variants_;
+  std::unique_ptr<Resident> resident_;
+  std::unique_ptr<Variant> resident_variant_;
   Variant* current_ = nullptr;
   int64_t launches_ = 0, compiles_ = 0, captures_ = 0, use_clock_ = 0;
 };

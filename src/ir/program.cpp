@@ -48,8 +48,13 @@ bool activation_needs_preact(Activation a) {
 
 const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }
 
+int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last) {
+  return partial_last ? (n + batch - 1) / batch : n / batch;
+}
+
 const char* op_kind_name(OpKind k) {
   switch (k) {
+    case OpKind::GatherBatch: return "gather_batch";
     case OpKind::Dense: return "dense";
     case OpKind::DenseBackward: return "dense_backward";
     case OpKind::Add: return "add";
@@ -172,6 +177,13 @@ struct OpChecker {
         expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
         same(in[0], in[1]);
         same(in[0], out[1]);
+        break;
+      case OpKind::GatherBatch:
+        expect(in.size() == 3 && out.size() == 3, "expects 3 inputs and 3 outputs");
+        expect(shape(in[0]).size() == 2 && shape(out[0]).size() == 2 && shape(in[0])[1] == shape(out[0])[1],
+               "data X and the batch X must be [N, D] and [B, D]");
+        expect(shape(in[0])[0] == shape(in[1])[0] && shape(out[0])[0] == shape(out[1])[0],
+               "data y / batch y must have one row per sample");
         break;
       case OpKind::Schedule:
       case OpKind::SgdUpdate:

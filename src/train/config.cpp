@@ -203,7 +203,7 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
 DataConfig parse_data(const Node& n) {
   n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
           "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
-          "standardize"});
+          "standardize", "device_resident"});
   DataConfig d;
   d.source = n.string("source", "digits",
                       {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv"});
@@ -249,6 +249,7 @@ DataConfig parse_data(const Node& n) {
   d.shuffle = n.boolean("shuffle", true);
   d.last_batch = n.string("last_batch", "drop", {"drop", "partial"}) == "drop" ? LastBatch::Drop : LastBatch::Partial;
   d.standardize = n.boolean("standardize", false);
+  d.device_resident = n.boolean("device_resident", false);
   return d;
 }
 

@@ -168,14 +168,25 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     rep.record(j, text);
   };
 
+  const bool resident = cfg.data.device_resident;
+  if (resident)  // uploaded once; every step gathers and shuffles its own batch on the device
+    t.set_dataset(data.train.X, data.train.y, B, cfg.data.shuffle, cfg.data.last_batch, mix_seed(t.seed(), "data"));
   const auto t0 = clock::now();
   float loss = NAN;
   for (int64_t s = start; s < total; ++s) {
-    Dataset batch = gather(data.train, sampler.indices(s));
-    loss = t.one_step(batch.X, batch.y);
-    SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
-               ": training diverged (try a smaller learning rate); no checkpoint was written");
     const int64_t done = s + 1;
+    const bool report = (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) ||
+                        (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) || done == total;
+    if (resident) {
+      t.launch();  // no host work, no synchronization: the loss is read only when reported
+      if (report) loss = t.loss();
+    } else {
+      Dataset batch = gather(data.train, sampler.indices(s));
+      loss = t.one_step(batch.X, batch.y);
+    }
+    const bool have_loss = !resident || report;
+    SG_REQUIRE(!have_loss || std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
+               ": training diverged (try a smaller learning rate); no checkpoint was written");
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
     if (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) {

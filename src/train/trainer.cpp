@@ -20,6 +20,13 @@ struct Trainer::Variant {
   TensorId X = kNone, y = kNone, valid = kNone, pred = kNone, loss = kNone;
   std::vector<void*> ptrs;
   int64_t last_used = 0;  // for the bounded shape cache
+  bool resident = false;  // batches gathered in the step from a device-resident data set
+};
+
+struct Trainer::Resident {
+  HostArray X, y;
+  int64_t batch = 0;
+  GatherAttrs attrs;
 };
 
 // Tensors that live as long as the trainer: one buffer, fixed offsets, found by name.
@@ -95,7 +102,8 @@ const MemoryPlan& Trainer::plan() const {
   return current_->plan;
 }
 
-std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shape, bool training) {
+std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shape, bool training,
+                                                         const Resident* resident) {
   SG_REQUIRE(input_shape.size() == 2 && input_shape[0] > 0 && input_shape[1] > 0,
              "compile: input shape must be {batch, features} with both positive, got ",
              shape_str(input_shape));
@@ -103,18 +111,40 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   v->input_shape = input_shape;
   v->training = training;
   GraphBuilder g(v->program);
-  v->X = g.tensor("input", input_shape, Role::Input);
+  if (resident) {
+    // The batch slots are written by the gather op at the start of the step.
+    v->resident = true;
+    Shape ys = resident->y.shape();
+    ys[0] = input_shape[0];
+    TensorId dx = g.tensor("data.X", resident->X.shape(), Role::Input);
+    TensorId dy = g.tensor("data.y", resident->y.shape(), Role::Input, resident->y.dtype());
+    TensorId step = g.tensor(kStepTensor, {1}, Role::StepScalar, DType::I32);
+    v->X = g.tensor("input", input_shape, Role::Activation);
+    v->y = g.tensor("target", ys, Role::Activation, resident->y.dtype());
+    v->valid = g.tensor("valid_rows", {1}, Role::Activation, DType::I32);
+    Op op;
+    op.kind = OpKind::GatherBatch;
+    op.name = "data.gather";
+    op.in = {dx, dy, step};
+    op.out = {v->X, v->y, v->valid};
+    op.attrs = resident->attrs;
+    v->program.add_op(std::move(op));
+  } else {
+    v->X = g.tensor("input", input_shape, Role::Input);
+  }
   v->pred = model_->build(g, v->X, "");
   v->program.tensor(v->pred).live_out = true;
   const Shape pred_shape = v->program.tensor(v->pred).shape;
-  v->y = g.tensor("target", loss_->target_shape(pred_shape), Role::Input, loss_->target_dtype());
-  v->valid = g.tensor("valid_rows", {1}, Role::Input, DType::I32);
+  if (!resident) {
+    v->y = g.tensor("target", loss_->target_shape(pred_shape), Role::Input, loss_->target_dtype());
+    v->valid = g.tensor("valid_rows", {1}, Role::Input, DType::I32);
+  }
   LossOutputs lo = loss_->build(g, v->pred, v->y, v->valid);
   v->loss = lo.loss;
   if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
   v->plan = plan_memory(v->program);
   if (!persistent_) {
-    SG_ASSERT(training);
+    SG_ASSERT(training && !resident);
     init_persistent(v->program, v->plan, g.param_specs());
   }
   v->transient = DeviceBuffer(*backend_, v->plan.transient_bytes);
@@ -184,7 +214,38 @@ void Trainer::invalidate() {
   current_ = nullptr;
   train_variants_.clear();
   eval_variants_.clear();
+  resident_variant_.reset();
 }
+
+void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle,
+                          LastBatch last, uint64_t seed) {
+  SG_REQUIRE(batch_size > 0, "set_dataset: batch_size must be positive, got ", batch_size);
+  SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
+             "set_dataset: X must be f32 [samples, features], got ", dtype_name(X.dtype()), " ", shape_str(X.shape()));
+  const int64_t N = X.shape()[0];
+  SG_REQUIRE(last == LastBatch::Partial || batch_size <= N, "set_dataset: batch_size ", batch_size,
+             " is larger than the data set (", N, " samples)");
+  // Shapes, dtypes and labels are checked through a host-fed variant of the same batch size.
+  if (!current_ || current_->resident || current_->input_shape != Shape{batch_size, X.shape()[1]})
+    compile({batch_size, X.shape()[1]});
+  check_batch(*current_, X, y);
+  auto r = std::make_unique<Resident>();
+  r->X = X;
+  r->y = y;
+  if (r->y.dtype() == DType::F32 && r->y.shape().size() == 1) r->y = r->y.reshaped({N, 1});
+  r->batch = batch_size;
+  r->attrs = GatherAttrs{seed, shuffle, last == LastBatch::Partial};
+  resident_variant_.reset();
+  resident_ = std::move(r);
+  auto v = build_variant({batch_size, X.shape()[1]}, true, resident_.get());
+  backend_->upload(v->ptrs[v->program.find("data.X")], resident_->X.raw(), resident_->X.nbytes());
+  backend_->upload(v->ptrs[v->program.find("data.y")], resident_->y.raw(), resident_->y.nbytes());
+  backend_->synchronize();
+  resident_variant_ = std::move(v);
+  current_ = resident_variant_.get();
+}
+
+bool Trainer::is_resident() const { return current_ && current_->resident; }
 
 void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray& y) const {
   const Shape& xs = v.input_shape;
@@ -225,6 +286,8 @@ void Trainer::upload_batch(Variant& v, const HostArray& X, const HostArray& y, i
 
 void Trainer::set_batch(const HostArray& X, const HostArray& y) {
   SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch, features}) first");
+  SG_REQUIRE(!current_->resident, "set_batch: this trainer gathers its batches from the device-resident "
+             "data set (set_dataset); call launch(), or compile() to feed batches from the host");
   check_batch(*current_, X, y);
   const int64_t rows = X.shape()[0], B = current_->input_shape[0];
   if (rows != B) {

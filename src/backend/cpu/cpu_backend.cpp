@@ -55,6 +55,18 @@ class CpuBackend : public Backend {
     const auto& in = op.in;
     const auto& out = op.out;
     switch (op.kind) {
+      case OpKind::GatherBatch: {
+        const float* dX = f(in[0]);
+        const void* dY = ptrs[in[1]];
+        const int32_t* step = i32(in[2]);
+        float* X = f(out[0]);
+        void* y = ptrs[out[1]];
+        int32_t* valid = i32(out[2]);
+        const int64_t N = dim(in[0], 0), D = dim(in[0], 1), B = dim(out[0], 0);
+        const size_t row = static_cast<size_t>(count(in[1]) / N) * dtype_size(p.tensor(in[1]).dtype);
+        const GatherAttrs a = op.attr<GatherAttrs>();
+        return [=] { cpu::gather_batch(dX, dY, step, X, y, valid, N, D, B, row, a); };
+      }
       case OpKind::Dense: {
         auto [X, W, b, Y, Z] = std::make_tuple(f(in[0]), f(in[1]), f(in[2]), f(out[0]), f(out[1]));
         int64_t B = dim(in[0], 0), I = dim(in[0], 1), O = dim(in[1], 0);

@@ -2,14 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/activation_math.h"
+#include "data/feistel.h"
 
 namespace sg::cpu {
 
 namespace {
 inline void store(float* out, double v, bool acc) { *out = acc ? static_cast<float>(*out + v) : static_cast<float>(v); }
 }  // namespace
+
+void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
+                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a) {
+  const int64_t bpe = gather_batches_per_epoch(N, B, a.partial_last);
+  const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * B;
+  const int64_t v = std::min(B, N - pos0);
+  *valid = static_cast<int32_t>(v);
+  for (int64_t j = 0; j < B; ++j) {
+    const uint64_t pos = static_cast<uint64_t>(pos0 + (j < v ? j : 0));  // padding repeats a real row
+    const int64_t r = a.shuffle ? static_cast<int64_t>(feistel_permute(pos, N, a.seed, epoch)) : static_cast<int64_t>(pos);
+    std::memcpy(X + j * D, dataX + r * D, D * sizeof(float));
+    std::memcpy(static_cast<char*>(y) + j * y_row_bytes, static_cast<const char*>(dataY) + r * y_row_bytes, y_row_bytes);
+  }
+}
 
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
                    int64_t I, int64_t O, Activation act) {

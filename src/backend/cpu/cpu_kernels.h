@@ -8,6 +8,11 @@
 
 namespace sg::cpu {
 
+// The GatherBatch rule: rows of the data set for the batch at *step (see ir.h). y rows are
+// `y_row_bytes` long (labels or regression targets).
+void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
+                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a);
+
 // Y[B,O] = act(X[B,I] W[O,I]^T + b[O]); Z (optional) keeps the pre-activation.
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
                    int64_t I, int64_t O, Activation act);

@@ -1,6 +1,7 @@
 #include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.cuh"
+#include "data/feistel.h"
 
 namespace sg::cuda {
 
@@ -12,6 +13,20 @@ inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8)
   int64_t g = (n + block - 1) / block;
   if (g < 1) g = 1;
   return static_cast<unsigned>(g < cap ? g : cap);
+}
+
+__global__ void gather_batch_kernel(const float* dataX, const char* dataY, const int32_t* step, float* X,
+                                    char* y, int32_t* valid, int64_t N, int64_t D, int64_t B, size_t row_bytes,
+                                    GatherAttrs a) {
+  const int64_t bpe = a.partial_last ? (N + B - 1) / B : N / B;
+  const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * B;
+  const int64_t v = B < N - pos0 ? B : N - pos0;
+  const int64_t j = blockIdx.x;
+  if (j == 0 && threadIdx.x == 0) *valid = static_cast<int32_t>(v);
+  const uint64_t pos = static_cast<uint64_t>(pos0 + (j < v ? j : 0));
+  const int64_t r = a.shuffle ? static_cast<int64_t>(feistel_permute(pos, N, a.seed, epoch)) : static_cast<int64_t>(pos);
+  for (int64_t k = threadIdx.x; k < D; k += blockDim.x) X[j * D + k] = dataX[r * D + k];
+  for (size_t k = threadIdx.x; k < row_bytes; k += blockDim.x) y[j * row_bytes + k] = dataY[r * row_bytes + k];
 }
 
 __global__ void bias_act_kernel(const float* in, const float* bias, float* z, float* y, int64_t B,
@@ -258,6 +273,15 @@ __global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, cons
 }
 
 }  // namespace
+
+void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
+                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a,
+                  cudaStream_t s) {
+  SG_REQUIRE(B <= 2147483647, "gather_batch: batch too large");
+  gather_batch_kernel<<<static_cast<unsigned>(B), 128, 0, s>>>(dataX, static_cast<const char*>(dataY), step, X,
+                                                                static_cast<char*>(y), valid, N, D, B, y_row_bytes, a);
+  KERNEL_LAUNCH_CHECK();
+}
 
 void bias_act_forward(const float* in, const float* bias, float* z, float* y, int64_t B, int64_t O,
                       Activation act, cudaStream_t s) {

@@ -10,6 +10,11 @@
 
 namespace sg::cuda {
 
+// The GatherBatch rule on the device (see ir.h): one block per batch row.
+void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
+                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a,
+                  cudaStream_t s);
+
 // y = act(in + bias) per element of a [B, O] matrix; z (nullable) keeps in + bias. `in` may
 // alias z or y. bias may be null.
 void bias_act_forward(const float* in, const float* bias, float* z, float* y, int64_t B, int64_t O,

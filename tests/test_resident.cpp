@@ -1,0 +1,92 @@
+// Device-resident data: the in-step gather and its per-epoch Feistel shuffle (CPU reference).
+#include <set>
+
+#include "data/feistel.h"
+#include "stepgraph/trainer.h"
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+TEST(Resident, FeistelIsAPermutationPerEpoch) {
+  for (uint64_t n : {1ull, 2ull, 7ull, 64ull, 1000ull, 1797ull}) {
+    std::vector<uint64_t> e0, e1;
+    for (uint64_t i = 0; i < n; ++i) {
+      e0.push_back(feistel_permute(i, n, 42, 0));
+      e1.push_back(feistel_permute(i, n, 42, 1));
+    }
+    EXPECT_EQ(std::set<uint64_t>(e0.begin(), e0.end()).size(), n) << "n=" << n;
+    EXPECT_LT(*std::max_element(e0.begin(), e0.end()), n);
+    if (n >= 7) {
+      EXPECT_NE(e0, e1) << "epochs must differ, n=" << n;
+      std::vector<uint64_t> id(n);
+      for (uint64_t i = 0; i < n; ++i) id[i] = i;
+      EXPECT_NE(e0, id) << "not shuffled, n=" << n;
+    }
+    EXPECT_EQ(feistel_permute(n - 1, n, 42, 3), feistel_permute(n - 1, n, 42, 3));  // deterministic
+  }
+}
+
+std::unique_ptr<Trainer> small_trainer(Device d = Device::CPU, ExecMode mode = ExecMode::Eager) {
+  TrainerOptions o;
+  o.mode = mode;
+  auto t = std::make_unique<Trainer>(sequential({dense(16, Activation::Tanh), dense(4)}),
+                                     std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<Adam>(1e-2),
+                                     d, 9, o);
+  t->compile({8, 5});
+  return t;
+}
+
+// Rows the GatherBatch rule picks for `step` (written out here independently of the kernels).
+std::vector<int64_t> rows_for(int64_t step, int64_t N, int64_t B, bool partial, uint64_t seed) {
+  const int64_t bpe = partial ? (N + B - 1) / B : N / B, epoch = step / bpe, pos0 = (step % bpe) * B;
+  std::vector<int64_t> rows;
+  for (int64_t j = 0; j < B && pos0 + j < N; ++j)
+    rows.push_back(static_cast<int64_t>(feistel_permute(pos0 + j, N, seed, epoch)));
+  return rows;
+}
+
+HostArray take(const HostArray& a, const std::vector<int64_t>& rows) {
+  Shape s = a.shape();
+  s[0] = static_cast<int64_t>(rows.size());
+  HostArray out(a.dtype(), s);
+  const size_t row = a.nbytes() / a.shape()[0];
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(static_cast<char*>(out.raw()) + i * row, static_cast<const char*>(a.raw()) + rows[i] * row, row);
+  return out;
+}
+
+TEST(Resident, InStepGatherEqualsHostFedBatches) {
+  for (LastBatch last : {LastBatch::Drop, LastBatch::Partial}) {
+    const int64_t N = 29, B = 8;  // 3 full batches + a tail of 5
+    HostArray X = random_f32({N, 5}, 1), y = random_labels(N, 4, 2);
+    auto resident = small_trainer(), fed = small_trainer();
+    resident->set_dataset(X, y, B, true, last, 77);
+    EXPECT_TRUE(resident->is_resident());
+    EXPECT_THROW(resident->set_batch(take(X, {0, 1, 2, 3, 4, 5, 6, 7}), take(y, {0, 1, 2, 3, 4, 5, 6, 7})), Error);
+    const bool partial = last == LastBatch::Partial;
+    for (int64_t s = 0; s < 10; ++s) {  // crosses epoch boundaries (and the padded tail)
+      resident->launch();
+      auto rows = rows_for(s, N, B, partial, 77);
+      float lf = fed->one_step(take(X, rows), take(y, rows));
+      EXPECT_TRUE(near(resident->loss(), lf, 1e-6, 1e-5)) << "step " << s << (partial ? " partial" : " drop");
+    }
+    auto a = resident->params(), b = fed->params();
+    for (auto& [name, v] : a)
+      for (int64_t k = 0; k < v.numel(); ++k)
+        ASSERT_TRUE(near(v.data<float>()[k], b.at(name).data<float>()[k], 1e-6, 1e-5)) << name;
+    EXPECT_EQ(resident->step(), 10);
+  }
+}
+
+TEST(Resident, BadDataSetsAreClearErrors) {
+  auto t = small_trainer();
+  EXPECT_THROW(t->set_dataset(random_f32({5, 5}, 1), random_labels(5, 4, 2), 8), Error);   // batch > N
+  EXPECT_THROW(t->set_dataset(random_f32({9, 6}, 1), random_labels(9, 4, 2), 8), Error);   // features
+  HostArray y = random_labels(9, 4, 2);
+  y.data<int32_t>()[4] = 7;
+  EXPECT_THROW(t->set_dataset(random_f32({9, 5}, 1), y, 8), Error);  // label out of range
+}
+
+}  // namespace
+}  // namespace sg::test
