@@ -66,6 +66,8 @@ class Backend {
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  // A copy between two buffers of this backend (device to device), queued like a step.
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   // Waits for all queued work (downloads already do).
   virtual void synchronize() {}
   // Bytes this backend holds now / at most so far (every allocation: arenas, workspaces,

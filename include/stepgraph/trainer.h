@@ -77,6 +77,17 @@ class Trainer {
   // Copies a batch into the input slots (host data through pinned staging). A batch with fewer
   // rows than compiled follows the shape policy.
   void set_batch(const HostArray& X, const HostArray& y);
+  // A batch already in the trainer's device memory (a CUDA tensor through DLPack; host memory for
+  // the CPU backend): copied device to device into the input slots, never through the host.
+  // X: f32 [rows, features] row-major; y: i32 [rows] labels or f32 [rows, targets]. Labels are
+  // not checked on the host here: a label outside [0, classes) makes the loss NaN on the GPU
+  // (the CPU reference raises an Error).
+  void set_batch_device(const void* X, const void* y, int64_t rows);
+  // Where a tensor of the current step lives on the device ("input", "target", "loss", the
+  // model output, parameters by name): for zero-copy views (DLPack). Valid until the next
+  // compile/invalidate. The model output's name is output_name().
+  void* device_ptr(const std::string& tensor) const;
+  std::string output_name() const;
   void launch();
   float loss() const;        // the last step's loss
 

@@ -305,6 +305,48 @@ void Trainer::set_batch(const HostArray& X, const HostArray& y) {
   upload_batch(*current_, X, y, 0, rows);
 }
 
+void Trainer::set_batch_device(const void* X, const void* y, int64_t rows) {
+  SG_REQUIRE(current_, "set_batch_device: the trainer is not compiled: call compile({batch, features}) first");
+  SG_REQUIRE(!current_->resident, "set_batch_device: this trainer gathers its batches from the device-resident data set");
+  SG_REQUIRE(X && y, "set_batch_device: null pointer");
+  SG_REQUIRE(rows > 0, "set_batch_device: rows must be positive, got ", rows);
+  const int64_t B = current_->input_shape[0], D = current_->input_shape[1];
+  if (rows != B) {
+    switch (options_.shape_policy) {
+      case ShapePolicy::Recapture: compile({rows, D}); break;
+      case ShapePolicy::Pad:
+        SG_REQUIRE(rows < B, "set_batch_device: batch has ", rows, " rows, more than the compiled ", B);
+        break;
+      case ShapePolicy::Error:
+        throw Error(cat("set_batch_device: batch has ", rows, " rows but the step was compiled for ", B,
+                        " and the shape policy is 'error'"));
+    }
+  }
+  Variant& v = *current_;
+  const TensorInfo& yt = v.program.tensor(v.y);
+  const size_t yrow = static_cast<size_t>(numel(yt.shape) / yt.shape[0]) * dtype_size(yt.dtype);
+  backend_->copy_on_device(v.ptrs[v.X], X, static_cast<size_t>(rows * D) * sizeof(float));
+  backend_->copy_on_device(v.ptrs[v.y], y, static_cast<size_t>(rows) * yrow);
+  const int32_t valid = static_cast<int32_t>(rows);
+  backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
+}
+
+void* Trainer::device_ptr(const std::string& tensor) const {
+  SG_REQUIRE(current_, "device_ptr: the trainer is not compiled");
+  if (persistent_) {
+    auto it = persistent_->slots.find(tensor);
+    if (it != persistent_->slots.end()) return persistent_->buffer.data() + it->second.offset;
+  }
+  TensorId t = current_->program.find(tensor);
+  SG_REQUIRE(t != kNone, "device_ptr: no tensor named '", tensor, "'");
+  return current_->ptrs[t];
+}
+
+std::string Trainer::output_name() const {
+  SG_REQUIRE(current_, "output_name: the trainer is not compiled");
+  return current_->program.tensor(current_->pred).name;
+}
+
 void Trainer::launch() {
   SG_REQUIRE(current_, "launch: the trainer is not compiled: call compile({batch, features}) first");
   Executable& exe = *current_->exe;

@@ -37,6 +37,7 @@ class CpuBackend : public Backend {
   void release(void* p) noexcept override { std::free(p); }
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
   std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
                                     const LowerOptions&) override {

@@ -35,6 +35,7 @@ class CudaBackend : public Backend {
   void release(void* p) noexcept override;
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   size_t allocated_bytes() const override { return allocated_; }
   size_t peak_allocated_bytes() const override { return peak_; }
@@ -44,7 +45,7 @@ class CudaBackend : public Backend {
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }
   // The cuBLASLt workspace, allocated on first use: 4 MiB when the largest product of the first
-  // program lowered is small, 32 MiB otherwise (big products gain from split-K workspaces).
+  // program lowered is small, 16 MiB otherwise.
   void* workspace(size_t largest_product_elements);
   size_t workspace_bytes() const { return workspace_bytes_; }
 

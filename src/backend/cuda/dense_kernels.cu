@@ -14,15 +14,22 @@ constexpr int kThreads = 256;  // a 16 x 16 grid of threads, each TILE/16 x TILE
 // The k-slab per iteration is as deep as 32 KB of shared memory allows (TILE * kBK = 4096), so
 // small layers load their whole reduction in one or a few rounds: these products are bound by
 // memory latency, not arithmetic, and every round costs a full load latency.
+// One launch may carry two independent products (a layer's dW and dX): the first `tiles0`
+// blocks work on g0, the rest on g1. Blocks are numbered row tile major.
 template <int TILE>
-__global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g) {
+__global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, DenseGemm g1, int tiles0) {
   constexpr int TPT = TILE / 16;
   constexpr int kBK = 4096 / TILE;
   __shared__ float As[kBK][TILE + 1];  // As[k][m]
   __shared__ float Bs[kBK][TILE + 1];  // Bs[k][n]
+  const bool first = static_cast<int>(blockIdx.x) < tiles0;
+  const DenseGemm& g = first ? g0 : g1;
+  const int64_t t = first ? blockIdx.x : blockIdx.x - tiles0;
+  const int64_t n_tiles = (g.N + TILE - 1) / TILE;
+  const int64_t tn = t % n_tiles, tm = t / n_tiles;
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * TILE, m0 = static_cast<int64_t>(blockIdx.y) * TILE;
-  const bool do_rowsum = g.rowsum != nullptr && blockIdx.x == 0;
+  const int64_t n0 = tn * TILE, m0 = tm * TILE;
+  const bool do_rowsum = g.rowsum != nullptr && tn == 0;
   float acc[TPT][TPT];
 #pragma unroll
   for (int i = 0; i < TPT; ++i)
@@ -114,19 +121,22 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K) {
   return M * N * K <= (int64_t{1} << 22);
 }
 
-int own_gemm_tile(int64_t M, int64_t N) {
-  if (tiles(M, N, 64) >= 128) return 64;
-  if (tiles(M, N, 32) >= 128) return 32;
-  return 16;
+
+int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
+  int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
+  int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
+  return t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
 }
 
-void dense_gemm(const DenseGemm& g, cudaStream_t s) {
-  const int t = own_gemm_tile(g.M, g.N);
-  const dim3 grid(static_cast<unsigned>((g.N + t - 1) / t), static_cast<unsigned>((g.M + t - 1) / t));
-  SG_REQUIRE(grid.y <= 65535, "dense kernel: ", g.M, " rows need ", grid.y, " row tiles (at most 65535)");
-  if (t == 64) dense_gemm_kernel<64><<<grid, kThreads, 0, s>>>(g);
-  else if (t == 32) dense_gemm_kernel<32><<<grid, kThreads, 0, s>>>(g);
-  else dense_gemm_kernel<16><<<grid, kThreads, 0, s>>>(g);
+void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
+  const int t = own_gemm_tile(g, second);
+  const int64_t t0 = tiles(g.M, g.N, t), total = t0 + (second ? tiles(second->M, second->N, t) : 0);
+  SG_REQUIRE(total <= (int64_t{1} << 31) - 1, "dense kernel: too many tiles (", total, ")");
+  const DenseGemm& g1 = second ? *second : g;
+  const unsigned grid = static_cast<unsigned>(total);
+  if (t == 64) dense_gemm_kernel<64><<<grid, kThreads, 0, s>>>(g, g1, static_cast<int>(t0));
+  else if (t == 32) dense_gemm_kernel<32><<<grid, kThreads, 0, s>>>(g, g1, static_cast<int>(t0));
+  else dense_gemm_kernel<16><<<grid, kThreads, 0, s>>>(g, g1, static_cast<int>(t0));
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -39,7 +39,8 @@ struct DenseGemm {
 // Whether our kernel is the better choice for an M x N x K product (small and medium sizes).
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K);
 // Tile size the launcher will use (for explain).
-int own_gemm_tile(int64_t M, int64_t N);
-void dense_gemm(const DenseGemm& g, cudaStream_t s);
+int own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
+// One launch; with `second`, two independent products in the same launch.
+void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s);
 
 }  // namespace sg::cuda

@@ -126,11 +126,11 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
                                   float* loss, float* dlogits, int64_t B, int64_t C, bool mean,
                                   ReduceScratch sc) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   const int64_t V = valid ? *valid : B;
   const float scale = mean ? 1.0f / static_cast<float>(V > 0 ? V : 1) : 1.0f;
-  float row_loss = 0.0f;
-  if (row < B) {
+  float row_loss = 0.0f;  // this lane's sum over its warp's rows (lane 0 only)
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < B;
+       row += int64_t(gridDim.x) * kRowsPerBlock) {
     const float* z = logits + row * C;
     float* dz = dlogits + row * C;
     if (row >= V) {
@@ -144,11 +144,16 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
       se = warp_sum(se);
       const float lse = mx + logf(se);
       const int32_t y = labels[row];
-      for (int64_t c = lane; c < C; c += 32) {
-        float p = expf(z[c] - lse);
-        dz[c] = (p - (c == y ? 1.0f : 0.0f)) * scale;
+      if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
+        for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
+        if (lane == 0) row_loss = NAN;
+      } else {
+        for (int64_t c = lane; c < C; c += 32) {
+          float p = expf(z[c] - lse);
+          dz[c] = (p - (c == y ? 1.0f : 0.0f)) * scale;
+        }
+        if (lane == 0) row_loss += lse - z[y];
       }
-      if (lane == 0) row_loss = lse - z[y];
     }
   }
   finish_reduction(block_sum(row_loss), scale, loss, sc);
@@ -309,8 +314,10 @@ void add_backward(const float* dy, float* da, float* db, int64_t n, bool acc_a, 
   KERNEL_LAUNCH_CHECK();
 }
 
+// One warp per row (rows in parallel: a warp's rows are done one after another), <= 1024 blocks.
 int softmax_ce_blocks(int64_t rows) {
-  return static_cast<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int64_t g = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  return static_cast<int>(g < 1024 ? g : 1024);
 }
 
 int mse_blocks(int64_t elements) {

@@ -59,7 +59,7 @@ struct ChunkRef {
   int32_t tensor;
   int64_t start;
 };
-constexpr int64_t kOptimChunk = 2048;  // elements per block: many blocks, few iterations each
+constexpr int64_t kOptimChunk = 512;  // elements per block: many blocks, two iterations each
 // The schedule op fused into the update launch: every block derives lr and bias corrections
 // from step + 1; the last block to finish stores the new step and the schedule values.
 struct FusedSchedule {

@@ -287,7 +287,7 @@ class Lowering {
       d.B = f(W), d.sbk = 1, d.sbn = I;
       d.C = y, d.ldc = O;
       d.bias = bp, d.Z = z, d.act = act;
-      return own_gemm(op, d, "fused dense kernel (product + bias + activation)");
+      return own_gemm(op, d, nullptr, "fused dense kernel (product + bias + activation)");
     }
 
     if (fuse_ && act == Activation::ReLU) {
@@ -353,6 +353,7 @@ class Lowering {
     }
 
     const bool need_db = db != kNone && !db_done_.count(i);
+    std::optional<DenseGemm> own_dw, own_dx;
     if (prefer_own_gemm(O, I, B)) {
       DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
       d.M = O, d.N = I, d.K = B;
@@ -360,12 +361,12 @@ class Lowering {
       d.B = f(X), d.sbk = I, d.sbn = 1;
       d.C = f(dW), d.ldc = I, d.accumulate = op.accumulate[1] != 0;
       if (need_db) d.rowsum = f(db), d.rowsum_accumulate = op.accumulate[2] != 0;
-      own_gemm(op, d, need_db ? "dW + db kernel" : "dW kernel");
+      own_dw = d;
     } else {
       cublas_weight_gradient(i, op, need_db);
     }
-    if (dX == kNone) return;
-    if (prefer_own_gemm(B, I, O)) {
+    std::string dx_what = "dX";
+    if (dX != kNone && prefer_own_gemm(B, I, O)) {
       DenseGemm d;  // dX[b, i] = sum_o dZ[b, o] W[o, i], times the previous activation's derivative
       d.M = B, d.N = I, d.K = O;
       d.A = dz, d.sam = O, d.sak = 1;
@@ -378,16 +379,27 @@ class Lowering {
         d.dact_y = f(qop.in[3]);
         d.dact_z = f(qop.in[4]);
         dz_ready_.insert(fuse->second);
-        return own_gemm(op, d, cat("dX kernel (fuses the ", activation_name(d.dact), "' of '", qop.name, "')").c_str());
+        dx_what = cat("dX (fusing the ", activation_name(d.dact), "' of '", qop.name, "')");
       }
-      return own_gemm(op, d, "dX kernel");
+      own_dx = d;
     }
-    cublas_input_gradient(i, op);
+    // Both products of the layer in one launch when both are ours.
+    if (own_dw && own_dx) {
+      own_gemm(op, *own_dw, &*own_dx, cat(need_db ? "dW + db and " : "dW and ", dx_what, " in one kernel"));
+    } else {
+      if (own_dw) own_gemm(op, *own_dw, nullptr, need_db ? "dW + db kernel" : "dW kernel");
+      if (own_dx) own_gemm(op, *own_dx, nullptr, dx_what + " kernel");
+    }
+    if (dX != kNone && !own_dx) cublas_input_gradient(i, op);
   }
 
-  void own_gemm(const Op& op, const DenseGemm& d, const char* what) {
-    notes_ << what << " " << d.M << "x" << d.N << "x" << d.K << " tile " << own_gemm_tile(d.M, d.N) << "; ";
-    add_step(op, [d](cudaStream_t s) { dense_gemm(d, s); });
+  void own_gemm(const Op& op, const DenseGemm& d, const DenseGemm* second, const std::string& what) {
+    notes_ << what << " " << d.M << "x" << d.N << "x" << d.K;
+    if (second) notes_ << " + " << second->M << "x" << second->N << "x" << second->K;
+    notes_ << " tile " << own_gemm_tile(d, second) << "; ";
+    std::optional<DenseGemm> s2;
+    if (second) s2 = *second;
+    add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
   }
 
   // dW through cuBLASLt: X^T dZ, with BGRADB summing dZ over the batch into db.

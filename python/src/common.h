@@ -1,0 +1,134 @@
+// Shared pieces of the Python bindings: the exception types, the array conversions (numpy and
+// DLPack in, numpy and DLPack views out) and the Python-side Trainer wrapper.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "stepgraph/trainer.h"
+
+namespace sgpy {
+
+namespace nb = nanobind;
+
+// Bad input detected by the bindings (wrong dtype, shape, device, unknown option string):
+// raised as stepgraph.InputError, a subclass of both stepgraph.Error and ValueError.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `f`, turning an sg::Error into an InputError with the same message: for calls whose only
+// failure mode is a bad argument (parsing option strings, constructor argument checks).
+template <class F>
+auto as_input_error(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const sg::Error& e) {
+    throw InputError(e.what());
+  }
+}
+
+// The name of an object's type ("ndarray", "Tensor", "list").
+inline std::string py_type_name(nb::handle h) {
+  nb::object n = nb::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr())), "__name__"));
+  if (!n.is_valid()) {
+    PyErr_Clear();
+    return "?";
+  }
+  return nb::cast<std::string>(n);
+}
+
+// str(obj).
+inline std::string py_str(nb::handle h) {
+  nb::object s = nb::steal(PyObject_Str(h.ptr()));
+  if (!s.is_valid()) throw nb::python_error();
+  return nb::cast<std::string>(s);
+}
+
+// ---- arrays in ---------------------------------------------------------------------------------
+
+// An array-like argument imported through DLPack (or the buffer protocol / numpy.asarray).
+struct Imported {
+  nb::object source;                // keeps the producer (or a converted copy) alive
+  nb::ndarray<nb::ro> array;
+  bool on_device = false;           // CUDA memory (kDLCUDA / kDLCUDAManaged)
+  int device_id = 0;
+
+  std::string dtype() const;        // numpy-style name: "float32", "int64", ...
+  std::string shape() const;        // "[64, 16]"
+  std::string where() const;        // "cpu" or "cuda:0"
+  std::string describe() const;     // "float64 [64, 16] on cpu"
+  int64_t dim(size_t i) const { return static_cast<int64_t>(array.shape(i)); }
+  size_t ndim() const { return array.ndim(); }
+  bool c_contiguous() const;
+  bool is_float() const;
+  bool is_integer() const;          // signed or unsigned integers (not bool)
+  bool is(uint8_t code, uint8_t bits) const;
+};
+
+// Imports `obj` (a numpy array, any object with __dlpack__, or anything numpy.asarray accepts).
+// `what` names the argument in errors ("X", "y", "set_params['0.weight']").
+Imported import_array(nb::handle obj, const std::string& what);
+
+// Host copies with conversion (any strides): float32/float64 → f32; integers → i32 (range
+// checked). Raise InputError naming `what`, the expected and the given dtype.
+sg::HostArray host_f32(const Imported& a, const std::string& what);
+sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t classes);
+
+// ---- arrays out --------------------------------------------------------------------------------
+
+nb::dlpack::dtype dlpack_dtype(sg::DType t);
+// A numpy array owning `a` (no copy).
+nb::object to_numpy(sg::HostArray a);
+// A zero-copy view of `bytes` at `ptr`, owned by `owner`: a numpy array for host memory, a
+// DLPack-capable nanobind ndarray for CUDA memory.
+nb::object make_view(void* ptr, const sg::Shape& shape, sg::DType dtype, bool cuda, int device_id,
+                     nb::handle owner);
+
+// A tuple of ints from a shape.
+inline nb::tuple shape_tuple(const sg::Shape& s) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (!t) throw nb::python_error();
+  for (size_t i = 0; i < s.size(); ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), PyLong_FromLongLong(s[i]));
+  return nb::steal<nb::tuple>(t);
+}
+
+// ---- CUDA helpers (no-ops without CUDA) ---------------------------------------------------------
+
+int current_cuda_device();  // the calling thread's CUDA device (0 without CUDA)
+void cuda_device_synchronize();
+
+// ---- the trainer -------------------------------------------------------------------------------
+
+struct PyTrainer {
+  PyTrainer(sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, sg::Device d, uint64_t seed,
+            sg::TrainerOptions o)
+      : t(std::move(model), std::move(loss), std::move(opt), d, seed, o) {}
+  PyTrainer(const PyTrainer&) = delete;
+  PyTrainer& operator=(const PyTrainer&) = delete;
+  sg::Trainer t;
+  std::mutex mu;       // one call at a time: calls release the GIL while they run
+  bool cuda = false;   // the backend is CUDA
+  int device_id = 0;   // the CUDA device the backend was created on
+};
+
+// Runs f(trainer) with the GIL released and the trainer's mutex held.
+template <class F>
+auto locked(PyTrainer& s, F&& f) -> decltype(f(s.t)) {
+  nb::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return f(s.t);
+}
+
+void bind_trainer(nb::module_& m);
+void bind_run(nb::module_& m);
+
+}  // namespace sgpy

@@ -1,0 +1,158 @@
+// Whole runs from a configuration (the CLI's train and eval): the Python layer passes the
+// configuration as JSON text (from a dict) or a path, and gets the summary back as JSON text.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstring>
+#include <optional>
+#include <ostream>
+#include <streambuf>
+
+#include "common.h"
+#include "stepgraph/config.h"
+#include "stepgraph/run.h"
+
+namespace sgpy {
+
+namespace {
+
+using namespace nb::literals;
+
+// A line-buffered stream into Python's sys.stdout (taking the GIL for each line), so progress
+// shows up where Python code prints (notebooks, pytest's capture).
+class PyStdoutBuf : public std::streambuf {
+ public:
+  ~PyStdoutBuf() override { flush_lines(true); }
+
+ protected:
+  int overflow(int c) override {
+    if (c != traits_type::eof()) {
+      buf_.push_back(static_cast<char>(c));
+      if (c == '\n') flush_lines(false);
+    }
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    buf_.append(s, static_cast<size_t>(n));
+    if (std::memchr(s, '\n', static_cast<size_t>(n))) flush_lines(false);
+    return n;
+  }
+  int sync() override {
+    flush_lines(true);
+    return 0;
+  }
+
+ private:
+  void flush_lines(bool all) {
+    size_t end = all ? buf_.size() : buf_.rfind('\n');
+    if (end == std::string::npos || end == 0) return;
+    if (!all) ++end;
+    std::string text = buf_.substr(0, end);
+    buf_.erase(0, end);
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::object out = nb::module_::import_("sys").attr("stdout");
+      if (!out.is_none()) {
+        out.attr("write")(text);
+        out.attr("flush")();
+      }
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable("stepgraph: writing progress to sys.stdout");
+    }
+  }
+  std::string buf_;
+};
+
+class NullBuf : public std::streambuf {
+ protected:
+  int overflow(int c) override { return traits_type::not_eof(c); }
+  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+};
+
+sg::RunConfig config_from(const std::optional<std::string>& json_text, const std::optional<std::string>& path) {
+  return as_input_error([&] {
+    if (path) return sg::load_config(*path);
+    if (!json_text) return sg::parse_config(sg::default_config());
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(*json_text);
+    } catch (const nlohmann::json::exception& e) {
+      throw sg::Error(std::string("config: not valid JSON: ") + e.what());
+    }
+    return sg::parse_config(j);
+  });
+}
+
+struct Output {
+  explicit Output(bool verbose) : os(verbose ? static_cast<std::streambuf*>(&py) : &null) {}
+  PyStdoutBuf py;
+  NullBuf null;
+  std::ostream os;
+};
+
+}  // namespace
+
+void bind_run(nb::module_& m) {
+  m.def("_default_config", [] { return sg::default_config().dump(); },
+        "The embedded default configuration (an MLP on the digits data) as JSON text.");
+
+  m.def("_parse_config",
+        [](std::optional<std::string> json_text, std::optional<std::string> path) {
+          return config_from(json_text, path).json.dump();
+        },
+        "json_text"_a.none(), "path"_a.none(),
+        "Checks a configuration and returns it with the defaults filled in, as JSON text.");
+
+  m.def("_train",
+        [](std::optional<std::string> json_text, std::optional<std::string> path, std::optional<int64_t> steps,
+           std::optional<std::string> device, std::optional<uint64_t> seed, std::string out_dir, std::string resume,
+           bool json, bool verbose) {
+          sg::RunConfig cfg = config_from(json_text, path);
+          if (device && *device != "auto" && *device != "cpu" && *device != "cuda")
+            throw InputError("unknown device '" + *device + "': expected auto, cpu or cuda");
+          if (steps && *steps <= 0) throw InputError(sg::cat("steps must be positive, got ", *steps));
+          sg::RunOptions o;
+          o.steps = steps;
+          o.device = device;
+          o.seed = seed;
+          o.out_dir = std::move(out_dir);
+          o.resume = std::move(resume);
+          o.json = json;
+          Output out(verbose);
+          o.out = &out.os;
+          sg::RunSummary sum;
+          {
+            nb::gil_scoped_release r;
+            sum = sg::train_run(cfg, o);
+            out.os.flush();
+          }
+          return sum.to_json().dump();
+        },
+        "json_text"_a.none(), "path"_a.none(), "steps"_a.none(), "device"_a.none(), "seed"_a.none(),
+        "out_dir"_a = "", "resume"_a = "", "json"_a = false, "verbose"_a = false,
+        "Trains from a configuration; returns the summary as JSON text (see stepgraph.train).");
+
+  m.def("_evaluate",
+        [](std::optional<std::string> json_text, std::optional<std::string> path, std::string checkpoint,
+           std::optional<std::string> device, std::optional<uint64_t> seed, bool json, bool verbose) {
+          sg::RunConfig cfg = config_from(json_text, path);
+          sg::RunOptions o;
+          o.device = device;
+          o.seed = seed;
+          o.json = json;
+          Output out(verbose);
+          o.out = &out.os;
+          sg::RunSummary sum;
+          {
+            nb::gil_scoped_release r;
+            sum = sg::eval_run(cfg, checkpoint, o);
+            out.os.flush();
+          }
+          return sum.to_json().dump();
+        },
+        "json_text"_a.none(), "path"_a.none(), "checkpoint"_a, "device"_a.none(), "seed"_a.none(),
+        "json"_a = false, "verbose"_a = false,
+        "Evaluates a checkpoint on a configuration's data; returns the summary as JSON text.");
+}
+
+}  // namespace sgpy

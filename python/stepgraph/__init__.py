@@ -1,0 +1,201 @@
+"""stepgraph: whole-step training of small neural networks.
+
+Each training step (forward, loss, backward, optimizer) is built as one program, planned into
+fixed buffers and, on CUDA, captured as one CUDA graph that every later step replays. The CPU
+backend is the reference and runs everywhere.
+
+    import stepgraph as sg
+
+    model = sg.Sequential(sg.Dense(256, activation="relu", init="he"), sg.Dense(10, init="xavier"))
+    t = sg.Trainer(model, sg.SoftmaxCrossEntropy(), sg.Adam(1e-3), device="cuda")
+    t.compile((64, 784))
+    for X, y in batches:              # numpy arrays, or PyTorch / CuPy / JAX tensors
+        loss = t.one_step(X, y)
+    params = t.params()               # {"0.weight": ndarray [256, 784], ...}
+    t.save("model.safetensors")
+
+    summary = sg.train("configs/digits_mlp.json", steps=500)   # the CLI's `train`, as a call
+
+Errors: stepgraph.Error (a RuntimeError) carries the engine's message; bad inputs (dtype, shape,
+device, unknown option strings) raise stepgraph.InputError, which is both a stepgraph.Error and a
+ValueError.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import os as _os
+from typing import Any, Mapping, Optional, Union
+
+from ._stepgraph import (
+    Adam,
+    AdamW,
+    Dense,
+    Error,
+    EvalResult,
+    Init,
+    InputError,
+    Layer,
+    Loss,
+    MeanSquaredError,
+    Optimizer,
+    Residual,
+    Schedule,
+    Sequential,
+    SGD,
+    SoftmaxCrossEntropy,
+    StepGraph,
+    Timer,
+    Trainer,
+    __version__,
+    cuda_available,
+    cuda_enabled,
+    cuda_unavailable_reason,
+)
+from . import _stepgraph
+
+__all__ = [
+    "Adam",
+    "AdamW",
+    "Dense",
+    "Error",
+    "EvalResult",
+    "Init",
+    "InputError",
+    "Layer",
+    "Loss",
+    "MeanSquaredError",
+    "Optimizer",
+    "Residual",
+    "Schedule",
+    "Sequential",
+    "SGD",
+    "SoftmaxCrossEntropy",
+    "StepGraph",
+    "Timer",
+    "Trainer",
+    "__version__",
+    "cuda_available",
+    "cuda_enabled",
+    "cuda_unavailable_reason",
+    "default_config",
+    "evaluate_checkpoint",
+    "load_config",
+    "plot",
+    "train",
+]
+
+ConfigLike = Union[Mapping[str, Any], str, "_os.PathLike[str]"]
+
+
+def _json_default(o: Any) -> Any:
+    # numpy scalars and arrays, paths
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, _os.PathLike):
+        return _os.fspath(o)
+    raise TypeError(f"config: {type(o).__name__} is not JSON serializable")
+
+
+def _config_args(config: Optional[ConfigLike]) -> tuple[Optional[str], Optional[str]]:
+    """(json_text, path) for the extension."""
+    if config is None:
+        return None, None
+    if isinstance(config, (str, _os.PathLike)):
+        return None, _os.fspath(config)
+    if isinstance(config, Mapping):
+        return _json.dumps(dict(config), default=_json_default), None
+    raise InputError(
+        f"config: expected a dict or a path to a JSON file, got {type(config).__name__}"
+    )
+
+
+def default_config() -> dict:
+    """The embedded default configuration (an MLP on the digits data), as a dict."""
+    return _json.loads(_stepgraph._default_config())
+
+
+def load_config(config: Optional[ConfigLike] = None) -> dict:
+    """Checks a configuration (a dict or a path) and returns it with the defaults filled in.
+
+    Unknown keys and bad values raise stepgraph.InputError naming the JSON path, e.g.
+    ``model.layers[1].units: expected a positive integer, got -3``.
+    """
+    text, path = _config_args(config)
+    return _json.loads(_stepgraph._parse_config(text, path))
+
+
+def train(
+    config: Optional[ConfigLike] = None,
+    *,
+    steps: Optional[int] = None,
+    device: Optional[str] = None,
+    seed: Optional[int] = None,
+    out_dir: Union[str, "_os.PathLike[str]", None] = None,
+    resume: Union[str, "_os.PathLike[str]", None] = None,
+    verbose: bool = False,
+    json_lines: bool = False,
+) -> dict:
+    """Trains from a configuration, as the CLI's ``stepgraph train``, and returns the summary.
+
+    config: a dict (the JSON configuration's structure: model, loss, optimizer, data, train), a
+        path to a JSON file, or None for the embedded default (an MLP on the digits data).
+    steps, device ('auto' | 'cpu' | 'cuda'), seed: override train.steps / train.device /
+        train.seed.
+    out_dir: where metrics.jsonl, checkpoint.safetensors and config.json are written (None:
+        nothing is written). ``stepgraph.plot(out_dir)`` draws the loss curve from it.
+    resume: a checkpoint to continue from (steps continue its count).
+    verbose: print progress lines to sys.stdout; json_lines: print them as JSON objects.
+
+    Returns the summary: steps, final_loss, us_per_step, task, val_loss, val_size, device, and for
+    classification accuracy (validation) and train_accuracy; checkpoint when one was written.
+    """
+    text, path = _config_args(config)
+    out = _stepgraph._train(
+        text,
+        path,
+        steps,
+        device,
+        seed,
+        _os.fspath(out_dir) if out_dir is not None else "",
+        _os.fspath(resume) if resume is not None else "",
+        json_lines,
+        verbose or json_lines,
+    )
+    return _json.loads(out)
+
+
+def evaluate_checkpoint(
+    config: Optional[ConfigLike],
+    checkpoint: Union[str, "_os.PathLike[str]"],
+    *,
+    device: Optional[str] = None,
+    seed: Optional[int] = None,
+    verbose: bool = False,
+) -> dict:
+    """Evaluates a checkpoint on the configuration's validation split (the CLI's ``eval``).
+
+    Returns the summary dict (val_loss, accuracy for classification, steps of the checkpoint, ...).
+    """
+    text, path = _config_args(config)
+    out = _stepgraph._evaluate(text, path, _os.fspath(checkpoint), device, seed, False, verbose)
+    return _json.loads(out)
+
+
+def plot(
+    run_dir: Union[str, "_os.PathLike[str]"],
+    out: Union[str, "_os.PathLike[str]", None] = None,
+    *,
+    log_scale: Optional[bool] = None,
+) -> str:
+    """Draws the loss curve of a run (its metrics.jsonl) into a PNG and returns its path.
+
+    run_dir: a run's output folder (``stepgraph train --out DIR`` or ``train(out_dir=DIR)``), or
+        the metrics.jsonl file itself.
+    out: the image to write (default: RUN_DIR/loss.png).
+    log_scale: a logarithmic loss axis (default: when the loss spans more than a factor of 20).
+    Needs matplotlib (``pip install 'stepgraph[plot]'``).
+    """
+    from ._plot import plot as _plot
+
+    return _plot(run_dir, out, log_scale=log_scale)

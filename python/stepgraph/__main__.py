@@ -1,0 +1,74 @@
+"""``python -m stepgraph``: the ``plot`` subcommand here; every other subcommand (train, eval,
+explain, bench) is forwarded to the ``stepgraph`` executable installed with the package.
+
+    python -m stepgraph plot RUN_DIR [--out PNG] [--log | --linear]
+    python -m stepgraph train configs/digits_mlp.json --out runs/digits
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import sysconfig
+from typing import List, Optional
+
+
+def _find_cli() -> Optional[str]:
+    exe = "stepgraph.exe" if os.name == "nt" else "stepgraph"
+    here = os.path.join(sysconfig.get_path("scripts"), exe)
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("stepgraph")
+
+
+def _plot_main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="stepgraph plot", description="Draw the loss curve of a run from its metrics.jsonl."
+    )
+    p.add_argument("run_dir", help="the run's output folder (train --out DIR) or its metrics.jsonl")
+    p.add_argument("--out", "-o", help="image to write (default RUN_DIR/loss.png)")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--log", dest="log_scale", action="store_true", default=None, help="logarithmic loss axis")
+    scale.add_argument("--linear", dest="log_scale", action="store_false", help="linear loss axis")
+    args = p.parse_args(argv)
+    from ._plot import plot
+
+    try:
+        path = plot(args.run_dir, args.out, log_scale=args.log_scale)
+    except ImportError as e:
+        print(f"stepgraph plot: {e}", file=sys.stderr)
+        return 3
+    except (FileNotFoundError, ValueError) as e:
+        print(f"stepgraph plot: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "plot":
+        return _plot_main(argv[1:])
+    if argv and argv[0] in ("--version", "-V"):
+        from . import __version__
+
+        print(f"stepgraph {__version__}")
+        return 0
+    cli = _find_cli()
+    if cli is None:
+        print(
+            "stepgraph: the `stepgraph` executable was not found (it is installed with the package "
+            "into the environment's bin/); `python -m stepgraph plot RUN_DIR` works without it",
+            file=sys.stderr,
+        )
+        return 2
+    if not argv:
+        argv = ["--help"]
+    os.execv(cli, [cli] + argv)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
