@@ -135,7 +135,7 @@ TEST(Cuda, NoGpuSaysSoClearly) {
 TEST(Cuda, DenseEveryActivationMatchesCpu) {
   REQUIRE_GPU();
   for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
-                       Activation::Sigmoid, Activation::Sin}) {
+                       Activation::Sigmoid, Activation::Sin, Activation::Softplus}) {
     for (bool bias : {true, false}) {
       // Widths that are and are not multiples of 8 / 128 exercise the epilogue and fallback paths.
       auto model = sequential({dense(40, a, std::nullopt, bias), dense(64, a, std::nullopt, bias), dense(7)});

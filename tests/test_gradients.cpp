@@ -56,7 +56,7 @@ void check_gradients(const Case& c, uint64_t seed) {
 
 TEST(Gradients, DenseEveryActivationWithMse) {
   for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
-                       Activation::Sigmoid, Activation::Sin}) {
+                       Activation::Sigmoid, Activation::Sin, Activation::Softplus}) {
     Case c{cat("dense ", activation_name(a)), sequential({dense(5, a), dense(3)}),
            std::make_shared<MeanSquaredError>(), {4, 3}};
     check_gradients(c, 10 + static_cast<int>(a));

@@ -131,6 +131,7 @@ inline double eval_double(const Program& p, std::map<std::string, std::vector<do
               case Activation::Tanh: y = std::tanh(z); break;
               case Activation::Sigmoid: y = 1 / (1 + std::exp(-z)); break;
               case Activation::Sin: y = std::sin(z); break;
+              case Activation::Softplus: y = std::log(1 + std::exp(z)); break;
             }
             Y[r * O + o] = y;
           }

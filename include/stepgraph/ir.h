@@ -36,10 +36,10 @@ struct TensorInfo {
   bool live_out = false;  // read after the step (loss, logits): never reused within the step
 };
 
-enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin };
+enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus };
 const char* activation_name(Activation a);
 Activation parse_activation(const std::string& s);  // throws listing the allowed names
-// Whether the activation's derivative is computed from the pre-activation z (gelu, sin) rather
+// Whether the activation's derivative is computed from the pre-activation z (gelu, sin, softplus) rather
 // than from the output y (relu, tanh, sigmoid): decides which tensor backward keeps.
 bool activation_needs_preact(Activation a);
 

@@ -7,11 +7,7 @@
 
 #include "stepgraph/ir.h"
 
-#if defined(__CUDACC__)
-#define SG_HD __host__ __device__ inline
-#else
-#define SG_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace sg {
 
@@ -27,6 +23,7 @@ SG_HD T act_forward(Activation a, T z) {
     case Activation::Tanh: return std::tanh(z);
     case Activation::Sigmoid: return T(1) / (T(1) + std::exp(-z));
     case Activation::Sin: return std::sin(z);
+    case Activation::Softplus: return z > T(20) ? z : std::log1p(std::exp(z));  // log(1 + e^z)
   }
   return z;
 }
@@ -45,6 +42,7 @@ SG_HD T act_derivative(Activation a, T y, T z) {
     case Activation::Tanh: return T(1) - y * y;
     case Activation::Sigmoid: return y * (T(1) - y);
     case Activation::Sin: return std::cos(z);
+    case Activation::Softplus: return T(1) / (T(1) + std::exp(-z));
   }
   return T(1);
 }

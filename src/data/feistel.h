@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SG_HD __host__ __device__ inline
-#else
-#define SG_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace sg {
 

@@ -30,20 +30,21 @@ const char* activation_name(Activation a) {
     case Activation::Tanh: return "tanh";
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Sin: return "sin";
+    case Activation::Softplus: return "softplus";
   }
   return "?";
 }
 
 Activation parse_activation(const std::string& s) {
   for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
-                       Activation::Sigmoid, Activation::Sin})
+                       Activation::Sigmoid, Activation::Sin, Activation::Softplus})
     if (s == activation_name(a)) return a;
   throw Error(cat("unknown activation '", s,
-                  "': expected one of none, relu, gelu, tanh, sigmoid, sin"));
+                  "': expected one of none, relu, gelu, tanh, sigmoid, sin, softplus"));
 }
 
 bool activation_needs_preact(Activation a) {
-  return a == Activation::GELU || a == Activation::Sin;
+  return a == Activation::GELU || a == Activation::Sin || a == Activation::Softplus;
 }
 
 const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }

@@ -138,7 +138,7 @@ LayerPtr parse_layer(const Node& n) {
     SG_REQUIRE(n.has("units"), n.at("units"), ": missing (the number of outputs)");
     int64_t units = n.integer("units", 0, 1, kMaxUnits);
     Activation act = parse_activation(
-        n.string("activation", "none", {"none", "relu", "gelu", "tanh", "sigmoid", "sin"}));
+        n.string("activation", "none", {"none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus"}));
     std::optional<Init> init;
     if (n.has("init")) init = parse_init(n, std::nullopt);
     return dense(units, act, init, n.boolean("bias", true));

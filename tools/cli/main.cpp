@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -117,7 +118,28 @@ int main(int argc, char** argv) {
   bench->add_flag("--explain", "Also print the program, its lowering and the memory plan");
   add_execution_options(bench, c, false);
 
+  std::string plot_dir, plot_out;
+  auto* plot = app.add_subcommand("plot", "Plot a run's loss curve (needs the Python package and matplotlib)");
+  plot->add_option("run_dir", plot_dir, "A run's output folder (with metrics.jsonl)")->required()->check(CLI::ExistingDirectory);
+  plot->add_option("--out", plot_out, "Image file to write (default RUN_DIR/loss.png)");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (plot->parsed()) {
+    // The plot lives in the Python package (matplotlib); this forwards to it.
+    auto quote = [](const std::string& s) {
+      std::string q = "'";
+      for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      return q + "'";
+    };
+    std::string cmd = "python3 -m stepgraph plot " + quote(plot_dir);
+    if (!plot_out.empty()) cmd += " --out " + quote(plot_out);
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0)
+      std::cerr << "stepgraph: error: plotting needs the Python package (pip install .[plot]); '" << cmd
+                << "' failed\n";
+    return rc == 0 ? 0 : 1;
+  }
 
   try {
     sg::RunConfig cfg = config_from(c.config);

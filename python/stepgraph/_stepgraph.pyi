@@ -1,0 +1,550 @@
+"""
+stepgraph: whole-step training of small neural networks (C++ extension).
+"""
+
+# Type stubs for the extension module (started from `python -m nanobind.stubgen -m
+# stepgraph._stepgraph`, then given precise argument and return types by hand). Keep them in
+# step with python/src/*.cpp: python/tests/test_api.py checks that every name is covered.
+
+from collections.abc import Callable, Mapping, Sequence
+import os
+from typing import Any, Literal, Protocol, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class _SupportsDLPack(Protocol):
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+# What the trainer takes as X / y / parameter values: numpy arrays (or anything numpy.asarray
+# accepts), or objects with __dlpack__ (PyTorch, CuPy, JAX arrays).
+ArrayLike = Union[npt.ArrayLike, _SupportsDLPack]
+
+# A zero-copy view: a numpy array for host memory, a DLPack-capable array for CUDA memory.
+TensorView = Union[npt.NDArray[Any], _SupportsDLPack]
+
+ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin"]
+InitSpec = Union[str, "Init", None]
+Reduction = Literal["mean", "sum"]
+DeviceName = Literal["auto", "cpu", "cuda"]
+StreamLike = Union[int, Any, None]
+
+class Error(RuntimeError):
+    """An error raised by the stepgraph engine; the message is the C++ sg::Error's text."""
+
+class InputError(Error, ValueError):
+    """
+    A bad argument: wrong dtype, shape or device of an input array, or an unknown option
+    string. A subclass of both stepgraph.Error and ValueError.
+    """
+
+
+def cuda_enabled() -> bool:
+    """Whether this build has the CUDA backend compiled in."""
+
+def cuda_available() -> bool:
+    """
+    Whether a CUDA trainer can be made here (CUDA compiled in and a GPU present).
+    """
+
+def cuda_unavailable_reason() -> str:
+    """Why cuda_available() is False (an empty string when it is True)."""
+
+class Init:
+    """
+    Weight initialisation (biases start at zero):
+      he:     N(0, 2 / fan_in)                    (Kaiming normal, for relu/gelu)
+      xavier: U(-a, a), a = sqrt(6 / (fan_in + fan_out))   (Glorot uniform)
+      normal: N(0, std^2)
+      zeros
+    Dense(init=...) also takes the strings 'he', 'xavier', 'zeros', 'normal' (std 0.02) and 'normal(STD)'.
+    """
+
+    @staticmethod
+    def he() -> Init:
+        """Kaiming normal: N(0, 2 / fan_in)."""
+
+    @staticmethod
+    def xavier() -> Init:
+        """Glorot uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out))."""
+
+    @staticmethod
+    def normal(std: float) -> Init:
+        """N(0, std^2)."""
+
+    @staticmethod
+    def zeros() -> Init:
+        """All zeros."""
+
+    @staticmethod
+    def parse(spec: Union[str, Init]) -> Init:
+        """An Init from 'he', 'xavier', 'zeros', 'normal' or 'normal(STD)'."""
+
+    @property
+    def kind(self) -> str:
+        """'he', 'xavier', 'normal' or 'zeros'."""
+
+    @property
+    def std(self) -> float:
+        """The standard deviation (normal only)."""
+
+    def __str__(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+class Layer:
+    """Base class of the layers (Dense, Sequential, Residual)."""
+
+    def describe(self) -> str:
+        """One line of hyperparameters, e.g. 'dense(256, relu, init=he, bias)'."""
+
+    def __repr__(self) -> str: ...
+
+class Dense(Layer):
+    """
+    A fully connected layer y = activation(x W^T + b) with W of shape [units, in] (like torch.nn.Linear) and b of shape [units]; its parameters are named '<index>.weight' and '<index>.bias' inside a Sequential.
+    """
+
+    def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True) -> None:
+        """
+        units: output width (> 0).
+        activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid' or 'sin'.
+        init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', 'normal(STD)' or a stepgraph.Init.
+        bias: whether the layer has a bias.
+        """
+
+    @property
+    def units(self) -> int:
+        """The output width."""
+
+class Sequential(Layer):
+    """
+    Layers applied in order: Sequential(Dense(256, activation='relu'), Dense(10)). The i-th layer's parameters are named 'i.weight', 'i.bias' (nested: 'i.j.weight').
+    """
+
+    def __init__(self, *layers: Union[Layer, Sequence[Layer]]) -> None:
+        """Sequential(*layers) or Sequential([layers])."""
+
+    def add(self, layer: Layer) -> Sequential:
+        """Appends a layer; returns self."""
+
+    @property
+    def layers(self) -> list[Layer]:
+        """The layers, in order."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, arg: int, /) -> Layer: ...
+
+class Residual(Layer):
+    """
+    y = x + body(x); the body must keep the width. Its parameters are named after the body's ('body.0.weight', ...).
+    """
+
+    def __init__(self, body: Layer) -> None: ...
+
+class Loss:
+    """Base class of the losses."""
+
+    def describe(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def reduction(self) -> str:
+        """'mean' or 'sum'."""
+
+    @property
+    def task(self) -> str:
+        """'classification' or 'regression'."""
+
+class SoftmaxCrossEntropy(Loss):
+    """
+    Softmax + cross-entropy on logits [B, C] with integer labels [B] (as torch.nn.CrossEntropyLoss); reduction 'mean' over the batch or 'sum'.
+    """
+
+    def __init__(self, reduction: Reduction = 'mean') -> None: ...
+
+class MeanSquaredError(Loss):
+    """
+    Squared error on predictions [B, T] with float targets [B, T] (or [B] when T = 1); reduction 'mean' over all B*T elements (as torch.nn.MSELoss) or 'sum'.
+    """
+
+    def __init__(self, reduction: Reduction = 'mean') -> None: ...
+
+class Schedule:
+    """
+    Learning-rate schedule as a function of the step t = 1, 2, ...:
+      constant: base
+      step:     base * gamma^floor((t - 1) / step_size)
+      cosine:   t <= warmup: base * t / warmup; then min + (base - min) * (1 + cos(pi p)) / 2,
+                p = (t - warmup) / (total - warmup), min = base * min_lr_ratio once t >= total.
+    """
+
+    @staticmethod
+    def constant() -> Schedule:
+        """The base learning rate at every step."""
+
+    @staticmethod
+    def step(step_size: int, gamma: float = 0.1) -> Schedule:
+        """Multiply the learning rate by gamma every step_size steps."""
+
+    @staticmethod
+    def cosine(warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> Schedule:
+        """
+        Linear warm-up over warmup_steps, then cosine decay to base * min_lr_ratio at total_steps.
+        """
+
+    @property
+    def kind(self) -> str:
+        """'constant', 'step' or 'cosine'."""
+
+    @property
+    def warmup_steps(self) -> int: ...
+
+    @property
+    def total_steps(self) -> int: ...
+
+    @property
+    def min_lr_ratio(self) -> float: ...
+
+    @property
+    def step_size(self) -> int: ...
+
+    @property
+    def gamma(self) -> float: ...
+
+    def lr_at(self, base_lr: float, t: int) -> float:
+        """The learning rate at step t (1-based) for base learning rate base_lr."""
+
+    def describe(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+class Optimizer:
+    """Base class of the optimizers."""
+
+    def describe(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def lr(self) -> float:
+        """The base learning rate given at construction."""
+
+    @property
+    def weight_decay(self) -> float: ...
+
+    @property
+    def schedule(self) -> Schedule: ...
+
+class SGD(Optimizer):
+    """
+    SGD as PyTorch: g += wd*p; buf = momentum*buf + (1 - dampening)*g (buf = g on step 1); g = nesterov ? g + momentum*buf : buf; p -= lr*g.
+    """
+
+    def __init__(self, lr: float, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0, dampening: float = 0.0, schedule: Schedule | None = None) -> None: ...
+
+class Adam(Optimizer):
+    """Adam as PyTorch (weight decay added to the gradient, L2)."""
+
+    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0, schedule: Schedule | None = None) -> None: ...
+
+class AdamW(Adam):
+    """AdamW as PyTorch (decoupled weight decay: p *= 1 - lr*wd)."""
+
+    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.01, schedule: Schedule | None = None) -> None: ...
+
+class Timer:
+    """
+    Times a region: CUDA events on `stream` when one is given (an int cudaStream_t, 0 for the legacy default stream, or a torch/cupy stream object), else the host clock. ms() ends the region (waiting for the stream) and returns its length in milliseconds. As a context manager it restarts on entry and sets .elapsed_ms on exit.
+    """
+
+    def __init__(self, stream: StreamLike = None) -> None: ...
+
+    def restart(self) -> None:
+        """Starts the region now."""
+
+    def ms(self) -> float:
+        """Ends the region and returns its length in milliseconds."""
+
+    @property
+    def elapsed_ms(self) -> float:
+        """The length of the last `with` region, in milliseconds."""
+
+    def __enter__(self) -> Timer: ...
+
+    def __exit__(self, *args: object) -> bool: ...
+
+class StepGraph:
+    """
+    The seed's graph object: record work once on a CUDA stream, replay it with one launch.
+      g = StepGraph(stream)            # None: a private non-blocking stream
+      g.capture((64, 128), fn)         # fn(stream: int) enqueues the work
+      g.launch()
+    capture() skips when already captured for the same shape key; another key re-records. Without CUDA every method raises stepgraph.Error('CUDA feature not enabled').
+    """
+
+    def __init__(self, stream: StreamLike = None) -> None: ...
+
+    def capture(self, key: Sequence[int], fn: Callable[[int], object]) -> None:
+        """Records fn(stream) once for this shape key."""
+
+    def launch(self) -> None:
+        """Replays the recorded work."""
+
+    def invalidate(self) -> None:
+        """Drops the recording."""
+
+    @property
+    def launch_count(self) -> int: ...
+
+    @property
+    def is_captured(self) -> bool: ...
+
+    @property
+    def input_shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def num_nodes(self) -> int: ...
+
+    @property
+    def stream(self) -> int:
+        """The cudaStream_t it captures on and launches into, as an int."""
+
+class EvalResult:
+    """The result of Trainer.evaluate."""
+
+    @property
+    def loss(self) -> float:
+        """Loss over all rows, with the loss's reduction."""
+
+    @property
+    def accuracy(self) -> float:
+        """
+        Classification: the fraction of rows whose argmax is the label (0 for regression).
+        """
+
+    @property
+    def count(self) -> int:
+        """Rows evaluated."""
+
+    def __repr__(self) -> str: ...
+
+class Trainer:
+    """
+    Builds the whole training step (forward, loss, backward, optimizer) as one program, plans its memory and runs it on a backend; on CUDA every step after the first is one CUDA graph replay.
+
+      t = Trainer(model, SoftmaxCrossEntropy(), Adam(1e-3), device='cuda')
+      t.compile((64, 128))
+      loss = t.one_step(X, y)
+
+    Inputs are numpy arrays or any object with __dlpack__ (PyTorch, CuPy, JAX). Host arrays: X float32 (float64 is converted), labels of any integer dtype (range checked), regression targets float32/float64; any strides. CUDA tensors (CUDA trainers only): float32 X and targets, int32 labels (int64 converted on the device), C-contiguous; they are copied device to device into the input slots, never through the host. Bad inputs raise stepgraph.InputError (a ValueError); engine errors raise stepgraph.Error.
+    Calls release the GIL; one trainer runs one call at a time.
+    """
+
+    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32'] = 'fp32') -> None:
+        """
+        model, loss, optimizer: the step's pieces.
+        device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).
+        seed: fixes the initial parameters (per parameter name); kept in checkpoints.
+        mode: 'graph' (capture the step as one CUDA graph after a warm-up step) or 'eager'.
+        shape_policy: what a batch with another row count does: 'recapture' (compile that shape too, at most max_shapes cached), 'pad' (pad to the compiled size, exact), 'error'.
+        autotune: 'off', 'heuristic' or 'exhaustive' (cuBLASLt algorithm choice by timing).
+        precision: 'fp32' or 'tf32' (dense layers on CUDA).
+        """
+
+    def compile(self, input_shape: tuple[int, int] | Sequence[int]) -> None:
+        """
+        Builds, plans and lowers the step for inputs of shape (batch, features). The first compile creates and initialises the parameters and optimizer state; later compiles (another batch size) reuse them.
+        """
+
+    def one_step(self, X: ArrayLike, y: ArrayLike) -> float:
+        """
+        Copies the batch into the input slots, runs one whole step and returns its loss (waiting for the step).
+        """
+
+    def one_step_async(self, X: ArrayLike, y: ArrayLike) -> None:
+        """As one_step without waiting: read the loss later with .loss."""
+
+    def set_batch(self, X: ArrayLike, y: ArrayLike) -> None:
+        """
+        Copies a batch into the input slots (CUDA tensors device to device). A batch with another row count follows the shape policy.
+        """
+
+    def launch(self) -> None:
+        """
+        Runs one step on the batch in the input slots (or, after set_dataset, on the next batch gathered on the device). Does not wait: read .loss to wait.
+        """
+
+    def synchronize(self) -> None:
+        """Waits for every queued step."""
+
+    @property
+    def loss(self) -> float:
+        """The last step's loss (waits for it)."""
+
+    @property
+    def logits(self) -> npt.NDArray[np.float32]:
+        """The last step's predictions [batch, outputs] as a numpy copy."""
+
+    def logits_view(self) -> TensorView:
+        """A zero-copy view of the predictions slot (see tensor_view)."""
+
+    def tensor_view(self, name: str) -> TensorView:
+        """
+        A zero-copy view of a tensor of the current step ('input', 'target', 'loss', output_name, parameters by name): a numpy array on the CPU backend, on CUDA an array with __dlpack__ / __dlpack_device__ (torch.from_dlpack, cupy.from_dlpack, jax.dlpack.from_dlpack). It keeps the trainer alive. Parameter views stay valid for the trainer's life; other views until the next compile, invalidate or batch of a new size. Read it after the step finished (.loss or synchronize()).
+        """
+
+    def param_views(self) -> dict[str, TensorView]:
+        """
+        Zero-copy views of every parameter by name (see tensor_view); writing to them changes the parameters.
+        """
+
+    def predict(self, X: ArrayLike) -> npt.NDArray[np.float32]:
+        """
+        Forward only, in batches of the compiled size: predictions [rows, outputs] as numpy. Parameters are not changed.
+        """
+
+    def evaluate(self, X: ArrayLike, y: ArrayLike) -> EvalResult:
+        """
+        Loss (and accuracy for classification) over all rows, in batches; no update.
+        """
+
+    def set_dataset(self, X: ArrayLike, y: ArrayLike, batch_size: int, shuffle: bool = True, last_batch: Literal['drop', 'partial'] = 'drop', seed: int = 0) -> None:
+        """
+        Device-resident training: uploads the whole data set once; every launch() then gathers (and shuffles, per epoch, from the step counter) its own batch inside the step. last_batch: 'drop' or 'partial'. compile() switches back to fed batches.
+        """
+
+    def params(self) -> dict[str, npt.NDArray[np.float32]]:
+        """
+        Parameters by name ('0.weight' [out, in], '0.bias' [out], ...) as numpy copies, in model order.
+        """
+
+    def set_params(self, values: Mapping[str, ArrayLike]) -> None:
+        """
+        Writes the given parameters in place (no recompile). Every name must be a parameter with the right shape; on a mismatch nothing is written. Values: numpy arrays (float64 converted), CPU tensors, or CUDA tensors (copied device to device).
+        """
+
+    def state(self) -> dict[str, npt.NDArray[Any]]:
+        """
+        Every persistent tensor (parameters, gradients, optimizer state, step scalars) by name.
+        """
+
+    @property
+    def lr(self) -> float:
+        """The base learning rate (settable without a recompile)."""
+
+    @lr.setter
+    def lr(self, arg: float, /) -> None: ...
+
+    def set_lr(self, lr: float) -> None:
+        """Sets the base learning rate (no recompile)."""
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps taken."""
+
+    @property
+    def seed(self) -> int: ...
+
+    def save(self, path: str | os.PathLike) -> None:
+        """
+        Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), atomically.
+        """
+
+    def load(self, path: str | os.PathLike) -> None:
+        """
+        Reads a checkpoint; the whole file is validated before anything changes.
+        """
+
+    def explain(self) -> str:
+        """The step program, shapes, memory plan and loss scale as text."""
+
+    def invalidate(self) -> None:
+        """Drops every compiled step (parameters and optimizer state are kept)."""
+
+    def profile(self, reps: int = 50) -> list[tuple[str, float]]:
+        """
+        Per-op device time of the current step: a list of (op name, microseconds).
+        """
+
+    def device_ptr(self, name: str) -> int:
+        """The address of a tensor of the current step, as an int."""
+
+    @property
+    def launch_count(self) -> int:
+        """Steps launched."""
+
+    @property
+    def compile_count(self) -> int:
+        """Step programs built."""
+
+    @property
+    def capture_count(self) -> int:
+        """CUDA graphs recorded (recaptures included)."""
+
+    @property
+    def graph_nodes(self) -> int:
+        """Nodes of the current step's CUDA graph (0: none)."""
+
+    @property
+    def is_compiled(self) -> bool: ...
+
+    @property
+    def is_resident(self) -> bool:
+        """Whether launches gather batches from a set_dataset data set."""
+
+    @property
+    def input_shape(self) -> tuple[int, int]:
+        """The compiled (batch, features)."""
+
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        """The model's prediction shape (batch, outputs)."""
+
+    @property
+    def output_name(self) -> str:
+        """The name of the predictions tensor."""
+
+    @property
+    def device(self) -> Literal['cpu', 'cuda']:
+        """'cpu' or 'cuda'."""
+
+    @property
+    def device_id(self) -> int:
+        """The CUDA device (0 on the CPU)."""
+
+    @property
+    def backend(self) -> str:
+        """The backend, described."""
+
+    @property
+    def allocated_bytes(self) -> int: ...
+
+    @property
+    def peak_allocated_bytes(self) -> int: ...
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """mode, shape_policy, max_shapes, autotune and precision."""
+
+    @property
+    def model(self) -> Layer: ...
+
+    @property
+    def loss_fn(self) -> Loss: ...
+
+    @property
+    def optimizer(self) -> Optimizer: ...
+
+    def __repr__(self) -> str: ...
+
+# Used by the pure-Python layer (stepgraph.train, load_config, default_config, evaluate_checkpoint).
+def _default_config() -> str: ...
+def _parse_config(json_text: str | None, path: str | None) -> str: ...
+def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', json: bool = False, verbose: bool = False) -> str: ...
+def _evaluate(json_text: str | None, path: str | None, checkpoint: str, device: str | None, seed: int | None, json: bool = False, verbose: bool = False) -> str: ...

@@ -1,0 +1,586 @@
+"""The Python API on the CPU backend: training, parameters, checkpoints, errors, runs, plots."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import stepgraph as sg
+from conftest import DLPackOnly, FakeCudaTensor, blobs
+
+D, C, B = 16, 4, 32
+
+
+def mlp(hidden=32, classes=C):
+    return sg.Sequential(sg.Dense(hidden, activation="relu", init="he"), sg.Dense(classes, init="xavier"))
+
+
+def trainer(opt=None, seed=0, compile=True, **kw):
+    t = sg.Trainer(mlp(), sg.SoftmaxCrossEntropy(), opt or sg.Adam(1e-2), device="cpu", seed=seed, **kw)
+    if compile:
+        t.compile((B, D))
+    return t
+
+
+def batches(X, y, steps, batch=B):
+    n = X.shape[0] // batch
+    for s in range(steps):
+        i = (s % n) * batch
+        yield X[i : i + batch], y[i : i + batch]
+
+
+def softmax_ce(logits, labels):
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return float(-logp[np.arange(len(labels)), labels].mean())
+
+
+# ---- building and training ----------------------------------------------------------------------
+
+
+def test_model_objects_describe_themselves():
+    m = sg.Sequential(sg.Dense(256, activation="relu", init="he"), sg.Dense(11, init="xavier"))
+    assert len(m) == 2
+    assert isinstance(m[0], sg.Dense) and m[0].units == 256
+    assert "dense(256, relu, init=he" in repr(m)
+    assert sg.Sequential([sg.Dense(3)]).describe() == sg.Sequential(sg.Dense(3)).describe()
+    assert "normal(0.05)" in sg.Dense(4, init="normal(0.05)").describe()
+    assert "normal(0.5)" in sg.Dense(4, init=sg.Init.normal(0.5)).describe()
+    assert sg.Init.parse("zeros").kind == "zeros"
+    r = sg.Residual(sg.Sequential(sg.Dense(8, activation="gelu"), sg.Dense(8, init="zeros")))
+    assert "residual" in r.describe()
+    assert sg.Sequential(sg.Dense(4)).add(sg.Dense(2)).describe().count("dense") == 2
+    assert sg.SoftmaxCrossEntropy().task == "classification"
+    assert sg.MeanSquaredError("sum").reduction == "sum"
+    assert "momentum=0.9" in sg.SGD(0.1, momentum=0.9).describe()
+    assert sg.AdamW().weight_decay == pytest.approx(1e-2)
+    assert sg.Adam(3e-4).lr == pytest.approx(3e-4)
+
+
+def test_schedules():
+    s = sg.Schedule.step(10, 0.5)
+    assert s.kind == "step" and s.lr_at(1.0, 1) == 1.0 and s.lr_at(1.0, 11) == pytest.approx(0.5)
+    c = sg.Schedule.cosine(10, 100, 0.1)
+    assert c.lr_at(1.0, 5) == pytest.approx(0.5)
+    assert c.lr_at(1.0, 100) == pytest.approx(0.1)
+    assert sg.Schedule.constant().lr_at(0.3, 1000) == pytest.approx(0.3)
+    assert "cosine" in sg.SGD(0.1, schedule=c).schedule.describe()
+
+
+def test_training_reduces_the_loss(data):
+    X, y = data
+    t = trainer()
+    assert t.is_compiled and t.input_shape == (B, D) and t.output_shape == (B, C)
+    losses = [t.one_step(xb, yb) for xb, yb in batches(X, y, 120)]
+    assert all(np.isfinite(losses))
+    assert np.mean(losses[-10:]) < 0.25 * np.mean(losses[:5])
+    r = t.evaluate(X, y)
+    assert isinstance(r, sg.EvalResult) and r.count == len(X) and r.accuracy > 0.95
+    assert t.step == 120 and t.launch_count == 120
+
+
+@pytest.mark.parametrize(
+    "opt",
+    [
+        sg.SGD(0.05, momentum=0.9, nesterov=True, weight_decay=1e-4, schedule=sg.Schedule.step(20, 0.5)),
+        sg.SGD(0.1),
+        sg.Adam(1e-2, schedule=sg.Schedule.cosine(5, 50)),
+        sg.AdamW(1e-2, weight_decay=1e-2),
+    ],
+    ids=["sgd-nesterov-step", "sgd", "adam-cosine", "adamw"],
+)
+def test_every_optimizer_trains(data, opt):
+    X, y = data
+    t = trainer(opt)
+    losses = [t.one_step(xb, yb) for xb, yb in batches(X, y, 50)]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+
+
+def test_regression_with_mse():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(256, 8)).astype(np.float32)
+    w = rng.normal(size=(8, 2))
+    Y = (X @ w).astype(np.float32)
+    t = sg.Trainer(sg.Sequential(sg.Dense(32, activation="tanh"), sg.Dense(2)), sg.MeanSquaredError(),
+                   sg.Adam(1e-2), device="cpu")
+    t.compile((64, 8))
+    first = t.one_step(X[:64], Y[:64])
+    for i in range(200):
+        j = (i % 4) * 64
+        last = t.one_step(X[j : j + 64], Y[j : j + 64].astype(np.float64))  # float64 targets converted
+    assert last < 0.2 * first
+    # [N] targets for a single-output model
+    t1 = sg.Trainer(sg.Dense(1), sg.MeanSquaredError(), sg.SGD(0.1), device="cpu")
+    t1.compile((64, 8))
+    assert np.isfinite(t1.one_step(X[:64], Y[:64, 0]))
+    r = t.evaluate(X, Y)
+    assert r.accuracy == 0 and r.count == 256
+
+
+def test_set_batch_launch_logits_and_views(data):
+    X, y = data
+    t = trainer()
+    t.set_batch(X[:B], y[:B])
+    t.launch()
+    loss = t.loss
+    assert t.launch_count == 1
+    logits = t.logits
+    assert logits.shape == (B, C) and logits.dtype == np.float32
+    # the step's loss is the forward of the parameters before the update: compare with numpy
+    t2 = trainer()
+    np.testing.assert_allclose(softmax_ce(t2.predict(X[:B]), y[:B]), loss, rtol=1e-5)
+    np.testing.assert_array_equal(t.logits_view(), logits)
+    np.testing.assert_array_equal(t.tensor_view("input"), X[:B])
+    np.testing.assert_array_equal(t.tensor_view("target"), y[:B])
+    assert t.output_name in t.explain()
+    # parameter views are live and writable
+    views = t.param_views()
+    assert list(views) == list(t.params())
+    views["1.bias"][:] = 7.0
+    np.testing.assert_array_equal(t.params()["1.bias"], np.full(C, 7.0, np.float32))
+    assert t.device_ptr("input") != 0
+    with pytest.raises(sg.Error, match="no tensor named"):
+        t.tensor_view("nope")
+
+
+def test_one_step_async_and_loss(data):
+    X, y = data
+    a, b = trainer(), trainer()
+    for xb, yb in batches(X, y, 5):
+        la = a.one_step(xb, yb)
+        b.one_step_async(xb, yb)
+        assert b.loss == la
+    b.synchronize()
+
+
+def test_inputs_any_strides_lists_and_dlpack(data):
+    X, y = data
+    ref = trainer()
+    expected = [ref.one_step(xb, yb) for xb, yb in batches(X, y, 3)]
+    # Fortran order, int32 labels, DLPack-only objects, Python lists, uint8 labels
+    t = trainer()
+    got = []
+    for i, (xb, yb) in enumerate(batches(X, y, 3)):
+        if i == 0:
+            got.append(t.one_step(np.asfortranarray(xb), yb.astype(np.int32)))
+        elif i == 1:
+            got.append(t.one_step(DLPackOnly(xb), DLPackOnly(yb)))
+        else:
+            got.append(t.one_step(xb.tolist(), yb.astype(np.uint8).tolist()))
+    assert got == expected
+    # a strided view (every other column of a wider array) equals its contiguous copy
+    wide = np.repeat(X[:B], 2, axis=1)
+    p1 = trainer().predict(wide[:, ::2])
+    p2 = trainer().predict(np.ascontiguousarray(wide[:, ::2]))
+    np.testing.assert_array_equal(p1, p2)
+    # float64 X is converted to float32
+    np.testing.assert_array_equal(trainer().predict(X[:5].astype(np.float64)), trainer().predict(X[:5]))
+
+
+def test_predict_and_evaluate(data):
+    X, y = data
+    t = trainer()
+    for xb, yb in batches(X, y, 30):
+        t.one_step(xb, yb)
+    before = t.params()
+    n = 100  # not a multiple of the batch
+    p = t.predict(X[:n])
+    assert p.shape == (n, C)
+    r = t.evaluate(X[:n], y[:n])
+    assert r.count == n
+    assert r.accuracy == pytest.approx(np.mean(p.argmax(axis=1) == y[:n]))
+    assert r.loss == pytest.approx(softmax_ce(p, y[:n]), rel=1e-5)
+    for k, v in t.params().items():
+        np.testing.assert_array_equal(v, before[k])  # no update
+
+
+# ---- parameters and checkpoints ---------------------------------------------------------------------
+
+
+def test_params_round_trip(data):
+    X, y = data
+    t = trainer(seed=1)
+    p = t.params()
+    assert list(p) == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert p["0.weight"].shape == (32, D) and p["0.bias"].shape == (32,)
+    assert p["1.weight"].shape == (C, 32) and all(v.dtype == np.float32 for v in p.values())
+    # another seed gives other parameters; set_params makes the two trainers identical
+    u = trainer(seed=2)
+    assert not np.array_equal(u.params()["0.weight"], p["0.weight"])
+    u.set_params(p)
+    for k, v in u.params().items():
+        np.testing.assert_array_equal(v, p[k])
+    for xb, yb in batches(X, y, 5):
+        assert t.one_step(xb, yb) == u.one_step(xb, yb)
+    # partial updates, float64 values converted
+    w = np.full((C,), 0.5)
+    u.set_params({"1.bias": w})
+    np.testing.assert_array_equal(u.params()["1.bias"], w.astype(np.float32))
+    assert set(u.state()) >= set(p) | {"optim.step"}
+
+
+def test_set_params_errors_name_the_parameters():
+    t = trainer()
+    before = t.params()
+    with pytest.raises(ValueError, match=r"no parameter named '2.weight' \(parameters: 0.weight, 0.bias, 1.weight, 1.bias\)"):
+        t.set_params({"0.bias": np.zeros(32), "2.weight": np.zeros((3, 3))})
+    with pytest.raises(ValueError, match=r"'0.weight' must be f32 \[32, 16\], got float32 \[16, 32\]"):
+        t.set_params({"1.bias": np.zeros(C, np.float32), "0.weight": np.zeros((D, 32), np.float32)})
+    with pytest.raises(ValueError, match="float32"):
+        t.set_params({"0.bias": np.zeros(32, np.int32)})
+    with pytest.raises(ValueError, match="strings"):
+        t.set_params({0: np.zeros(32)})
+    with pytest.raises(ValueError, match="dict"):
+        t.set_params([1, 2])
+    for k, v in t.params().items():  # nothing was written
+        np.testing.assert_array_equal(v, before[k])
+    with pytest.raises(sg.Error, match="call compile first"):
+        trainer(compile=False).params()
+
+
+def test_save_load_round_trip_and_bitwise_resume(tmp_path, data):
+    X, y = data
+    steps = list(batches(X, y, 20))
+    a = trainer(sg.AdamW(1e-2), seed=3)
+    for xb, yb in steps[:10]:
+        a.one_step(xb, yb)
+    ckpt = tmp_path / "ck.safetensors"
+    a.save(ckpt)  # a pathlib.Path
+    rest_a = [a.one_step(xb, yb) for xb, yb in steps[10:]]
+
+    b = trainer(sg.AdamW(1e-2), seed=99)
+    b.load(str(ckpt))
+    assert b.step == 10 and b.seed == 3
+    rest_b = [b.one_step(xb, yb) for xb, yb in steps[10:]]
+    assert rest_a == rest_b  # bitwise
+    for k, v in a.state().items():
+        np.testing.assert_array_equal(v, b.state()[k], err_msg=k)
+
+    with pytest.raises(sg.Error, match="cannot open"):
+        b.load(tmp_path / "missing.safetensors")
+    (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")
+    with pytest.raises(sg.Error):
+        b.load(tmp_path / "bad.safetensors")
+    other = sg.Trainer(sg.Sequential(sg.Dense(8), sg.Dense(C)), sg.SoftmaxCrossEntropy(), sg.AdamW(), device="cpu")
+    other.compile((B, D))
+    with pytest.raises(sg.Error):
+        other.load(ckpt)
+
+
+def test_explain_counts_invalidate_and_lr(data):
+    X, y = data
+    t = trainer()
+    text = t.explain()
+    assert "memory plan" in text and "step program" in text
+    assert t.launch_count == 0 and t.compile_count == 1 and t.graph_nodes == 0
+    t.one_step(X[:B], y[:B])
+    t.one_step(X[B : 2 * B], y[B : 2 * B])
+    assert t.launch_count == 2 and t.capture_count == 0  # the CPU has no graph capture
+    p = t.params()
+    t.invalidate()
+    assert not t.is_compiled
+    with pytest.raises(sg.Error, match="not compiled"):
+        t.one_step(X[:B], y[:B])
+    t.compile((B, D))
+    for k, v in t.params().items():  # parameters survive invalidate
+        np.testing.assert_array_equal(v, p[k])
+    assert t.step == 2
+    t.lr = 0.5
+    assert t.lr == pytest.approx(0.5)
+    t.set_lr(0.25)
+    assert t.lr == pytest.approx(0.25)
+    with pytest.raises(ValueError):
+        t.set_lr(-1)
+    assert t.device == "cpu" and "cpu" in t.backend
+    assert t.options == {"mode": "graph", "shape_policy": "recapture", "max_shapes": 8, "autotune": "off",
+                         "precision": "fp32"}
+    assert "Trainer(device=cpu" in repr(t)
+    assert isinstance(t.profile(2), list)
+
+
+def test_shape_policies(data):
+    X, y = data
+    t = trainer()
+    t.one_step(X[:B], y[:B])
+    t.one_step(X[:10], y[:10])  # recapture: another shape is compiled
+    assert t.compile_count == 2
+    p = trainer(shape_policy="pad")
+    assert np.isfinite(p.one_step(X[:10], y[:10]))
+    assert p.compile_count == 1
+    e = trainer(shape_policy="error")
+    with pytest.raises(sg.Error, match="shape policy is 'error'"):
+        e.one_step(X[:10], y[:10])
+
+
+def test_device_resident_dataset(data):
+    X, y = data
+    t = trainer()
+    t.set_dataset(X, y, B, shuffle=True, last_batch="drop", seed=1)
+    assert t.is_resident
+    for _ in range(40):
+        t.launch()
+    assert np.isfinite(t.loss) and t.step == 40
+    with pytest.raises(sg.Error, match="device-resident"):
+        t.set_batch(X[:B], y[:B])
+    with pytest.raises(ValueError, match="last_batch"):
+        t.set_dataset(X, y, B, last_batch="keep")
+
+
+def test_seeded_initialisation_is_reproducible():
+    a, b = trainer(seed=5), trainer(seed=5)
+    for k, v in a.params().items():
+        np.testing.assert_array_equal(v, b.params()[k])
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+
+def test_wrong_dtypes_are_value_errors(data):
+    X, y = data
+    t = trainer()
+    with pytest.raises(ValueError, match=r"one_step: X: expected float32 \(float64 is converted\), got int32 \[32, 16\] on cpu"):
+        t.one_step(X[:B].astype(np.int32), y[:B])
+    with pytest.raises(ValueError, match=r"y: expected integer class labels .* got float64 \[32\]"):
+        t.one_step(X[:B], y[:B].astype(np.float64))
+    with pytest.raises(ValueError, match="got bool"):
+        t.set_batch(X[:B], y[:B].astype(bool))
+    with pytest.raises(ValueError, match="complex64"):
+        t.predict(X[:B].astype(np.complex64))
+    with pytest.raises(sg.InputError):  # also a stepgraph.Error
+        t.one_step(X[:B].astype(np.int64), y[:B])
+    with pytest.raises(ValueError, match="native byte order"):
+        t.one_step(X[:B].astype(">f4"), y[:B])
+    with pytest.raises(ValueError, match="got str"):
+        t.one_step("X", y[:B])
+    with pytest.raises(ValueError, match="got NoneType"):
+        t.one_step(None, y[:B])
+
+
+def test_wrong_shapes_are_value_errors(data):
+    X, y = data
+    t = trainer()
+    with pytest.raises(ValueError, match=r"X: expected shape \[rows, 16\] \(the model takes 16 features\), got float32 \[32, 15\]"):
+        t.one_step(X[:B, :15], y[:B])
+    with pytest.raises(ValueError, match=r"expected shape \[rows, 16\]"):
+        t.one_step(X[:B].reshape(B, 4, 4), y[:B])
+    with pytest.raises(ValueError, match=r"y: expected class labels of shape \[32\] \(one per row of X\), got int64 \[31\]"):
+        t.one_step(X[:B], y[: B - 1])
+    with pytest.raises(ValueError, match=r"got int64 \[32, 1\]"):
+        t.set_batch(X[:B], y[:B, None])
+    with pytest.raises(ValueError, match="at least one row"):
+        t.one_step(X[:0], y[:0])
+    r = sg.Trainer(sg.Dense(2), sg.MeanSquaredError(), sg.SGD(0.1), device="cpu")
+    r.compile((4, D))
+    with pytest.raises(ValueError, match=r"y: expected float targets of shape \[4, 2\], got float32 \[4\]"):
+        r.one_step(X[:4], np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"compile: expected the input shape \(batch, features\)"):
+        t.compile((B,))
+    with pytest.raises(ValueError, match="compile"):
+        t.compile((0, D))
+    with pytest.raises(sg.Error, match="input features"):
+        t.compile((B, D + 1))
+
+
+def test_labels_out_of_range(data):
+    X, y = data
+    t = trainer()
+    bad = y[:B].copy()
+    bad[3] = C
+    with pytest.raises(ValueError, match=r"label 4 at row 3 is outside \[0, 4\) for a model with 4 outputs"):
+        t.one_step(X[:B], bad)
+    bad[3] = -1
+    with pytest.raises(ValueError, match=r"label -1 at row 3"):
+        t.evaluate(X[:B], bad)
+    bad = y[:B].astype(np.int64)
+    bad[0] = 2**40
+    with pytest.raises(ValueError, match="outside"):
+        t.one_step(X[:B], bad)
+    assert t.launch_count == 0
+
+
+def test_device_tensors_on_a_cpu_trainer_are_value_errors():
+    t = trainer()
+    Xd, yd = FakeCudaTensor((B, D)), FakeCudaTensor((B,), np.int32)
+    with pytest.raises(ValueError, match=r"one_step: X: the trainer runs on cpu, so it takes host arrays .* got float32 \[32, 16\] on cuda:0"):
+        t.one_step(Xd, yd)
+    with pytest.raises(ValueError, match=r"y: the trainer runs on cpu"):
+        t.set_batch(np.zeros((B, D), np.float32), yd)
+    with pytest.raises(ValueError, match=r"predict: X: expected a host array"):
+        t.predict(Xd)
+    with pytest.raises(ValueError, match=r"set_params: '0.bias': the trainer runs on cpu"):
+        t.set_params({"0.bias": FakeCudaTensor((32,))})
+
+
+def test_not_compiled_errors(data):
+    X, y = data
+    t = trainer(compile=False)
+    for call in (lambda: t.one_step(X[:B], y[:B]), lambda: t.set_batch(X[:B], y[:B]), lambda: t.predict(X),
+                 lambda: t.evaluate(X, y), t.launch, lambda: t.logits, lambda: t.input_shape,
+                 lambda: t.save("x.safetensors"), t.param_views, lambda: t.set_dataset(X, y, B)):
+        with pytest.raises(sg.Error) as e:
+            call()
+        assert not isinstance(e.value, ValueError)
+        assert "compile" in str(e.value)
+    assert "not compiled" in t.explain()
+
+
+def test_bad_option_strings_are_value_errors():
+    with pytest.raises(ValueError, match="unknown activation 'swish': expected one of none, relu, gelu, tanh, sigmoid, sin"):
+        sg.Dense(8, activation="swish")
+    with pytest.raises(ValueError, match="unknown init 'kaiming'"):
+        sg.Dense(8, init="kaiming")
+    with pytest.raises(ValueError, match="units must be positive"):
+        sg.Dense(0)
+    with pytest.raises(ValueError, match="unknown reduction"):
+        sg.SoftmaxCrossEntropy("avg")
+    with pytest.raises(ValueError, match="lr must be a positive number"):
+        sg.SGD(-1.0)
+    with pytest.raises(ValueError, match="momentum"):
+        sg.SGD(0.1, momentum=1.5)
+    with pytest.raises(ValueError, match="total_steps"):
+        sg.Schedule.cosine(10, 5)
+    with pytest.raises(ValueError, match="unknown device 'tpu': expected cpu or cuda"):
+        sg.Trainer(mlp(), sg.SoftmaxCrossEntropy(), sg.SGD(0.1), device="tpu")
+    with pytest.raises(ValueError, match="unknown mode"):
+        sg.Trainer(mlp(), sg.SoftmaxCrossEntropy(), sg.SGD(0.1), device="cpu", mode="lazy")
+    with pytest.raises(ValueError, match="unknown shape policy"):
+        sg.Trainer(mlp(), sg.SoftmaxCrossEntropy(), sg.SGD(0.1), device="cpu", shape_policy="grow")
+    with pytest.raises(ValueError, match="Sequential: expected layers"):
+        sg.Sequential(sg.Dense(3), "relu")
+    with pytest.raises(TypeError):
+        sg.Trainer(mlp(), sg.SGD(0.1), sg.SoftmaxCrossEntropy())
+
+
+@pytest.mark.skipif(sg.cuda_available(), reason="a GPU is present")
+def test_cuda_unavailable_is_an_error():
+    assert sg.cuda_unavailable_reason()
+    with pytest.raises(sg.Error):
+        sg.Trainer(mlp(), sg.SoftmaxCrossEntropy(), sg.SGD(0.1), device="cuda")
+    assert sg.Trainer(mlp(), sg.SoftmaxCrossEntropy(), sg.SGD(0.1), device="auto").device == "cpu"
+
+
+def test_timer_and_stepgraph():
+    with sg.Timer() as tm:
+        sum(range(10000))
+    assert tm.elapsed_ms > 0
+    t = sg.Timer()
+    assert t.ms() >= 0
+    t.restart()
+    if not sg.cuda_enabled():
+        with pytest.raises(sg.Error, match="CUDA feature not enabled"):
+            sg.StepGraph()
+        with pytest.raises(sg.Error, match="CUDA feature not enabled"):
+            sg.Timer(stream=5)
+
+
+# ---- whole runs ---------------------------------------------------------------------------------
+
+SMALL = {
+    "model": {"layers": [{"type": "dense", "units": 32, "activation": "relu"}, {"type": "dense", "units": 3}]},
+    "loss": {"type": "softmax_cross_entropy"},
+    "optimizer": {"type": "adam", "lr": 0.01},
+    "data": {"source": "synthetic_classification", "samples": 600, "features": 8, "classes": 3, "seed": 1},
+    "train": {"steps": 60, "batch_size": 32, "log_every": 10, "eval_every": 20, "device": "cpu"},
+}
+
+
+def test_train_from_a_dict(tmp_path):
+    s = sg.train(SMALL, out_dir=tmp_path / "run")
+    for key in ("steps", "final_loss", "us_per_step", "accuracy", "val_loss", "train_accuracy"):
+        assert key in s
+    assert s["steps"] == 60 and s["device"] == "cpu" and s["accuracy"] > 0.8
+    assert np.isfinite(s["final_loss"]) and s["us_per_step"] > 0
+    run = tmp_path / "run"
+    assert (run / "metrics.jsonl").exists() and (run / "checkpoint.safetensors").exists()
+    # resume continues the step count
+    s2 = sg.train(SMALL, steps=80, resume=run / "checkpoint.safetensors")
+    assert s2["steps"] == 80 and "checkpoint" not in s2
+    e = sg.evaluate_checkpoint(SMALL, run / "checkpoint.safetensors")
+    assert e["steps"] == 60 and e["accuracy"] == pytest.approx(s["accuracy"])
+
+
+def test_train_from_a_path_with_overrides(tmp_path, capsys):
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(SMALL))
+    s = sg.train(str(path), steps=20, seed=4, verbose=True)
+    assert s["steps"] == 20
+    out = capsys.readouterr().out
+    assert "step 20/20" in out and "done: 20 steps" in out
+    cfg = sg.load_config(path)
+    assert cfg["train"]["steps"] == 60
+    d = sg.default_config()
+    assert d["model"]["layers"][0]["units"] == 256
+    s = sg.train(pathlib.Path(path), steps=10, json_lines=True)
+    lines = [json.loads(l) for l in capsys.readouterr().out.splitlines() if l.startswith("{")]
+    assert lines[-1]["event"] == "summary" and lines[-1]["steps"] == 10
+
+
+def test_train_config_errors():
+    bad = json.loads(json.dumps(SMALL))
+    bad["model"]["layers"][1]["units"] = -3
+    with pytest.raises(ValueError, match=r"model.layers\[1\].units"):
+        sg.train(bad)
+    with pytest.raises(ValueError, match="unknown device"):
+        sg.train(SMALL, device="gpu")
+    with pytest.raises(sg.Error):
+        sg.train("/nonexistent/config.json")
+    with pytest.raises(ValueError, match="expected a dict or a path"):
+        sg.train(42)
+
+
+# ---- plot and CLI -------------------------------------------------------------------------------
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'stepgraph[plot]')")
+    run = tmp_path / "run"
+    sg.train(SMALL, out_dir=run)
+    png = sg.plot(run)
+    assert png == str(run / "loss.png")
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    out = tmp_path / "curve.png"
+    r = subprocess.run([sys.executable, "-m", "stepgraph", "plot", str(run), "--out", str(out), "--log"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and "wrote" in r.stdout
+
+
+def test_plot_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no metrics file"):
+        sg.plot(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "stepgraph", "plot", str(tmp_path / "nothing")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "no metrics file" in r.stderr
+
+
+def test_cli_is_installed_and_forwarded():
+    from stepgraph.__main__ import _find_cli
+
+    r = subprocess.run([sys.executable, "-m", "stepgraph", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and sg.__version__ in r.stdout
+    cli = _find_cli()
+    if cli is None:
+        pytest.skip("the stepgraph executable is not installed (not a pip install)")
+    r = subprocess.run([sys.executable, "-m", "stepgraph", "train", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--steps" in r.stdout
+
+
+# ---- typing -------------------------------------------------------------------------------------
+
+
+def test_stubs_cover_the_extension():
+    stub = pathlib.Path(sg.__file__).with_name("_stepgraph.pyi")
+    assert stub.exists(), "stepgraph/_stepgraph.pyi is missing"
+    text = stub.read_text()
+    assert (pathlib.Path(sg.__file__).with_name("py.typed")).exists()
+    public = [n for n in dir(sg._stepgraph) if not n.startswith("__")]
+    missing = [n for n in public if not re.search(rf"\b{re.escape(n)}\b", text)]
+    assert not missing, f"not in the stubs: {missing}"
+    for name in ("one_step", "set_params", "logits_view", "param_views", "tensor_view"):
+        assert f"def {name}" in text
+    assert sg.Trainer.one_step.__doc__ and sg.Dense.__init__.__doc__
