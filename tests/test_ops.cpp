@@ -12,12 +12,12 @@ TEST(Ops, DenseForwardHandChecked) {
   const float W[] = {0.5f, -1, 2, 1, 1, -1};
   const float b[] = {0.25f, -3};
   float Y[4], Z[4];
-  cpu::dense_forward(X, W, b, Y, Z, 2, 3, 2, Activation::None);
+  cpu::dense_forward(X, W, b, Y, Z, 2, 3, 2, Activation::None, 2);
   EXPECT_FLOAT_EQ(Y[0], 0.5f - 2 + 6 + 0.25f);
   EXPECT_FLOAT_EQ(Y[1], 1 + 2 - 3 - 3);
   EXPECT_FLOAT_EQ(Y[2], -0.5f + 0 + 4 + 0.25f);
   EXPECT_FLOAT_EQ(Y[3], -1 + 0 - 2 - 3);
-  cpu::dense_forward(X, W, b, Y, Z, 2, 3, 2, Activation::ReLU);
+  cpu::dense_forward(X, W, b, Y, Z, 2, 3, 2, Activation::ReLU, 2);
   EXPECT_FLOAT_EQ(Y[0], 4.75f);
   EXPECT_FLOAT_EQ(Y[1], 0.0f);
   EXPECT_FLOAT_EQ(Z[1], -3.0f);  // pre-activation kept
@@ -35,7 +35,7 @@ TEST(Ops, ActivationValuesHandChecked) {
               V{Activation::ReLU, -0.5f, 0.0f}, V{Activation::None, -0.5f, -0.5f}}) {
     const float X[] = {v.z}, W[] = {1.0f};
     float Y, Z;
-    cpu::dense_forward(X, W, nullptr, &Y, &Z, 1, 1, 1, v.a);
+    cpu::dense_forward(X, W, nullptr, &Y, &Z, 1, 1, 1, v.a, 1);
     EXPECT_NEAR(Y, v.y, 2e-6) << activation_name(v.a) << "(" << v.z << ")";
   }
 }
@@ -44,7 +44,7 @@ TEST(Ops, DenseBackwardHandCheckedAndAccumulates) {
   // One row, I = 2, O = 1, no activation: dW = dY * X, db = dY, dX = dY * W.
   const float X[] = {2, -3}, W[] = {0.5f, 4}, Y[] = {0}, dY[] = {1.5f};
   float dX[2] = {10, 10}, dW[2] = {100, 100}, db[1] = {1000};
-  cpu::dense_backward(dY, X, W, Y, nullptr, dX, dW, db, 1, 2, 1, Activation::None, false, true, true);
+  cpu::dense_backward(dY, X, W, Y, nullptr, dX, dW, db, 1, 2, 1, Activation::None, false, true, true, 1);
   EXPECT_FLOAT_EQ(dX[0], 0.75f);
   EXPECT_FLOAT_EQ(dX[1], 6.0f);
   EXPECT_FLOAT_EQ(dW[0], 103.0f);  // accumulated into 100

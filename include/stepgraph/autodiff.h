@@ -16,4 +16,9 @@ namespace sg {
 // parameter creation order. A parameter the loss does not depend on is an Error.
 std::vector<ParamGrad> append_backward(Program& p, TensorId pred, TensorId dpred);
 
+// Several loss terms (a PINN's residual and boundary terms): each (tensor, its gradient) pair
+// seeds backward; ops [0, num_forward_ops) are the forward pass.
+std::vector<ParamGrad> append_backward(Program& p, const std::vector<std::pair<TensorId, TensorId>>& seeds,
+                                       size_t num_forward_ops);
+
 }  // namespace sg

@@ -21,6 +21,7 @@ enum class Role : uint8_t {
   Gradient,        // d loss / d parameter (persistent: the optimizer and all-reduce read them)
   OptimizerState,  // momentum, Adam moments
   StepScalar,      // step counter, learning rate, bias corrections, hyperparameters
+  Constant,        // fixed model tensors (a frozen Fourier matrix): like parameters, not trained
   Input,           // a fixed input slot (batch X, labels): written between steps, never reused
   Activation,      // forward values (layer outputs, pre-activations kept for backward)
   Temporary,       // backward values (activation gradients), loss gradient
@@ -52,6 +53,12 @@ enum class OpKind : uint8_t {
   // and perm_e the keyed Feistel permutation (src/data/feistel.h). valid_rows < B on a padded
   // last batch (partial mode).
   GatherBatch,          // in {dataX[N,D], dataY[N(,T)], step i32[1]}  out {X[B,D], y[B(,T)], valid i32[1]}
+  // Jets (physics-informed networks): tensors of K*B rows, see JetSpec.
+  JetInput,             // in {X[B,d]}            out {J[K*B,d]}   value X, d/dx_i = e_i, second = 0
+  JetActivation,        // in {A[K*B,H]}          out {Y[K*B,H]}   Y = act(A) as jets
+  JetActivationBackward,  // in {dY, A}           out {dA}
+  FourierFeatures,      // in {P[K*B,m]}          out {F[K*B,2m]}  F = [sin 2 pi P, cos 2 pi P] as jets
+  FourierFeaturesBackward,  // in {dF, P}         out {dP}
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
   Add,                  // in {A, B}                     out {Y}                  Y = A + B
@@ -68,6 +75,23 @@ const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
   Activation act = Activation::None;
+  int64_t bias_rows = 0;  // add the bias to the first bias_rows rows only (0: all): a jet's value rows
+};
+
+// The components of a jet (see src/backend/jet_math.h): value, d first derivatives, and the
+// second derivatives d^2/dx_i dx_j for the listed pairs. A jet tensor stacks the K components
+// of B points as K*B rows: rows [c*B, (c+1)*B) hold component c.
+constexpr int kMaxJetDim = 4, kMaxJetPairs = 10;
+struct JetSpec {
+  int32_t d = 0;
+  int32_t npairs = 0;
+  int8_t pi[kMaxJetPairs] = {}, pj[kMaxJetPairs] = {};
+  int32_t K() const { return 1 + d + npairs; }
+  int32_t pair_index(int i, int j) const;  // -1 if not tracked
+};
+struct JetAttrs {
+  JetSpec jet;
+  Activation act = Activation::None;  // JetActivation
 };
 struct LossAttrs {
   Reduction reduction = Reduction::Mean;
@@ -99,7 +123,7 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
-                             GatherAttrs>;
+                             GatherAttrs, JetAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

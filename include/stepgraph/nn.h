@@ -49,8 +49,20 @@ class GraphBuilder {
 
   // The parameter `local` of layer `owner`: created (named `name`) on first use, the same tensor
   // on every later use by the same owner.
+  // trainable = false makes it a Constant: saved and loaded like a parameter, never updated.
   TensorId parameter(const void* owner, const std::string& local, const std::string& name,
-                     const Shape& shape, Init init, int64_t fan_in, int64_t fan_out);
+                     const Shape& shape, Init init, int64_t fan_in, int64_t fan_out,
+                     bool trainable = true);
+
+  // Jet mode (physics-informed training): tensors hold the jets of `points` points (K*points
+  // rows, see JetSpec); layers then emit jet ops. nullptr: plain values.
+  void set_jet(const JetSpec* js, int64_t points) {
+    jet_ = js ? *js : JetSpec{};
+    jet_on_ = js != nullptr;
+    points_ = points;
+  }
+  const JetSpec* jet() const { return jet_on_ ? &jet_ : nullptr; }
+  int64_t jet_points() const { return points_; }
   // A new tensor with a unique name derived from `base`.
   TensorId tensor(const std::string& base, Shape shape, Role role, DType dtype = DType::F32);
   std::string unique_name(const std::string& base) const;
@@ -61,6 +73,9 @@ class GraphBuilder {
   Program& p_;
   std::map<std::pair<const void*, std::string>, TensorId> owned_;
   std::vector<ParamSpec> specs_;
+  JetSpec jet_;
+  bool jet_on_ = false;
+  int64_t points_ = 0;
 };
 
 inline std::string join_name(const std::string& prefix, const std::string& local) {
@@ -116,6 +131,20 @@ class Residual : public Layer {
 
  private:
   LayerPtr body_;
+};
+
+// Random Fourier features: x -> [sin(2 pi x B^T), cos(2 pi x B^T)] with B [features, inputs]
+// drawn from N(0, sigma^2); fixed unless trainable. Output width 2 * features.
+class FourierFeatures : public Layer {
+ public:
+  FourierFeatures(int64_t features, double sigma, bool trainable = false);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t features_;
+  double sigma_;
+  bool trainable_;
 };
 
 // Short constructors for readable model definitions:

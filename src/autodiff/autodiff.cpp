@@ -10,18 +10,23 @@ class Differentiator {
       : p_(p), n_fwd_(num_forward_ops), grad_(p.num_tensors(), kNone),
         written_(p.num_tensors(), false), needs_(p.num_tensors(), false) {}
 
-  std::vector<ParamGrad> run(TensorId pred, TensorId dpred) {
+  std::vector<ParamGrad> run(const std::vector<std::pair<TensorId, TensorId>>& seeds) {
     mark_needs_grad();
-    SG_REQUIRE(needs_[pred], "the prediction '", p_.tensor(pred).name,
-               "' does not depend on any parameter: nothing to train");
-    set_grad(pred, dpred);
-    written_[pred] = true;
+    for (const auto& [pred, dpred] : seeds) {
+      SG_REQUIRE(needs_[pred], "the prediction '", p_.tensor(pred).name,
+                 "' does not depend on any parameter: nothing to train");
+      SG_REQUIRE(grad_[pred] == kNone, "two loss terms seed the same tensor '", p_.tensor(pred).name, "'");
+      set_grad(pred, dpred);
+      written_[pred] = true;
+    }
     for (size_t i = n_fwd_; i-- > 0;) {
       const Op op = p_.ops()[i];  // copy: emitting ops may reallocate the op list
       if (op.out.empty() || op.out[0] == kNone || grad_[op.out[0]] == kNone) continue;
       switch (op.kind) {
         case OpKind::Dense: dense(op); break;
         case OpKind::Add: add(op); break;
+        case OpKind::JetActivation: elementwise(op, OpKind::JetActivationBackward); break;
+        case OpKind::FourierFeatures: elementwise(op, OpKind::FourierFeaturesBackward); break;
         default:
           throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
                           ") has no gradient rule and cannot be in a forward pass"));
@@ -86,6 +91,19 @@ class Differentiator {
     p_.add_op(std::move(b));
   }
 
+  // Jet activations and Fourier features: in {A} out {Y} -> backward in {dY, A} out {dA}.
+  void elementwise(const Op& op, OpKind backward) {
+    Op b;
+    b.kind = backward;
+    b.name = "backward " + op.name;
+    b.attrs = op.attrs;
+    b.in = {grad_[op.out[0]], op.in[0]};
+    b.out.resize(1);
+    b.accumulate.resize(1);
+    b.out[0] = slot(op.in[0], &b.accumulate[0]);
+    if (b.out[0] != kNone) p_.add_op(std::move(b));
+  }
+
   // d(A + B) = dY to both.
   void add(const Op& op) {
     Op b;
@@ -110,7 +128,13 @@ std::vector<ParamGrad> append_backward(Program& p, TensorId pred, TensorId dpred
   // Forward ops are those before the op that writes dpred (the fused loss op).
   int loss_op = p.producer(dpred);
   SG_ASSERT(loss_op >= 0);
-  return Differentiator(p, static_cast<size_t>(loss_op)).run(pred, dpred);
+  return Differentiator(p, static_cast<size_t>(loss_op)).run({{pred, dpred}});
+}
+
+std::vector<ParamGrad> append_backward(Program& p, const std::vector<std::pair<TensorId, TensorId>>& seeds,
+                                       size_t num_forward_ops) {
+  SG_REQUIRE(!seeds.empty(), "append_backward: no loss terms");
+  return Differentiator(p, num_forward_ops).run(seeds);
 }
 
 }  // namespace sg

@@ -10,6 +10,7 @@ const char* role_name(Role r) {
     case Role::Gradient: return "gradient";
     case Role::OptimizerState: return "optimizer_state";
     case Role::StepScalar: return "step_scalar";
+    case Role::Constant: return "constant";
     case Role::Input: return "input";
     case Role::Activation: return "activation";
     case Role::Temporary: return "temporary";
@@ -19,7 +20,7 @@ const char* role_name(Role r) {
 
 bool is_persistent(Role r) {
   return r == Role::Parameter || r == Role::Gradient || r == Role::OptimizerState ||
-         r == Role::StepScalar;
+         r == Role::StepScalar || r == Role::Constant;
 }
 
 const char* activation_name(Activation a) {
@@ -49,6 +50,13 @@ bool activation_needs_preact(Activation a) {
 
 const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }
 
+int32_t JetSpec::pair_index(int i, int j) const {
+  if (i > j) std::swap(i, j);
+  for (int p = 0; p < npairs; ++p)
+    if (pi[p] == i && pj[p] == j) return p;
+  return -1;
+}
+
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last) {
   return partial_last ? (n + batch - 1) / batch : n / batch;
 }
@@ -56,6 +64,11 @@ int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last) {
 const char* op_kind_name(OpKind k) {
   switch (k) {
     case OpKind::GatherBatch: return "gather_batch";
+    case OpKind::JetInput: return "jet_input";
+    case OpKind::JetActivation: return "jet_activation";
+    case OpKind::JetActivationBackward: return "jet_activation_backward";
+    case OpKind::FourierFeatures: return "fourier_features";
+    case OpKind::FourierFeaturesBackward: return "fourier_features_backward";
     case OpKind::Dense: return "dense";
     case OpKind::DenseBackward: return "dense_backward";
     case OpKind::Add: return "add";
@@ -186,6 +199,19 @@ struct OpChecker {
         expect(shape(in[0])[0] == shape(in[1])[0] && shape(out[0])[0] == shape(out[1])[0],
                "data y / batch y must have one row per sample");
         break;
+      case OpKind::JetInput:
+      case OpKind::JetActivation:
+      case OpKind::JetActivationBackward:
+      case OpKind::FourierFeatures:
+      case OpKind::FourierFeaturesBackward: {
+        const JetSpec& js = op.attr<JetAttrs>().jet;
+        for (TensorId t : out)
+          if (t != kNone) rank(t, 2);
+        expect(shape(out[0])[0] % js.K() == 0,
+               cat("'", p.tensor(out[0]).name, "' has ", shape(out[0])[0], " rows, not a multiple of the ", js.K(),
+                   " jet components"));
+        break;
+      }
       case OpKind::Schedule:
       case OpKind::SgdUpdate:
       case OpKind::AdamUpdate:

@@ -41,7 +41,7 @@ HostArray init_parameter(const ParamSpec& spec, uint64_t seed) {
 
 TensorId GraphBuilder::parameter(const void* owner, const std::string& local,
                                  const std::string& name, const Shape& shape, Init init,
-                                 int64_t fan_in, int64_t fan_out) {
+                                 int64_t fan_in, int64_t fan_out, bool trainable) {
   auto key = std::make_pair(owner, local);
   auto it = owned_.find(key);
   if (it != owned_.end()) {
@@ -50,7 +50,7 @@ TensorId GraphBuilder::parameter(const void* owner, const std::string& local,
                " but is reused where ", shape_str(shape), " is needed");
     return it->second;
   }
-  TensorId t = p_.add_tensor({name, shape, DType::F32, Role::Parameter});
+  TensorId t = p_.add_tensor({name, shape, DType::F32, trainable ? Role::Parameter : Role::Constant});
   owned_[key] = t;
   specs_.push_back({name, shape, init, fan_in, fan_out});
   return t;

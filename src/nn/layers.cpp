@@ -20,6 +20,28 @@ TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
   TensorId b = bias_ ? g.parameter(this, "bias", join_name(prefix, "bias"), {units_}, Init::zeros(), I, units_)
                      : kNone;
   std::string base = prefix.empty() ? "dense" : prefix;
+  if (const JetSpec* js = g.jet()) {
+    // On jets: the product acts on every component; the bias only on the values; then the
+    // activation's jet rule.
+    TensorId A = g.tensor(base + ".pre", {B, units_}, Role::Activation);
+    Op op;
+    op.kind = OpKind::Dense;
+    op.name = base + ".dense";
+    op.in = {x, W, b};
+    op.out = {A, kNone};
+    op.attrs = DenseAttrs{Activation::None, g.jet_points()};
+    g.program().add_op(std::move(op));
+    if (act_ == Activation::None) return A;
+    TensorId Y = g.tensor(base + ".out", {B, units_}, Role::Activation);
+    Op a;
+    a.kind = OpKind::JetActivation;
+    a.name = base + "." + activation_name(act_);
+    a.in = {A};
+    a.out = {Y};
+    a.attrs = JetAttrs{*js, act_};
+    g.program().add_op(std::move(a));
+    return Y;
+  }
   TensorId Y = g.tensor(base + ".out", {B, units_}, Role::Activation);
   TensorId Z = activation_needs_preact(act_) ? g.tensor(base + ".preact", {B, units_}, Role::Activation)
                                              : kNone;
@@ -84,6 +106,42 @@ TensorId Residual::build(GraphBuilder& g, TensorId x, const std::string& prefix)
 }
 
 std::string Residual::describe() const { return "residual(" + body_->describe() + ")"; }
+
+FourierFeatures::FourierFeatures(int64_t features, double sigma, bool trainable)
+    : features_(features), sigma_(sigma), trainable_(trainable) {
+  SG_REQUIRE(features > 0, "fourier_features: features must be positive, got ", features);
+  SG_REQUIRE(sigma > 0, "fourier_features: sigma must be positive, got ", sigma);
+}
+
+TensorId FourierFeatures::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
+  const Shape& xs = g.program().tensor(x).shape;
+  SG_REQUIRE(xs.size() == 2, "fourier features '", prefix, "' expect a [points, inputs] input, got ", shape_str(xs));
+  const int64_t rows = xs[0], d = xs[1];
+  TensorId Bm = g.parameter(this, "B", join_name(prefix, "B"), {features_, d}, Init::normal(sigma_), d, features_,
+                            trainable_);
+  std::string base = prefix.empty() ? "fourier" : prefix;
+  TensorId P = g.tensor(base + ".proj", {rows, features_}, Role::Activation);
+  Op op;
+  op.kind = OpKind::Dense;  // x B^T: a product without bias (linear, so it acts on jets as is)
+  op.name = base + ".project";
+  op.in = {x, Bm, kNone};
+  op.out = {P, kNone};
+  op.attrs = DenseAttrs{Activation::None, g.jet() ? g.jet_points() : 0};
+  g.program().add_op(std::move(op));
+  TensorId F = g.tensor(base + ".out", {rows, 2 * features_}, Role::Activation);
+  Op f;
+  f.kind = OpKind::FourierFeatures;
+  f.name = base + ".sincos";
+  f.in = {P};
+  f.out = {F};
+  f.attrs = JetAttrs{g.jet() ? *g.jet() : JetSpec{}, Activation::None};
+  g.program().add_op(std::move(f));
+  return F;
+}
+
+std::string FourierFeatures::describe() const {
+  return cat("fourier_features(", features_, ", sigma=", sigma_, trainable_ ? ", trainable)" : ", fixed)");
+}
 
 std::shared_ptr<Dense> dense(int64_t units, Activation act, std::optional<Init> init, bool bias) {
   return std::make_shared<Dense>(units, act, init, bias);

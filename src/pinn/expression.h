@@ -4,11 +4,15 @@
 //
 //   "u_t + u*u_x - nu*u_xx"      "-(u_xx + u_yy) - 2*pi^2*sin(pi*x)*sin(pi*y)"
 //
-// Grammar: numbers (1, 2.5, 1e-3), names [A-Za-z_][A-Za-z0-9_]*, + - * / ^ (power, right
-// associative, binds tighter than unary minus: -x^2 = -(x^2)), unary + and -, parentheses, and
-// the functions sin cos exp log tanh sqrt abs. Parsed once into a flat program (bytecode) that
-// is evaluated per point with no allocation; the same program runs in CUDA kernels later, so it
-// is a plain array of POD instructions.
+// Grammar: numbers (1, .5, 2.5, 1e-3, 1E3), names [A-Za-z_][A-Za-z0-9_]*, + - * / ^ (power,
+// right associative, binds tighter than unary minus: -x^2 = -(x^2), 2^3^2 = 2^9; the exponent
+// may carry a sign: 2^-1), unary + and -, parentheses, and the functions sin cos exp log tanh
+// sqrt abs (exactly one argument, in parentheses). Whitespace is allowed anywhere between
+// tokens. Names are the declared variables (exact match); `pi` is 3.141592653589793 unless a
+// variable is named pi (the variable wins); `e` is not special. Parsed once into a flat program
+// (bytecode) that is evaluated per point with no allocation; the same program runs in CUDA
+// kernels later, so it is a plain array of POD instructions. Constant subexpressions are folded
+// at compile time (2*pi^2 is one Const).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,10 @@ struct ExprInstr {
   double value = 0.0;  // Const
 };
 
-// A compiled expression: postfix instructions over a fixed list of variable names.
+// A compiled expression: postfix instructions over a fixed list of variable names. A compiled
+// program has at most 256 instructions and needs a stack of at most 64 values (max_stack);
+// eval and eval_grad keep their per-point state in fixed-size local arrays of those sizes and
+// throw sg::Error on a program that breaks them (one not made by compile_expression).
 struct Expression {
   std::string text;
   std::vector<std::string> variables;  // the names the program may read, in index order
@@ -42,19 +49,30 @@ struct Expression {
   // Value at one point; vars[i] is variables[i].
   double eval(const double* vars) const;
   // Value and d value / d vars[i] for every variable (reverse mode over the instructions);
-  // grad must have variables.size() entries.
+  // grad must have variables.size() entries and is overwritten (unused variables get 0; a
+  // variable used several times gets the sum). a^b: d/da = b a^(b-1) (0 when b == 0),
+  // d/db = a^b log(a), skipped when b depends on no variable (x^2 at x <= 0 has no NaN) and 0
+  // at a == 0 < b. Where the function is undefined (log, sqrt below 0) the derivative is NaN
+  // like the value; abs'(0) = 0.
   double eval_grad(const double* vars, double* grad) const;
   // Which variables the expression actually uses.
   std::vector<bool> uses() const;
 };
 
-// Compiles `text` over `variables`. Errors (unknown name, unknown function, unbalanced
-// parentheses, a missing operand, trailing input) throw sg::Error with the message, the text,
-// and a caret under the offending character, e.g.
-//   problem.residual: unknown name 'uxx' at column 9 (known: x, y, u, u_x, u_xx, ...)
+// Compiles `text` over `variables` (names must be distinct). Errors (unknown name, unknown
+// function, a variable or pi called as a function, a function without parentheses, a missing
+// operand, unbalanced parentheses, an unexpected character, trailing input, an empty or
+// malformed number or expression) throw sg::Error as
+//   "<where>: <message> at column <c>[ (<detail>)]\n  <text>\n  <caret under column c>"
+// where columns are 1-based and count characters (UTF-8 aware; line breaks in the text are
+// shown as spaces, tabs are kept in the caret line so it lines up), e.g.
+//   problem.residual: unknown name 'uxx' at column 10 (known: x, y, u, u_x, u_xx, pi)
 //     -(u_xx + uxx)
 //              ^
-// `where` names the config field (e.g. "problem.residual").
+// An unbalanced '(' points at the '(' never closed, an extra ')' at itself; a missing operand
+// ("expected a number, name, '(' or function") at where it should start, possibly just past the
+// end. Programs over the size limits are rejected with the text but no caret.
+// `where` names the config field (e.g. "problem.residual"); empty leaves out the "<where>: ".
 Expression compile_expression(const std::string& text, const std::vector<std::string>& variables,
                               const std::string& where);
 

@@ -72,15 +72,44 @@ class CpuBackend : public Backend {
         auto [X, W, b, Y, Z] = std::make_tuple(f(in[0]), f(in[1]), f(in[2]), f(out[0]), f(out[1]));
         int64_t B = dim(in[0], 0), I = dim(in[0], 1), O = dim(in[1], 0);
         Activation act = op.attr<DenseAttrs>().act;
-        return [=] { cpu::dense_forward(X, W, b, Y, Z, B, I, O, act); };
+        const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
+        return [=] { cpu::dense_forward(X, W, b, Y, Z, B, I, O, act, br); };
       }
       case OpKind::DenseBackward: {
         const float *dY = f(in[0]), *X = f(in[1]), *W = f(in[2]), *Y = f(in[3]), *Z = f(in[4]);
         float *dX = f(out[0]), *dW = f(out[1]), *db = f(out[2]);
         int64_t B = dim(in[1], 0), I = dim(in[1], 1), O = dim(in[2], 0);
         Activation act = op.attr<DenseAttrs>().act;
+        const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
-        return [=] { cpu::dense_backward(dY, X, W, Y, Z, dX, dW, db, B, I, O, act, ax, aw, ab); };
+        return [=] { cpu::dense_backward(dY, X, W, Y, Z, dX, dW, db, B, I, O, act, ax, aw, ab, br); };
+      }
+      case OpKind::JetInput: {
+        const float* X = f(in[0]);
+        float* J = f(out[0]);
+        const JetSpec js = op.attr<JetAttrs>().jet;
+        const int64_t B = dim(in[0], 0);
+        return [=] { cpu::jet_input(X, J, B, js); };
+      }
+      case OpKind::JetActivation:
+      case OpKind::FourierFeatures: {
+        const float* A = f(in[0]);
+        float* Y = f(out[0]);
+        const JetAttrs a = op.attr<JetAttrs>();
+        const int64_t B = dim(in[0], 0) / a.jet.K(), H = dim(in[0], 1);
+        if (op.kind == OpKind::FourierFeatures) return [=] { cpu::fourier_features(A, Y, B, H, a.jet); };
+        return [=] { cpu::jet_activation(A, Y, B, H, a.jet, a.act); };
+      }
+      case OpKind::JetActivationBackward:
+      case OpKind::FourierFeaturesBackward: {
+        const float *dY = f(in[0]), *A = f(in[1]);
+        float* dA = f(out[0]);
+        const JetAttrs a = op.attr<JetAttrs>();
+        const int64_t B = dim(in[1], 0) / a.jet.K(), H = dim(in[1], 1);
+        const bool acc = op.accumulate[0];
+        if (op.kind == OpKind::FourierFeaturesBackward)
+          return [=] { cpu::fourier_features_backward(dY, A, dA, B, H, a.jet, acc); };
+        return [=] { cpu::jet_activation_backward(dY, A, dA, B, H, a.jet, a.act, acc); };
       }
       case OpKind::Add: {
         const float *A = f(in[0]), *B = f(in[1]);

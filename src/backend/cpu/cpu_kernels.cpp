@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/activation_math.h"
+#include "backend/jet_math.h"
 #include "data/feistel.h"
 
 namespace sg::cpu {
@@ -28,12 +29,12 @@ void gather_batch(const float* dataX, const void* dataY, const int32_t* step, fl
 }
 
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
-                   int64_t I, int64_t O, Activation act) {
+                   int64_t I, int64_t O, Activation act, int64_t bias_rows) {
   for (int64_t r = 0; r < B; ++r) {
     const float* x = X + r * I;
     for (int64_t o = 0; o < O; ++o) {
       const float* w = W + o * I;
-      double s = b ? b[o] : 0.0;
+      double s = b && r < bias_rows ? b[o] : 0.0;
       for (int64_t i = 0; i < I; ++i) s += static_cast<double>(x[i]) * w[i];
       // Rounding z to float first makes the activation see exactly what Z stores.
       float z = static_cast<float>(s);
@@ -45,7 +46,7 @@ void dense_forward(const float* X, const float* W, const float* b, float* Y, flo
 
 void dense_backward(const float* dY, const float* X, const float* W, const float* Y,
                     const float* Z, float* dX, float* dW, float* db, int64_t B, int64_t I,
-                    int64_t O, Activation act, bool acc_dx, bool acc_dw, bool acc_db) {
+                    int64_t O, Activation act, bool acc_dx, bool acc_dw, bool acc_db, int64_t bias_rows) {
   // dZ in double: the reference keeps full precision between the fused stages.
   std::vector<double> dZ(static_cast<size_t>(B * O));
   for (int64_t k = 0; k < B * O; ++k)
@@ -53,7 +54,7 @@ void dense_backward(const float* dY, const float* X, const float* W, const float
   if (db) {
     for (int64_t o = 0; o < O; ++o) {
       double s = 0;
-      for (int64_t r = 0; r < B; ++r) s += dZ[r * O + o];
+      for (int64_t r = 0; r < bias_rows; ++r) s += dZ[r * O + o];
       store(db + o, s, acc_db);
     }
   }
@@ -83,6 +84,79 @@ void dense_backward(const float* dY, const float* X, const float* W, const float
       for (int64_t i = 0; i < I; ++i) store(dX + r * I + i, row[i], acc_dx);
     }
   }
+}
+
+void jet_input(const float* X, float* J, int64_t B, const JetSpec& js) {
+  const int64_t d = js.d, K = js.K();
+  for (int64_t c = 0; c < K; ++c)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t k = 0; k < d; ++k)
+        J[(c * B + b) * d + k] = c == 0 ? X[b * d + k] : (c == 1 + k ? 1.0f : 0.0f);
+}
+
+namespace {
+// Runs `fn(a[K], out...)` for every point and column of a jet tensor: gathers the K components
+// (strided by B*H) into a small array in double.
+template <class Fn>
+void for_each_jet(int64_t B, int64_t H, int K, Fn fn) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) fn(b, h, [=](int c) { return (c * B + b) * H + h; });
+}
+}  // namespace
+
+void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act) {
+  const int K = js.K();
+  for_each_jet(B, H, K, [&](int64_t, int64_t, auto at) {
+    double a[1 + kMaxJetDim + kMaxJetPairs], y[1 + kMaxJetDim + kMaxJetPairs], g0, g1, g2, g3;
+    for (int c = 0; c < K; ++c) a[c] = A[at(c)];
+    act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
+    jet_apply<double>(js, g0, g1, g2, a, y);
+    for (int c = 0; c < K; ++c) Y[at(c)] = static_cast<float>(y[c]);
+  });
+}
+
+void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H,
+                             const JetSpec& js, Activation act, bool acc) {
+  const int K = js.K();
+  for_each_jet(B, H, K, [&](int64_t, int64_t, auto at) {
+    double a[1 + kMaxJetDim + kMaxJetPairs], dy[1 + kMaxJetDim + kMaxJetPairs], da[1 + kMaxJetDim + kMaxJetPairs];
+    double g0, g1, g2, g3;
+    for (int c = 0; c < K; ++c) a[c] = A[at(c)], dy[c] = dY[at(c)];
+    act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
+    jet_apply_backward<double>(js, g1, g2, g3, a, dy, da);
+    for (int c = 0; c < K; ++c) store(dA + at(c), da[c], acc);
+  });
+}
+
+void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js) {
+  const int K = js.K();
+  for_each_jet(B, m, K, [&](int64_t b, int64_t h, auto at) {
+    double p[1 + kMaxJetDim + kMaxJetPairs], y[1 + kMaxJetDim + kMaxJetPairs], g0, g1, g2, g3;
+    for (int c = 0; c < K; ++c) p[c] = P[at(c)];
+    for (int part = 0; part < 2; ++part) {
+      fourier_derivs<double>(part == 1, p[0], &g0, &g1, &g2, &g3);
+      jet_apply<double>(js, g0, g1, g2, p, y);
+      for (int c = 0; c < K; ++c) F[(c * B + b) * 2 * m + part * m + h] = static_cast<float>(y[c]);
+    }
+  });
+}
+
+void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t B, int64_t m,
+                               const JetSpec& js, bool acc) {
+  const int K = js.K();
+  for_each_jet(B, m, K, [&](int64_t b, int64_t h, auto at) {
+    double p[1 + kMaxJetDim + kMaxJetPairs], dy[1 + kMaxJetDim + kMaxJetPairs], da[1 + kMaxJetDim + kMaxJetPairs];
+    double sum[1 + kMaxJetDim + kMaxJetPairs] = {};
+    double g0, g1, g2, g3;
+    for (int c = 0; c < K; ++c) p[c] = P[at(c)];
+    for (int part = 0; part < 2; ++part) {
+      for (int c = 0; c < K; ++c) dy[c] = dF[(c * B + b) * 2 * m + part * m + h];
+      fourier_derivs<double>(part == 1, p[0], &g0, &g1, &g2, &g3);
+      jet_apply_backward<double>(js, g1, g2, g3, p, dy, da);
+      for (int c = 0; c < K; ++c) sum[c] += da[c];
+    }
+    for (int c = 0; c < K; ++c) store(dP + at(c), sum[c], acc);
+  });
 }
 
 void add(const float* A, const float* B, float* Y, int64_t n) {

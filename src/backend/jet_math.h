@@ -1,0 +1,91 @@
+// Forward-mode jets through elementwise activations, shared by the CPU reference and (later) the
+// CUDA kernels. A jet of a scalar field at one point holds its value, first derivatives along
+// the d inputs, and the second derivatives a problem asks for (pairs (i, j)); components are
+// stacked: 0 = value, 1 + i = d/dx_i, 1 + d + p = d^2/dx_i dx_j for pair p.
+//
+// For y = g(a) with a a jet:
+//   y0 = g(a0),  y_i = g'(a0) a_i,  y_p = g''(a0) a_i a_j + g'(a0) a_p.
+#pragma once
+
+#include <cmath>
+
+#include "core/host_device.h"
+#include "stepgraph/ir.h"
+
+namespace sg {
+
+// g and its first three derivatives at z.
+template <class T>
+SG_HD void act_derivs(Activation act, T z, T* g0, T* g1, T* g2, T* g3) {
+  switch (act) {
+    case Activation::None: *g0 = z, *g1 = T(1), *g2 = T(0), *g3 = T(0); return;
+    case Activation::ReLU: *g0 = z > T(0) ? z : T(0), *g1 = z > T(0) ? T(1) : T(0), *g2 = T(0), *g3 = T(0); return;
+    case Activation::Tanh: {
+      const T t = std::tanh(z), s = T(1) - t * t;
+      *g0 = t, *g1 = s, *g2 = T(-2) * t * s, *g3 = T(-2) * s * s + T(4) * t * t * s;
+      return;
+    }
+    case Activation::Sin: *g0 = std::sin(z), *g1 = std::cos(z), *g2 = -std::sin(z), *g3 = -std::cos(z); return;
+    case Activation::Sigmoid: {
+      const T s = T(1) / (T(1) + std::exp(-z)), d1 = s * (T(1) - s), d2 = d1 * (T(1) - T(2) * s);
+      *g0 = s, *g1 = d1, *g2 = d2, *g3 = d2 * (T(1) - T(2) * s) - T(2) * d1 * d1;
+      return;
+    }
+    case Activation::Softplus: {
+      const T s = T(1) / (T(1) + std::exp(-z)), d1 = s * (T(1) - s);
+      *g0 = z > T(20) ? z : std::log1p(std::exp(z)), *g1 = s, *g2 = d1, *g3 = d1 * (T(1) - T(2) * s);
+      return;
+    }
+    case Activation::GELU: {  // 0.5 z (1 + tanh(u)), u = k (z + c z^3)
+      const T k = T(0.7978845608028654), c = T(0.044715);
+      const T u1 = k * (T(1) + T(3) * c * z * z), u2 = T(6) * k * c * z, u3 = T(6) * k * c;
+      const T t = std::tanh(k * (z + c * z * z * z)), s = T(1) - t * t;
+      const T t1 = s * u1, t2 = s * u2 - T(2) * t * s * u1 * u1;
+      const T t3 = s * u3 - T(6) * t * s * u1 * u2 - T(2) * s * s * u1 * u1 * u1 + T(4) * t * t * s * u1 * u1 * u1;
+      *g0 = T(0.5) * z * (T(1) + t);
+      *g1 = T(0.5) * (T(1) + t) + T(0.5) * z * t1;
+      *g2 = t1 + T(0.5) * z * t2;
+      *g3 = T(1.5) * t2 + T(0.5) * z * t3;
+      return;
+    }
+  }
+}
+
+// sin(2 pi p) (cos_part false) or cos(2 pi p) and their derivatives with respect to p.
+template <class T>
+SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
+  const T w = T(6.283185307179586);
+  const T s = std::sin(w * p), c = std::cos(w * p);
+  if (!cos_part) *g0 = s, *g1 = w * c, *g2 = -w * w * s, *g3 = -w * w * w * c;
+  else *g0 = c, *g1 = -w * s, *g2 = -w * w * c, *g3 = w * w * w * s;
+}
+
+// y = g(a) for one point and one column; a and y hold the K components.
+template <class T>
+SG_HD void jet_apply(const JetSpec& js, T g0, T g1, T g2, const T* a, T* y) {
+  y[0] = g0;
+  for (int i = 0; i < js.d; ++i) y[1 + i] = g1 * a[1 + i];
+  for (int p = 0; p < js.npairs; ++p)
+    y[1 + js.d + p] = g2 * a[1 + js.pi[p]] * a[1 + js.pj[p]] + g1 * a[1 + js.d + p];
+}
+
+// da = (dy/da)^T dy for one point and one column.
+template <class T>
+SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, const T* dy, T* da) {
+  T d0 = dy[0] * g1;
+  for (int i = 0; i < js.d; ++i) {
+    d0 += dy[1 + i] * g2 * a[1 + i];
+    da[1 + i] = dy[1 + i] * g1;
+  }
+  for (int p = 0; p < js.npairs; ++p) {
+    const int i = js.pi[p], j = js.pj[p];
+    const T dyp = dy[1 + js.d + p];
+    d0 += dyp * (g3 * a[1 + i] * a[1 + j] + g2 * a[1 + js.d + p]);
+    da[1 + i] += dyp * g2 * a[1 + j];
+    da[1 + j] += dyp * g2 * a[1 + i];
+    da[1 + js.d + p] = dyp * g1;
+  }
+  da[0] = d0;
+}
+
+}  // namespace sg

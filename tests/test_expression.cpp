@@ -1,0 +1,758 @@
+// The PINN expression compiler and evaluator: values against hand-computed numbers, precedence,
+// gradients against central finite differences, and the exact text of every compile error
+// (message, column and the caret under the offending character).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pinn/expression.h"
+
+namespace sg::pinn {
+namespace {
+
+constexpr double kPi = 3.141592653589793;
+const std::vector<std::string> kXY = {"x", "y"};
+
+double value(const std::string& text, const std::vector<std::string>& vars,
+             const std::vector<double>& at) {
+  Expression e = compile_expression(text, vars, "test");
+  EXPECT_EQ(at.size(), vars.size());
+  return e.eval(at.data());
+}
+
+double value_xy(const std::string& text, double x, double y) { return value(text, kXY, {x, y}); }
+
+std::vector<double> gradient(const Expression& e, const std::vector<double>& at, double* v = nullptr) {
+  // Poisoned, so an entry eval_grad forgets to write shows up.
+  std::vector<double> g(e.variables.size(), std::numeric_limits<double>::quiet_NaN());
+  const double val = e.eval_grad(at.data(), g.data());
+  if (v != nullptr) *v = val;
+  return g;
+}
+
+std::string compile_error(const std::string& text, const std::vector<std::string>& vars,
+                          const std::string& where = "residual") {
+  try {
+    compile_expression(text, vars, where);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// The full message an error at 1-based `column` must have: the first line, the text indented
+// by two spaces, and a caret under the column (the text here is ASCII without tabs).
+std::string with_caret(const std::string& first_line, const std::string& text, size_t column) {
+  return first_line + "\n  " + text + "\n" + std::string(2 + column - 1, ' ') + "^";
+}
+
+// Checks the caret line independently of with_caret: the column in the first line, and the
+// character above the caret.
+void expect_caret_under(const std::string& msg, size_t column, char expected) {
+  SCOPED_TRACE(msg);
+  const size_t nl1 = msg.find('\n');
+  ASSERT_NE(nl1, std::string::npos);
+  const size_t nl2 = msg.find('\n', nl1 + 1);
+  ASSERT_NE(nl2, std::string::npos);
+  const std::string first = msg.substr(0, nl1);
+  const std::string text_line = msg.substr(nl1 + 1, nl2 - nl1 - 1);
+  const std::string caret_line = msg.substr(nl2 + 1);
+  EXPECT_NE(first.find(" at column " + std::to_string(column)), std::string::npos);
+  ASSERT_EQ(caret_line.find_first_not_of(' '), caret_line.size() - 1);
+  ASSERT_EQ(caret_line.back(), '^');
+  ASSERT_EQ(caret_line.size() - 1, 2 + column - 1);
+  ASSERT_EQ(text_line.substr(0, 2), "  ");
+  if (expected == '\0') {
+    EXPECT_EQ(text_line.size(), caret_line.size() - 1) << "caret should sit just past the text";
+  } else {
+    ASSERT_LT(caret_line.size() - 1, text_line.size());
+    EXPECT_EQ(text_line[caret_line.size() - 1], expected);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values
+
+TEST(Expression, BinaryOperators) {
+  EXPECT_DOUBLE_EQ(value_xy("x + y", 3, 5), 8);
+  EXPECT_DOUBLE_EQ(value_xy("x - y", 3, 5), -2);
+  EXPECT_DOUBLE_EQ(value_xy("x * y", 3, 5), 15);
+  EXPECT_DOUBLE_EQ(value_xy("x / y", 3, 5), 0.6);
+  EXPECT_DOUBLE_EQ(value_xy("x ^ y", 3, 5), 243);
+  EXPECT_DOUBLE_EQ(value_xy("x ^ y", 4, 0.5), 2);
+  EXPECT_DOUBLE_EQ(value_xy("x ^ y", -2, 3), -8);
+  EXPECT_DOUBLE_EQ(value_xy("-x", 3, 5), -3);
+  EXPECT_DOUBLE_EQ(value_xy("+x", 3, 5), 3);
+  EXPECT_TRUE(std::isinf(value_xy("x / y", 1, 0)));
+}
+
+TEST(Expression, Functions) {
+  EXPECT_NEAR(value_xy("sin(x)", 0.5, 0), 0.479425538604203, 1e-15);
+  EXPECT_NEAR(value_xy("cos(x)", 0.5, 0), 0.8775825618903728, 1e-15);
+  EXPECT_NEAR(value_xy("exp(x)", 0.5, 0), 1.6487212707001282, 1e-15);
+  EXPECT_NEAR(value_xy("log(x)", 0.5, 0), -0.6931471805599453, 1e-15);
+  EXPECT_NEAR(value_xy("tanh(x)", 0.5, 0), 0.46211715726000974, 1e-15);
+  EXPECT_NEAR(value_xy("sqrt(x)", 0.5, 0), 0.7071067811865476, 1e-15);
+  EXPECT_DOUBLE_EQ(value_xy("abs(x)", -2.5, 0), 2.5);
+  EXPECT_DOUBLE_EQ(value_xy("abs(x)", 2.5, 0), 2.5);
+  EXPECT_DOUBLE_EQ(value_xy("sqrt(x)", 16, 0), 4);
+  // Invalid arguments give NaN, as IEEE does.
+  EXPECT_TRUE(std::isnan(value_xy("log(x)", -1, 0)));
+  EXPECT_TRUE(std::isnan(value_xy("sqrt(x)", -1, 0)));
+  EXPECT_TRUE(std::isinf(value_xy("log(x)", 0, 0)));
+}
+
+TEST(Expression, Precedence) {
+  EXPECT_DOUBLE_EQ(value_xy("-x^2", 3, 0), -9);  // -(x^2)
+  EXPECT_DOUBLE_EQ(value_xy("-2^2", 0, 0), -4);
+  EXPECT_DOUBLE_EQ(value_xy("(-2)^2", 0, 0), 4);
+  EXPECT_DOUBLE_EQ(value_xy("2^3^2", 0, 0), 512);  // right associative
+  EXPECT_DOUBLE_EQ(value_xy("(2^3)^2", 0, 0), 64);
+  EXPECT_DOUBLE_EQ(value(" a - b - c", {"a", "b", "c"}, {10, 3, 2}), 5);
+  EXPECT_DOUBLE_EQ(value("a/b/c", {"a", "b", "c"}, {12, 3, 2}), 2);
+  EXPECT_DOUBLE_EQ(value("a-b+c", {"a", "b", "c"}, {10, 3, 2}), 9);
+  EXPECT_DOUBLE_EQ(value("a/b*c", {"a", "b", "c"}, {12, 3, 2}), 8);
+  EXPECT_DOUBLE_EQ(value_xy("2*-3", 0, 0), -6);
+  EXPECT_DOUBLE_EQ(value_xy("2*-x", 3, 0), -6);
+  EXPECT_DOUBLE_EQ(value_xy("--x", 3, 0), 3);
+  EXPECT_DOUBLE_EQ(value_xy("-+-x", 3, 0), 3);
+  EXPECT_DOUBLE_EQ(value_xy("- - -x", 3, 0), -3);
+  EXPECT_DOUBLE_EQ(value_xy("1 - -1", 0, 0), 2);
+  EXPECT_DOUBLE_EQ(value_xy("x - -y", 3, 4), 7);
+  EXPECT_DOUBLE_EQ(value_xy("2^-1", 0, 0), 0.5);
+  EXPECT_DOUBLE_EQ(value_xy("2^-x", 2, 0), 0.25);
+  EXPECT_DOUBLE_EQ(value_xy("2^-x^2", 2, 0), 1.0 / 16);  // 2^(-(x^2))
+  EXPECT_DOUBLE_EQ(value_xy("2^--2", 0, 0), 4);
+  EXPECT_DOUBLE_EQ(value_xy("x^-y*3", 2, 1), 1.5);  // (x^(-y))*3
+  EXPECT_DOUBLE_EQ(value_xy("1+2*3", 0, 0), 7);
+  EXPECT_DOUBLE_EQ(value_xy("(1+2)*3", 0, 0), 9);
+  EXPECT_DOUBLE_EQ(value_xy("2*3^2", 0, 0), 18);
+  EXPECT_DOUBLE_EQ(value_xy("2^3*2", 0, 0), 16);
+  EXPECT_DOUBLE_EQ(value_xy("6/2*3", 0, 0), 9);
+  EXPECT_DOUBLE_EQ(value_xy("-x*y", 3, 4), -12);
+  EXPECT_DOUBLE_EQ(value_xy("x*y^2+1", 3, 4), 49);
+  EXPECT_DOUBLE_EQ(value_xy("((((x))))", 3, 4), 3);
+  EXPECT_DOUBLE_EQ(value_xy("-(x + y) * 2", 3, 4), -14);
+  EXPECT_DOUBLE_EQ(value_xy("-sin(x)^2", 0.5, 0), -0.479425538604203 * 0.479425538604203);
+}
+
+TEST(Expression, NestedFunctions) {
+  EXPECT_DOUBLE_EQ(value_xy("sqrt(abs(-16))", 0, 0), 4);
+  EXPECT_NEAR(value_xy("sin(cos(0))", 0, 0), 0.8414709848078965, 1e-15);
+  EXPECT_NEAR(value_xy("exp(log(x))", 2.75, 0), 2.75, 1e-15);
+  EXPECT_NEAR(value_xy("tanh(exp(sin(x)))", 0.5, 0), 0.9239169232629801, 1e-15);
+  EXPECT_NEAR(value("exp(-t)*sin(pi*x)", {"x", "t"}, {0.25, 0.3}), 0.523837587470595, 1e-15);
+  EXPECT_DOUBLE_EQ(value_xy("abs(x - abs(y))", 1, -4), 3);
+}
+
+TEST(Expression, Numbers) {
+  EXPECT_DOUBLE_EQ(value_xy("1", 0, 0), 1);
+  EXPECT_DOUBLE_EQ(value_xy(".5", 0, 0), 0.5);
+  EXPECT_DOUBLE_EQ(value_xy("2.5e-3", 0, 0), 0.0025);
+  EXPECT_DOUBLE_EQ(value_xy("1E3", 0, 0), 1000);
+  EXPECT_DOUBLE_EQ(value_xy("1e+2", 0, 0), 100);
+  EXPECT_DOUBLE_EQ(value_xy("3.", 0, 0), 3);
+  EXPECT_DOUBLE_EQ(value_xy("007", 0, 0), 7);
+  EXPECT_DOUBLE_EQ(value_xy("0.125", 0, 0), 0.125);
+  EXPECT_DOUBLE_EQ(value_xy(".5e1", 0, 0), 5);
+  EXPECT_EQ(value_xy("1e-400", 0, 0), 0.0);  // underflow rounds to zero
+  EXPECT_DOUBLE_EQ(value_xy("x*2.5e-3", 4, 0), 0.01);
+}
+
+TEST(Expression, WhitespaceAnywhere) {
+  EXPECT_DOUBLE_EQ(value_xy(" \t2 *\n x  ", 4, 0), 8);
+  EXPECT_DOUBLE_EQ(value_xy("sin (\tx ) ^ 2 + cos( x )^ 2", 0.7, 0), 1);
+  EXPECT_DOUBLE_EQ(value_xy("- x", 4, 0), -4);
+}
+
+TEST(Expression, Pi) {
+  // Not declared: the constant, folded into the program.
+  Expression c = compile_expression("pi", {"x"}, "f");
+  const double x = 7;
+  EXPECT_EQ(c.eval(&x), 3.141592653589793);
+  EXPECT_EQ(c.uses(), std::vector<bool>({false}));
+  EXPECT_NEAR(value("2*pi^2", {"x"}, {0}), 19.739208802178716, 1e-14);
+
+  // Declared: the variable wins.
+  Expression v = compile_expression("pi*x", {"pi", "x"}, "f");
+  const std::vector<double> at = {2, 3};
+  EXPECT_DOUBLE_EQ(v.eval(at.data()), 6);
+  double val = 0;
+  std::vector<double> g = gradient(v, at, &val);
+  EXPECT_DOUBLE_EQ(val, 6);
+  EXPECT_DOUBLE_EQ(g[0], 3);
+  EXPECT_DOUBLE_EQ(g[1], 2);
+  EXPECT_EQ(v.uses(), std::vector<bool>({true, true}));
+}
+
+TEST(Expression, EIsNotSpecial) {
+  EXPECT_EQ(compile_error("2*e", {"x"}),
+            with_caret("residual: unknown name 'e' at column 3 (known: x, pi)", "2*e", 3));
+  EXPECT_DOUBLE_EQ(value("2*e", {"e"}, {1.5}), 3);
+  EXPECT_DOUBLE_EQ(value("exp(1)", {}, {}), std::exp(1.0));
+}
+
+TEST(Expression, ConstantsFold) {
+  EXPECT_EQ(compile_expression("2*pi^2", {"x"}, "f").code.size(), 1u);
+  EXPECT_EQ(compile_expression("2^-1", {"x"}, "f").code.size(), 1u);
+  EXPECT_EQ(compile_expression("-(1 + sqrt(4))", {"x"}, "f").code.size(), 1u);
+  const Expression e = compile_expression("x * (1 + 2)", {"x"}, "f");
+  ASSERT_EQ(e.code.size(), 3u);
+  EXPECT_EQ(e.code[0].op, ExprOp::Var);
+  EXPECT_EQ(e.code[1].op, ExprOp::Const);
+  EXPECT_EQ(e.code[1].value, 3);
+  EXPECT_EQ(e.code[2].op, ExprOp::Mul);
+}
+
+TEST(Expression, PostfixCodeAndStack) {
+  const Expression e = compile_expression("x + y * x", kXY, "f");
+  ASSERT_EQ(e.code.size(), 5u);
+  EXPECT_EQ(e.code[0].op, ExprOp::Var);
+  EXPECT_EQ(e.code[0].index, 0);
+  EXPECT_EQ(e.code[1].op, ExprOp::Var);
+  EXPECT_EQ(e.code[1].index, 1);
+  EXPECT_EQ(e.code[2].op, ExprOp::Var);
+  EXPECT_EQ(e.code[2].index, 0);
+  EXPECT_EQ(e.code[3].op, ExprOp::Mul);
+  EXPECT_EQ(e.code[4].op, ExprOp::Add);
+  EXPECT_EQ(e.max_stack, 3);
+  EXPECT_EQ(compile_expression("x * y + x", kXY, "f").max_stack, 2);
+  EXPECT_EQ(compile_expression("x", kXY, "f").max_stack, 1);
+  EXPECT_EQ(compile_expression("sin(x)", kXY, "f").max_stack, 1);
+  EXPECT_EQ(e.text, "x + y * x");
+  EXPECT_EQ(e.variables, kXY);
+}
+
+TEST(Expression, Uses) {
+  const std::vector<std::string> vars = {"x", "y", "z", "t"};
+  EXPECT_EQ(compile_expression("x*x + sin(z)", vars, "f").uses(),
+            std::vector<bool>({true, false, true, false}));
+  EXPECT_EQ(compile_expression("pi + 1", vars, "f").uses(), std::vector<bool>(4, false));
+  EXPECT_EQ(compile_expression("t", vars, "f").uses(), std::vector<bool>({false, false, false, true}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradients
+
+TEST(ExpressionGrad, EachOperator) {
+  const std::vector<double> at = {0.7, -1.3};
+  const double x = at[0], y = at[1];
+  struct Case {
+    const char* text;
+    double dx, dy;
+  };
+  const Case cases[] = {
+      {"x + y", 1, 1},
+      {"x - y", 1, -1},
+      {"x * y", y, x},
+      {"x / y", 1 / y, -x / (y * y)},
+      {"-x", -1, 0},
+      {"+y", 0, 1},
+      {"sin(x)", std::cos(x), 0},
+      {"cos(x)", -std::sin(x), 0},
+      {"exp(y)", 0, std::exp(y)},
+      {"log(x)", 1 / x, 0},
+      {"tanh(y)", 0, 1 - std::tanh(y) * std::tanh(y)},
+      {"sqrt(x)", 0.5 / std::sqrt(x), 0},
+      {"abs(y)", 0, -1},
+      {"abs(x)", 1, 0},
+      {"x^3", 3 * x * x, 0},
+      {"y^2", 0, 2 * y},
+      {"y^3", 0, 3 * y * y},
+      {"x^y", y * std::pow(x, y - 1), std::pow(x, y) * std::log(x)},
+      {"2^y", 0, std::pow(2, y) * std::log(2.0)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const Expression e = compile_expression(c.text, kXY, "f");
+    double v = 0;
+    const std::vector<double> g = gradient(e, at, &v);
+    EXPECT_DOUBLE_EQ(v, e.eval(at.data()));
+    EXPECT_NEAR(g[0], c.dx, 1e-14 * std::max(1.0, std::abs(c.dx)));
+    EXPECT_NEAR(g[1], c.dy, 1e-14 * std::max(1.0, std::abs(c.dy)));
+  }
+}
+
+TEST(ExpressionGrad, VariableUsedSeveralTimesAccumulates) {
+  const Expression e = compile_expression("x*x*x + 2*x - y", kXY, "f");
+  double v = 0;
+  std::vector<double> g = gradient(e, {1.5, 4}, &v);
+  EXPECT_DOUBLE_EQ(v, 3.375 + 3 - 4);
+  EXPECT_DOUBLE_EQ(g[0], 3 * 2.25 + 2);
+  EXPECT_DOUBLE_EQ(g[1], -1);
+
+  g = gradient(compile_expression("x + x - x + x", kXY, "f"), {1.5, 4});
+  EXPECT_DOUBLE_EQ(g[0], 2);
+  EXPECT_EQ(g[1], 0);  // unused: written as zero, not left alone
+
+  g = gradient(compile_expression("sin(x)*x", kXY, "f"), {0.5, 0});
+  EXPECT_NEAR(g[0], std::cos(0.5) * 0.5 + std::sin(0.5), 1e-15);
+}
+
+TEST(ExpressionGrad, GradIsOverwrittenNotAddedTo) {
+  const Expression e = compile_expression("x*y", kXY, "f");
+  const std::vector<double> at = {2, 3};
+  std::vector<double> g = {100, 100};
+  e.eval_grad(at.data(), g.data());
+  EXPECT_EQ(g, std::vector<double>({3, 2}));
+}
+
+TEST(ExpressionGrad, PowerEdgeCases) {
+  // A constant exponent over a base <= 0: no NaN from the d/d exponent term.
+  std::vector<double> g = gradient(compile_expression("x^2", kXY, "f"), {0, 0});
+  EXPECT_EQ(g[0], 0);
+  double v = 0;
+  g = gradient(compile_expression("x^3", kXY, "f"), {-2, 0}, &v);
+  EXPECT_EQ(v, -8);
+  EXPECT_EQ(g[0], 12);
+  g = gradient(compile_expression("x^-2", kXY, "f"), {-1, 0}, &v);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(g[0], 2);
+  g = gradient(compile_expression("x^0", kXY, "f"), {0, 0}, &v);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(g[0], 0);
+  g = gradient(compile_expression("x^0.5", kXY, "f"), {0, 0});
+  EXPECT_TRUE(std::isinf(g[0]));  // sqrt's slope at 0
+
+  // Both vary: at a = 0 with b > 0, a^b is 0 for every nearby b.
+  g = gradient(compile_expression("x^y", kXY, "f"), {0, 2}, &v);
+  EXPECT_EQ(v, 0);
+  EXPECT_EQ(g[0], 0);
+  EXPECT_EQ(g[1], 0);
+  // A negative base with a varying exponent has no real derivative in the exponent.
+  g = gradient(compile_expression("x^y", kXY, "f"), {-2, 3}, &v);
+  EXPECT_EQ(v, -8);
+  EXPECT_EQ(g[0], 12);
+  EXPECT_TRUE(std::isnan(g[1]));
+
+  // A constant exponent that is not a single Const (a program built without folding): the
+  // d/d exponent term is still skipped because the exponent depends on no variable.
+  Expression e;
+  e.text = "x^(1+2)";
+  e.variables = {"x"};
+  ExprInstr var{ExprOp::Var};
+  ExprInstr one{ExprOp::Const};
+  one.value = 1;
+  ExprInstr two{ExprOp::Const};
+  two.value = 2;
+  e.code = {var, one, two, ExprInstr{ExprOp::Add}, ExprInstr{ExprOp::Pow}};
+  e.max_stack = 3;
+  const double x = -2;
+  double gx = 0;
+  EXPECT_EQ(e.eval(&x), -8);
+  EXPECT_EQ(e.eval_grad(&x, &gx), -8);
+  EXPECT_EQ(gx, 12);
+}
+
+TEST(ExpressionGrad, InvalidArgumentsGiveNaN) {
+  std::vector<double> g = gradient(compile_expression("sqrt(x)", kXY, "f"), {-1, 0});
+  EXPECT_TRUE(std::isnan(g[0]));
+  double v = 0;
+  g = gradient(compile_expression("log(x)", kXY, "f"), {-1, 0}, &v);
+  EXPECT_TRUE(std::isnan(v));
+  EXPECT_TRUE(std::isnan(g[0]));
+  g = gradient(compile_expression("abs(x)", kXY, "f"), {0, 0});
+  EXPECT_EQ(g[0], 0);  // sign(0) = 0
+}
+
+// Central differences, relative tolerance 1e-6.
+void expect_grad_matches_fd(const Expression& e, const std::vector<double>& at) {
+  double v = 0;
+  const std::vector<double> g = gradient(e, at, &v);
+  EXPECT_DOUBLE_EQ(v, e.eval(at.data())) << e.text;
+  for (size_t i = 0; i < at.size(); ++i) {
+    std::vector<double> p = at, m = at;
+    const double h = 1e-5 * std::max(1.0, std::abs(at[i]));
+    p[i] += h;
+    m[i] -= h;
+    const double fd = (e.eval(p.data()) - e.eval(m.data())) / (2 * h);
+    EXPECT_NEAR(g[i], fd, 1e-6 * std::max(1.0, std::abs(fd)))
+        << e.text << " d/d" << e.variables[i] << " at point " << ::testing::PrintToString(at);
+  }
+}
+
+TEST(ExpressionGrad, MatchesFiniteDifferences) {
+  struct Case {
+    const char* text;
+    std::vector<std::string> vars;
+    double lo, hi;  // random points in [lo, hi]^n
+  };
+  const std::vector<Case> cases = {
+      {"u_t + u*u_x - nu*u_xx", {"u", "u_t", "u_x", "u_xx", "nu"}, -2, 2},
+      {"-(u_xx + u_yy) - 2*pi^2*sin(pi*x)*sin(pi*y)", {"x", "y", "u_xx", "u_yy"}, -1, 1},
+      {"exp(-t)*sin(pi*x)", {"x", "t"}, -1, 1},
+      {"(u - x)^2 + tanh(y)/sqrt(1+x^2) + abs(x-y)", {"x", "y", "u"}, -2, 2},
+      {"u^3 - 2^x", {"x", "u"}, -2, 2},
+      {"x^y^z", {"x", "y", "z"}, 0.5, 1.5},
+      {"log(x)*sqrt(y) - x/y/z", {"x", "y", "z"}, 0.5, 2},
+      {"cos(x/(2+y)) - -x^2 + --y*-z", {"x", "y", "z"}, -1, 1},
+      {"x*x*x - 3*x*y + y^2 - exp(x*y)/(1 + x^2*y^2)", {"x", "y"}, -1.5, 1.5},
+  };
+  std::mt19937_64 rng(12345);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const Expression e = compile_expression(c.text, c.vars, "f");
+    std::uniform_real_distribution<double> dist(c.lo, c.hi);
+    for (int trial = 0; trial < 8; ++trial) {
+      std::vector<double> at(c.vars.size());
+      for (double& a : at) a = dist(rng);
+      // Keep abs(x - y) away from its kink.
+      if (c.vars.size() == 3 && c.vars[2] == "u" && std::abs(at[0] - at[1]) < 1e-2) continue;
+      expect_grad_matches_fd(e, at);
+    }
+  }
+}
+
+// Random smooth expressions over x, y, z, fully parenthesized; the test's own tree evaluator
+// checks the parse, finite differences check the gradient.
+struct Node {
+  enum Kind { Var, Num, Bin, Fn } kind;
+  int var = 0;
+  double num = 0;
+  char op = '+';
+  std::string fn;
+  std::unique_ptr<Node> a, b;
+};
+
+std::unique_ptr<Node> random_tree(std::mt19937_64& rng, int depth) {
+  auto n = std::make_unique<Node>();
+  std::uniform_int_distribution<int> pick(0, 9);
+  const int k = depth <= 0 ? pick(rng) % 2 : pick(rng);
+  if (k == 0) {
+    n->kind = Node::Var;
+    n->var = static_cast<int>(rng() % 3);
+  } else if (k == 1) {
+    n->kind = Node::Num;
+    n->num = static_cast<double>(rng() % 7) / 4.0 + 0.25;
+  } else if (k <= 6) {
+    n->kind = Node::Bin;
+    n->op = "+-*/^"[rng() % 5];
+    n->a = random_tree(rng, depth - 1);
+    n->b = random_tree(rng, depth - 1);
+  } else {
+    n->kind = Node::Fn;
+    static const char* fns[] = {"sin", "cos", "tanh", "exp", "log", "sqrt"};
+    n->fn = fns[rng() % 6];
+    n->a = random_tree(rng, depth - 1);
+  }
+  return n;
+}
+
+// Division and powers take safe forms: a/(1.5 + sin(b)), (1 + a^2)^(cos(b)); log and sqrt
+// see 1 + a^2; exp sees sin(a).
+std::string print(const Node& n) {
+  static const char* names[] = {"x", "y", "z"};
+  switch (n.kind) {
+    case Node::Var: return names[n.var];
+    case Node::Num: return std::to_string(n.num);
+    case Node::Bin:
+      if (n.op == '/') return "(" + print(*n.a) + ")/(1.5 + sin(" + print(*n.b) + "))";
+      if (n.op == '^') return "(1 + (" + print(*n.a) + ")^2)^(cos(" + print(*n.b) + "))";
+      return "(" + print(*n.a) + ")" + n.op + "(" + print(*n.b) + ")";
+    case Node::Fn:
+      if (n.fn == "log" || n.fn == "sqrt") return n.fn + "(1 + (" + print(*n.a) + ")^2)";
+      if (n.fn == "exp") return "exp(sin(" + print(*n.a) + "))";
+      return n.fn + "(" + print(*n.a) + ")";
+  }
+  return "";
+}
+
+double tree_eval(const Node& n, const double* v) {
+  switch (n.kind) {
+    case Node::Var: return v[n.var];
+    case Node::Num: return std::stod(std::to_string(n.num));
+    case Node::Bin: {
+      const double a = tree_eval(*n.a, v), b = tree_eval(*n.b, v);
+      switch (n.op) {
+        case '+': return a + b;
+        case '-': return a - b;
+        case '*': return a * b;
+        case '/': return a / (1.5 + std::sin(b));
+        default: return std::pow(1 + a * a, std::cos(b));
+      }
+    }
+    case Node::Fn: {
+      const double a = tree_eval(*n.a, v);
+      if (n.fn == "sin") return std::sin(a);
+      if (n.fn == "cos") return std::cos(a);
+      if (n.fn == "tanh") return std::tanh(a);
+      if (n.fn == "exp") return std::exp(std::sin(a));
+      if (n.fn == "log") return std::log(1 + a * a);
+      return std::sqrt(1 + a * a);
+    }
+  }
+  return 0;
+}
+
+TEST(ExpressionGrad, RandomExpressions) {
+  std::mt19937_64 rng(2024);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  int checked = 0;
+  for (int t = 0; t < 200; ++t) {
+    const std::unique_ptr<Node> tree = random_tree(rng, 4);
+    const std::string text = print(*tree);
+    SCOPED_TRACE(text);
+    Expression e;
+    try {
+      e = compile_expression(text, {"x", "y", "z"}, "f");
+    } catch (const Error& err) {
+      // Only the size limits may reject a generated expression.
+      const std::string msg = err.what();
+      EXPECT_NE(msg.find("too "), std::string::npos) << msg;
+      continue;
+    }
+    for (int trial = 0; trial < 3; ++trial) {
+      const std::vector<double> at = {dist(rng), dist(rng), dist(rng)};
+      const double want = tree_eval(*tree, at.data());
+      EXPECT_NEAR(e.eval(at.data()), want, 1e-12 * std::max(1.0, std::abs(want)));
+      expect_grad_matches_fd(e, at);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+const std::vector<std::string> kJet = {"x", "y", "u", "u_x", "u_xx"};
+
+TEST(ExpressionErrors, UnknownName) {
+  const std::string msg = compile_error("-(u_xx + uxx)", kJet);
+  EXPECT_EQ(msg,
+            "residual: unknown name 'uxx' at column 10 (known: x, y, u, u_x, u_xx, pi)\n"
+            "  -(u_xx + uxx)\n"
+            "           ^");
+  expect_caret_under(msg, 10, 'u');
+  EXPECT_EQ(compile_error("z", {}), with_caret("residual: unknown name 'z' at column 1 (known: pi)", "z", 1));
+  // A declared `pi` is listed once, as a variable.
+  EXPECT_EQ(compile_error("q + x", {"x", "pi"}),
+            with_caret("residual: unknown name 'q' at column 1 (known: x, pi)", "q + x", 1));
+  // Names match exactly.
+  EXPECT_EQ(compile_error("U", {"u"}), with_caret("residual: unknown name 'U' at column 1 (known: u, pi)", "U", 1));
+}
+
+TEST(ExpressionErrors, UnknownFunction) {
+  const std::string msg = compile_error("u + sinh(x)", kJet);
+  EXPECT_EQ(msg, with_caret("residual: unknown function 'sinh' at column 5 (functions: sin, cos, exp, "
+                            "log, tanh, sqrt, abs)",
+                            "u + sinh(x)", 5));
+  expect_caret_under(msg, 5, 's');
+}
+
+TEST(ExpressionErrors, NameUsedAsFunction) {
+  std::string msg = compile_error("1 + u(x)", kJet);
+  EXPECT_EQ(msg, with_caret("residual: 'u' is a variable, not a function at column 5 (write u*(...) "
+                            "for a product)",
+                            "1 + u(x)", 5));
+  expect_caret_under(msg, 5, 'u');
+  msg = compile_error("x*pi (x)", kJet);
+  EXPECT_EQ(msg, with_caret("residual: 'pi' is a constant, not a function at column 3 (write pi*(...) "
+                            "for a product)",
+                            "x*pi (x)", 3));
+  expect_caret_under(msg, 3, 'p');
+}
+
+TEST(ExpressionErrors, FunctionWithoutParentheses) {
+  std::string msg = compile_error("2 * sin x", kJet);
+  EXPECT_EQ(msg, with_caret("residual: function 'sin' needs its argument in parentheses at column 5 "
+                            "(e.g. sin(x))",
+                            "2 * sin x", 5));
+  expect_caret_under(msg, 5, 's');
+  msg = compile_error("sqrt", kJet);
+  EXPECT_EQ(msg, with_caret("residual: function 'sqrt' needs its argument in parentheses at column 1 "
+                            "(e.g. sqrt(x))",
+                            "sqrt", 1));
+  msg = compile_error("x + sin^2(x)", kJet);
+  expect_caret_under(msg, 5, 's');
+  EXPECT_NE(msg.find("function 'sin' needs its argument in parentheses"), std::string::npos);
+}
+
+TEST(ExpressionErrors, MissingOperand) {
+  const std::string expected = "residual: expected a number, name, '(' or function at column ";
+  std::string msg = compile_error("x * (y - )", kJet);
+  EXPECT_EQ(msg, with_caret(expected + "10", "x * (y - )", 10));
+  expect_caret_under(msg, 10, ')');
+  // At the end of the text the caret sits just past it.
+  msg = compile_error("x +", kJet);
+  EXPECT_EQ(msg, with_caret(expected + "4", "x +", 4));
+  expect_caret_under(msg, 4, '\0');
+  EXPECT_EQ(compile_error("()", kJet), with_caret(expected + "2", "()", 2));
+  EXPECT_EQ(compile_error("sin()", kJet), with_caret(expected + "5", "sin()", 5));
+  EXPECT_EQ(compile_error("* x", kJet), with_caret(expected + "1", "* x", 1));
+  EXPECT_EQ(compile_error("x ^", kJet), with_caret(expected + "4", "x ^", 4));
+  EXPECT_EQ(compile_error("-", kJet), with_caret(expected + "2", "-", 2));
+  EXPECT_EQ(compile_error("x / / y", kJet), with_caret(expected + "5", "x / / y", 5));
+  EXPECT_EQ(compile_error("x**2", kJet), with_caret(expected + "3 (use ^ for powers)", "x**2", 3));
+}
+
+TEST(ExpressionErrors, UnbalancedParentheses) {
+  const std::string open = "residual: unbalanced parentheses: '(' is never closed at column ";
+  const std::string close = "residual: unbalanced parentheses: ')' has no matching '(' at column ";
+  std::string msg = compile_error("(x + 1", kJet);
+  EXPECT_EQ(msg, with_caret(open + "1", "(x + 1", 1));
+  expect_caret_under(msg, 1, '(');
+  // The innermost '(' still open: here the function's.
+  msg = compile_error("2*sin(x + (y)", kJet);
+  EXPECT_EQ(msg, with_caret(open + "6", "2*sin(x + (y)", 6));
+  expect_caret_under(msg, 6, '(');
+  msg = compile_error("((x)", kJet);
+  EXPECT_EQ(msg, with_caret(open + "1", "((x)", 1));
+  msg = compile_error("x + 1)", kJet);
+  EXPECT_EQ(msg, with_caret(close + "6", "x + 1)", 6));
+  expect_caret_under(msg, 6, ')');
+  msg = compile_error("(x)) * 2", kJet);
+  EXPECT_EQ(msg, with_caret(close + "4", "(x)) * 2", 4));
+  expect_caret_under(msg, 4, ')');
+}
+
+TEST(ExpressionErrors, UnexpectedCharacter) {
+  std::string msg = compile_error("x $ y", kJet);
+  EXPECT_EQ(msg, with_caret("residual: unexpected character '$' at column 3", "x $ y", 3));
+  expect_caret_under(msg, 3, '$');
+  EXPECT_EQ(compile_error("u_x = 0", kJet),
+            with_caret("residual: unexpected character '=' at column 5", "u_x = 0", 5));
+  EXPECT_EQ(compile_error("x + .", kJet), with_caret("residual: unexpected character '.' at column 5", "x + .", 5));
+  EXPECT_EQ(compile_error("x[0]", kJet), with_caret("residual: unexpected character '[' at column 2", "x[0]", 2));
+  // A control character is shown escaped.
+  EXPECT_EQ(compile_error(std::string("x \x01"), kJet),
+            with_caret("residual: unexpected character '\\x01' at column 3", "x \x01", 3));
+  // Columns count characters, not UTF-8 bytes; the caret line keeps tabs so it lines up.
+  EXPECT_EQ(compile_error("\xC3\xA9 + x", kJet),
+            "residual: unexpected character '\xC3\xA9' at column 1\n  \xC3\xA9 + x\n  ^");
+  EXPECT_EQ(compile_error("x + \xC3\xA9 $", kJet),
+            "residual: unexpected character '\xC3\xA9' at column 5\n  x + \xC3\xA9 $\n      ^");
+  EXPECT_EQ(compile_error("\xC3\xA9", {"x"}), "residual: unexpected character '\xC3\xA9' at column 1\n  \xC3\xA9\n  ^");
+  EXPECT_EQ(compile_error("x\t+ $", kJet), "residual: unexpected character '$' at column 5\n  x\t+ $\n   \t  ^");
+}
+
+TEST(ExpressionErrors, TrailingInput) {
+  const std::string tail = " (expected an operator or the end of the expression)";
+  std::string msg = compile_error("x y", kJet);
+  EXPECT_EQ(msg, with_caret("residual: trailing input 'y' at column 3" + tail, "x y", 3));
+  expect_caret_under(msg, 3, 'y');
+  msg = compile_error("2x", kJet);
+  EXPECT_EQ(msg, with_caret("residual: trailing input 'x' at column 2" + tail, "2x", 2));
+  expect_caret_under(msg, 2, 'x');
+  EXPECT_EQ(compile_error("u_x 2.5e3", kJet), with_caret("residual: trailing input '2.5e3' at column 5" + tail, "u_x 2.5e3", 5));
+  EXPECT_EQ(compile_error("sin(x) (y)", kJet), with_caret("residual: trailing input '(' at column 8" + tail, "sin(x) (y)", 8));
+  EXPECT_EQ(compile_error("x, y", kJet), with_caret("residual: trailing input ',' at column 2" + tail, "x, y", 2));
+  // Inside parentheses the ')' is also acceptable.
+  msg = compile_error("(x y)", kJet);
+  EXPECT_EQ(msg, with_caret("residual: unexpected 'y' at column 4 (expected an operator or ')')", "(x y)", 4));
+  expect_caret_under(msg, 4, 'y');
+}
+
+TEST(ExpressionErrors, FunctionTakesOneArgument) {
+  const std::string msg = compile_error("sin(x, y)", kJet);
+  EXPECT_EQ(msg, with_caret("residual: function 'sin' takes exactly one argument at column 6", "sin(x, y)", 6));
+  expect_caret_under(msg, 6, ',');
+}
+
+TEST(ExpressionErrors, EmptyExpression) {
+  EXPECT_EQ(compile_error("", kJet), "residual: empty expression at column 1\n  \n  ^");
+  EXPECT_EQ(compile_error("  \t ", kJet), "residual: empty expression at column 1\n    \t \n  ^");
+}
+
+TEST(ExpressionErrors, MalformedNumbers) {
+  std::string msg = compile_error("1e+ 2", kJet);
+  EXPECT_EQ(msg, with_caret("residual: malformed number '1e+' at column 1 (the exponent needs digits, e.g. 1e-3)",
+                            "1e+ 2", 1));
+  msg = compile_error("x*2E", kJet);
+  EXPECT_EQ(msg, with_caret("residual: malformed number '2E' at column 3 (the exponent needs digits, e.g. 1e-3)",
+                            "x*2E", 3));
+  expect_caret_under(msg, 3, '2');
+  EXPECT_EQ(compile_error("x + 1e999", kJet),
+            with_caret("residual: number '1e999' is out of range at column 5", "x + 1e999", 5));
+}
+
+TEST(ExpressionErrors, NoWhereGivesNoPrefix) {
+  EXPECT_EQ(compile_error("x $", {"x"}, ""), "unexpected character '$' at column 3\n  x $\n    ^");
+}
+
+TEST(ExpressionErrors, LineBreaksShownAsSpaces) {
+  // A multi-line config string still shows on one line, with the caret under the character.
+  EXPECT_EQ(compile_error("x +\n  $", {"x"}), "residual: unexpected character '$' at column 7\n  x +   $\n        ^");
+}
+
+TEST(ExpressionErrors, DuplicateVariables) {
+  EXPECT_EQ(compile_error("x", {"x", "y", "x"}),
+            "residual: variable 'x' is declared twice (positions 0 and 2) for expression 'x'");
+}
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+TEST(ExpressionLimits, InstructionCount) {
+  // k terms compile to 2k - 1 instructions.
+  const std::string ok = "x" + repeat("+x", 127);
+  const Expression e = compile_expression(ok, {"x"}, "f");
+  EXPECT_EQ(e.code.size(), 255u);
+  const double x = 0.5;
+  EXPECT_DOUBLE_EQ(e.eval(&x), 64);
+  double g = 0;
+  EXPECT_DOUBLE_EQ(e.eval_grad(&x, &g), 64);
+  EXPECT_DOUBLE_EQ(g, 128);
+
+  const std::string big = "x" + repeat("+x", 128);
+  EXPECT_EQ(compile_error(big, {"x"}),
+            "residual: expression is too large: it compiles to 257 instructions and the limit is 256 "
+            "(split it into several terms)\n  " + big);
+  // Constants fold, so a long constant expression is fine.
+  EXPECT_DOUBLE_EQ(value("1" + repeat("+1", 500) + "+x", {"x"}, {0.5}), 501.5);
+}
+
+TEST(ExpressionLimits, StackDepth) {
+  // x+(x+(x+...)) pushes every x before the first add.
+  auto nested = [](int k) { return repeat("x+(", k - 1) + "x" + repeat(")", k - 1); };
+  const Expression e = compile_expression(nested(64), {"x"}, "f");
+  EXPECT_EQ(e.max_stack, 64);
+  const double x = 0.25;
+  EXPECT_DOUBLE_EQ(e.eval(&x), 16);
+  double g = 0;
+  e.eval_grad(&x, &g);
+  EXPECT_DOUBLE_EQ(g, 64);
+  EXPECT_EQ(compile_error(nested(65), {"x"}),
+            "residual: expression is nested too deeply to evaluate: it needs a stack of 65 values and "
+            "the limit is 64 (reorder it, e.g. a+(b+(c+...)) as a+b+c+...)\n  " + nested(65));
+}
+
+TEST(ExpressionLimits, ParserNesting) {
+  EXPECT_DOUBLE_EQ(value(repeat("-", 150) + "x", {"x"}, {2}), 2);
+  const std::string deep = repeat("(", 300) + "x" + repeat(")", 300);
+  const std::string msg = compile_error(deep, {"x"});
+  EXPECT_EQ(msg.rfind("residual: expression is nested too deeply (more than 200 levels) at column 201\n", 0), 0u)
+      << msg;
+}
+
+TEST(ExpressionLimits, MalformedProgramsAreRejected) {
+  Expression e;
+  e.text = "bad";
+  e.variables = {"x"};
+  const double x = 1;
+  double g = 0;
+  e.code = {ExprInstr{ExprOp::Var}};
+  e.code[0].index = 3;
+  EXPECT_THROW(e.eval(&x), Error);
+  EXPECT_THROW(e.eval_grad(&x, &g), Error);
+  e.code = {ExprInstr{ExprOp::Var}, ExprInstr{ExprOp::Add}};
+  EXPECT_THROW(e.eval(&x), Error);
+  EXPECT_THROW(e.eval_grad(&x, &g), Error);
+  e.code = {ExprInstr{ExprOp::Var}, ExprInstr{ExprOp::Var}};
+  EXPECT_THROW(e.eval(&x), Error);
+  e.code.clear();
+  EXPECT_THROW(e.eval(&x), Error);
+  EXPECT_THROW(e.eval_grad(&x, &g), Error);
+}
+
+}  // namespace
+}  // namespace sg::pinn

@@ -1,0 +1,239 @@
+// Jets (value, input gradient, selected second derivatives propagated forward through encodings,
+// dense layers and activations) against central finite differences of the network in float64,
+// and the parameter gradients of a loss on jets against finite differences.
+#include "backend/jet_math.h"
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+JetSpec spec2d() {  // d = 2: u, u_x, u_y, u_xx, u_yy, u_xy
+  JetSpec js;
+  js.d = 2;
+  js.npairs = 3;
+  js.pi[0] = 0, js.pj[0] = 0;
+  js.pi[1] = 1, js.pj[1] = 1;
+  js.pi[2] = 0, js.pj[2] = 1;
+  return js;
+}
+
+// Builds input -> (jet input) -> model; returns the program and the output tensor.
+struct Net {
+  Program p;
+  std::vector<ParamSpec> specs;
+  TensorId out = kNone;
+};
+Net build_net(Layer& model, int64_t B, int64_t d, const JetSpec* js) {
+  Net n;
+  GraphBuilder g(n.p);
+  TensorId X = g.tensor("input", {B, d}, Role::Input);
+  TensorId x = X;
+  if (js) {
+    x = g.tensor("jet", {js->K() * B, d}, Role::Activation);
+    Op op;
+    op.kind = OpKind::JetInput;
+    op.name = "jet_input";
+    op.in = {X};
+    op.out = {x};
+    op.attrs = JetAttrs{*js, Activation::None};
+    n.p.add_op(std::move(op));
+    g.set_jet(js, B);
+  }
+  n.out = model.build(g, x, "");
+  n.specs = g.param_specs();
+  return n;
+}
+
+using Values = std::map<std::string, std::vector<double>>;
+
+// A float64 interpreter of the forward ops (jet ops included), independent of the kernels.
+std::vector<double> forward_double(const Program& p, Values v, TensorId out) {
+  auto val = [&](TensorId t) -> std::vector<double>& { return v[p.tensor(t).name]; };
+  for (const Op& op : p.ops()) {
+    const Shape& s0 = p.tensor(op.in[0]).shape;
+    switch (op.kind) {
+      case OpKind::JetInput: {
+        const JetSpec& js = op.attr<JetAttrs>().jet;
+        const int64_t B = s0[0], d = s0[1];
+        std::vector<double> J(js.K() * B * d, 0.0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t k = 0; k < d; ++k) {
+            J[b * d + k] = val(op.in[0])[b * d + k];
+            J[((1 + k) * B + b) * d + k] = 1.0;
+          }
+        val(op.out[0]) = J;
+        break;
+      }
+      case OpKind::Dense: {
+        const int64_t R = s0[0], I = s0[1], O = p.tensor(op.in[1]).shape[0];
+        const DenseAttrs& a = op.attr<DenseAttrs>();
+        const int64_t br = a.bias_rows ? a.bias_rows : R;
+        const auto& X = val(op.in[0]);
+        const auto& W = val(op.in[1]);
+        std::vector<double> Y(R * O);
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t o = 0; o < O; ++o) {
+            double z = op.in[2] != kNone && r < br ? val(op.in[2])[o] : 0.0;
+            for (int64_t i = 0; i < I; ++i) z += X[r * I + i] * W[o * I + i];
+            double g0, g1, g2, g3;
+            act_derivs<double>(a.act, z, &g0, &g1, &g2, &g3);
+            Y[r * O + o] = g0;
+          }
+        val(op.out[0]) = Y;
+        break;
+      }
+      case OpKind::JetActivation:
+      case OpKind::FourierFeatures: {
+        const JetAttrs& a = op.attr<JetAttrs>();
+        const int K = a.jet.K();
+        const int64_t B = s0[0] / K, H = s0[1];
+        const bool ff = op.kind == OpKind::FourierFeatures;
+        const int64_t W = ff ? 2 * H : H;
+        const auto& A = val(op.in[0]);
+        std::vector<double> Y(K * B * W);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < H; ++h) {
+            double ac[16], y[16], g0, g1, g2, g3;
+            for (int c = 0; c < K; ++c) ac[c] = A[(c * B + b) * H + h];
+            for (int part = 0; part < (ff ? 2 : 1); ++part) {
+              if (ff) fourier_derivs<double>(part == 1, ac[0], &g0, &g1, &g2, &g3);
+              else act_derivs<double>(a.act, ac[0], &g0, &g1, &g2, &g3);
+              jet_apply<double>(a.jet, g0, g1, g2, ac, y);
+              for (int c = 0; c < K; ++c) Y[(c * B + b) * W + part * H + h] = y[c];
+            }
+          }
+        val(op.out[0]) = Y;
+        break;
+      }
+      case OpKind::Add: {
+        auto y = val(op.in[0]);
+        for (size_t k = 0; k < y.size(); ++k) y[k] += val(op.in[1])[k];
+        val(op.out[0]) = y;
+        break;
+      }
+      default: return val(out);  // the loss and backward ops: the forward pass is done
+    }
+  }
+  return val(out);
+}
+
+Values random_params(const std::vector<ParamSpec>& specs, uint64_t seed, Runner* run) {
+  Values v;
+  for (const ParamSpec& s : specs) {
+    HostArray a = random_f32(s.shape, mix_seed(seed, s.name), 0.7);
+    if (run) run->set(s.name, a);
+    v[s.name] = to_double(a);
+  }
+  return v;
+}
+
+std::shared_ptr<Sequential> net_for(Activation act, bool fourier) {
+  std::vector<LayerPtr> layers;
+  if (fourier) layers.push_back(std::make_shared<FourierFeatures>(3, 0.4));
+  layers.push_back(dense(6, act));
+  layers.push_back(dense(5, act));
+  layers.push_back(dense(2));  // vector output: jets per output
+  return sequential(layers);
+}
+
+TEST(Jets, MatchFiniteDifferencesForEveryActivationAndEncoding) {
+  const JetSpec js = spec2d();
+  const int64_t B = 4;
+  for (bool fourier : {false, true}) {
+    for (Activation act : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU,
+                           Activation::Softplus}) {
+      auto model = net_for(act, fourier);
+      Net jet = build_net(*model, B, 2, &js), plain = build_net(*model, 1, 2, nullptr);
+      Runner run(jet.p);
+      Values v = random_params(jet.specs, 5 + static_cast<int>(act), &run);
+      HostArray X = random_f32({B, 2}, 17, 0.6);
+      run.set("input", X);
+      run.run();
+      HostArray U = run.get(jet.p.tensor(jet.out).name);
+      // u(x) in float64 for finite differences.
+      auto u = [&](double x0, double x1, int o) {
+        Values w = v;
+        w["input"] = {x0, x1};
+        return forward_double(plain.p, w, plain.out)[o];
+      };
+      const double h = 1e-4;
+      for (int64_t b = 0; b < B; ++b)
+        for (int o = 0; o < 2; ++o) {
+          const double x0 = X.data<float>()[b * 2], x1 = X.data<float>()[b * 2 + 1];
+          const double fd[6] = {
+              u(x0, x1, o),
+              (u(x0 + h, x1, o) - u(x0 - h, x1, o)) / (2 * h),
+              (u(x0, x1 + h, o) - u(x0, x1 - h, o)) / (2 * h),
+              (u(x0 + h, x1, o) - 2 * u(x0, x1, o) + u(x0 - h, x1, o)) / (h * h),
+              (u(x0, x1 + h, o) - 2 * u(x0, x1, o) + u(x0, x1 - h, o)) / (h * h),
+              (u(x0 + h, x1 + h, o) - u(x0 + h, x1 - h, o) - u(x0 - h, x1 + h, o) + u(x0 - h, x1 - h, o)) / (4 * h * h)};
+          const char* names[6] = {"u", "u_x", "u_y", "u_xx", "u_yy", "u_xy"};
+          for (int c = 0; c < 6; ++c)
+            EXPECT_TRUE(near(U.data<float>()[(c * B + b) * 2 + o], fd[c], 2e-4, 2e-4))
+                << activation_name(act) << (fourier ? " fourier" : "") << " point " << b << " output " << o
+                << " " << names[c];
+        }
+    }
+  }
+}
+
+TEST(Jets, ParameterGradientsOfALossOnJetsMatchFiniteDifferences) {
+  const JetSpec js = spec2d();
+  const int64_t B = 3;
+  for (Activation act : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU,
+                         Activation::Softplus}) {
+    auto model = sequential({std::make_shared<FourierFeatures>(2, 0.3, /*trainable=*/true), dense(5, act),
+                             residual(dense(5, act)), dense(1)});
+    Net n = build_net(*model, B, 2, &js);
+    GraphBuilder g(n.p);
+    TensorId T = g.tensor("target", n.p.tensor(n.out).shape, Role::Input);
+    MeanSquaredError mse(Reduction::Sum);
+    LossOutputs lo = mse.build(g, n.out, T, kNone);
+    auto grads = append_backward(n.p, n.out, lo.dpred);
+    Runner run(n.p);
+    Values v = random_params(n.specs, 40 + static_cast<int>(act), &run);
+    HostArray X = random_f32({B, 2}, 3, 0.5), Tv = random_f32(n.p.tensor(n.out).shape, 4, 0.3);
+    run.set("input", X);
+    run.set("target", Tv);
+    v["input"] = to_double(X);
+    auto loss = [&](const Values& w) {
+      auto U = forward_double(n.p, w, n.out);
+      double s = 0;
+      for (size_t k = 0; k < U.size(); ++k) s += (U[k] - Tv.data<float>()[k]) * (U[k] - Tv.data<float>()[k]);
+      return s;
+    };
+    run.run();
+    EXPECT_TRUE(near(run.get("loss").data<float>()[0], loss(v), 1e-5, 1e-5)) << activation_name(act);
+    const double h = 1e-6;
+    for (const ParamGrad& pg : grads) {
+      const std::string& name = n.p.tensor(pg.param).name;
+      HostArray gr = run.get(n.p.tensor(pg.grad).name);
+      for (size_t k = 0; k < v[name].size(); ++k) {
+        Values w = v;
+        w[name][k] += h;
+        double lp = loss(w);
+        w[name][k] -= 2 * h;
+        double lm = loss(w);
+        // float32 activations and jets against a float64 reference: about 1e-4 relative.
+        EXPECT_TRUE(near(gr.data<float>()[k], (lp - lm) / (2 * h), 2e-4, 1e-3))
+            << activation_name(act) << " d loss / d " << name << "[" << k << "]";
+      }
+    }
+  }
+}
+
+TEST(Jets, FrozenFourierMatrixIsAConstantWithoutGradient) {
+  const JetSpec js = spec2d();
+  auto model = sequential({std::make_shared<FourierFeatures>(4, 1.0), dense(3, Activation::Tanh), dense(1)});
+  Net n = build_net(*model, 2, 2, &js);
+  EXPECT_EQ(n.p.tensor(n.p.find("0.B")).role, Role::Constant);
+  GraphBuilder g(n.p);
+  TensorId T = g.tensor("target", n.p.tensor(n.out).shape, Role::Input);
+  LossOutputs lo = MeanSquaredError().build(g, n.out, T, kNone);
+  auto grads = append_backward(n.p, n.out, lo.dpred);
+  for (const ParamGrad& pg : grads) EXPECT_NE(n.p.tensor(pg.param).name, "0.B");
+  EXPECT_EQ(grads.size(), 4u);
+}
+
+}  // namespace
+}  // namespace sg::test
