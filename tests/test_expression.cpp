@@ -3,6 +3,7 @@
 // (message, column and the caret under the offending character).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -16,7 +17,6 @@
 namespace sg::pinn {
 namespace {
 
-constexpr double kPi = 3.141592653589793;
 const std::vector<std::string> kXY = {"x", "y"};
 
 double value(const std::string& text, const std::vector<std::string>& vars,

@@ -3,6 +3,7 @@
 // library call.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,6 +11,10 @@
 #include "stepgraph/core.h"
 
 namespace sg {
+
+namespace pinn {
+struct Expression;
+}
 
 using TensorId = int32_t;
 constexpr TensorId kNone = -1;  // an absent optional input or output
@@ -59,6 +64,13 @@ enum class OpKind : uint8_t {
   JetActivationBackward,  // in {dY, A}           out {dA}
   FourierFeatures,      // in {P[K*B,m]}          out {F[K*B,2m]}  F = [sin 2 pi P, cos 2 pi P] as jets
   FourierFeaturesBackward,  // in {dF, P}         out {dP}
+  // One loss term of a physics-informed problem: weight * mean over points of r^2, r an
+  // expression over the points' coordinates X [M,d] and the components of the output jet U
+  // [K*M,O]; writes d loss / dU, adds the term to the total loss (accumulate) and keeps it alone.
+  ExpressionLoss,       // in {U[K*M,O], X[M,d]}  out {total[1], term[1], dU[K*M,O]}
+  // Collocation points drawn on the device: uniform in the box (or on one face of it), redrawn
+  // every `every` steps from (seed, step / every); every = 0 draws once (step 0's points).
+  SamplePoints,         // in {step i32[1]}       out {X[M,d]}
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
   Add,                  // in {A, B}                     out {Y}                  Y = A + B
@@ -111,6 +123,29 @@ struct GatherAttrs {
   bool shuffle = true;
   bool partial_last = false;  // the tail is a padded batch instead of being dropped
 };
+// Where each expression variable comes from, per point.
+struct ExprVar {
+  enum class Kind : uint8_t { Coordinate, Jet, Constant };
+  Kind kind = Kind::Constant;
+  int32_t index = 0;      // coordinate index, or jet component
+  int32_t output = 0;     // Jet: output column
+  double value = 0.0;     // Constant
+};
+struct ExprLossAttrs {
+  std::shared_ptr<const pinn::Expression> expr;
+  std::vector<ExprVar> vars;  // one per expression variable, in the expression's order
+  int32_t K = 1;              // jet components per point in U
+  double weight = 1.0;
+  std::string label;          // for reports: "residual", "boundary x=0", ...
+};
+struct SampleAttrs {
+  uint64_t seed = 0;
+  int64_t every = 0;
+  double lo[kMaxJetDim] = {}, hi[kMaxJetDim] = {};
+  int32_t face_dim = -1;  // -1: interior; -2: on every face of the box; else this coordinate
+                          // is fixed at face_value
+  double face_value = 0.0;
+};
 struct SgdAttrs {
   int64_t num_params = 0;
   double momentum = 0;
@@ -123,7 +158,7 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
-                             GatherAttrs, JetAttrs>;
+                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

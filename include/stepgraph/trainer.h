@@ -6,6 +6,7 @@
 //   float l = t.one_step(X, y);
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,11 +53,28 @@ struct EvalResult {
   int64_t count = 0;
 };
 
+// A step whose forward pass and loss terms are built by the caller (physics-informed training:
+// several point sets, jets, expression losses). The Trainer adds backward and the optimizer.
+struct CustomStep {
+  TensorId loss = kNone;                              // the total loss, f32 [1]
+  std::vector<std::pair<TensorId, TensorId>> seeds;   // (tensor, d loss / d tensor) per term
+  size_t num_forward_ops = 0;                         // ops [0, n) are the forward pass
+  std::vector<std::pair<std::string, TensorId>> terms;  // named loss terms, f32 [1] each
+  int64_t input_dim = 0;                              // the model's input width (for predict)
+};
+using StepBuilder = std::function<CustomStep(GraphBuilder& g, Layer& model)>;
+
 class Trainer {
  public:
   // `seed` fixes the initial parameters (per parameter name) and is kept in checkpoints.
   Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device device = Device::CPU,
           uint64_t seed = 0, TrainerOptions options = {});
+  // A trainer whose step comes from `step`; compile_custom() builds it. one_step/set_batch and
+  // evaluate do not apply (the step makes its own inputs); launch, loss, predict do.
+  Trainer(LayerPtr model, StepBuilder step, OptimizerPtr optimizer, Device device = Device::CPU,
+          uint64_t seed = 0, TrainerOptions options = {});
+  void compile_custom();
+  std::map<std::string, float> loss_terms() const;  // each named term of the last step
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -159,6 +177,7 @@ class Trainer {
 
   LayerPtr model_;
   LossPtr loss_;
+  StepBuilder step_;
   OptimizerPtr optimizer_;
   uint64_t seed_;
   TrainerOptions options_;

@@ -96,6 +96,12 @@ using namespace nb::literals;
 NB_MODULE(_stepgraph, m) {
   m.doc() = "stepgraph: whole-step training of small neural networks (C++ extension).";
   m.attr("__version__") = STEPGRAPH_VERSION;
+  // Objects still referenced at interpreter exit (module globals, pytest parametrizations) are
+  // not leaks of the bindings; SG_NB_LEAK_WARNINGS=1 turns nanobind's report back on.
+  {
+    const char* w = std::getenv("SG_NB_LEAK_WARNINGS");
+    nb::set_leak_warnings(w != nullptr && std::string(w) == "1");
+  }
 
   // ---- exceptions ----
   g_error = PyErr_NewExceptionWithDoc(

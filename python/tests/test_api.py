@@ -85,18 +85,18 @@ def test_training_reduces_the_loss(data):
 
 
 @pytest.mark.parametrize(
-    "opt",
+    "make_opt",
     [
-        sg.SGD(0.05, momentum=0.9, nesterov=True, weight_decay=1e-4, schedule=sg.Schedule.step(20, 0.5)),
-        sg.SGD(0.1),
-        sg.Adam(1e-2, schedule=sg.Schedule.cosine(5, 50)),
-        sg.AdamW(1e-2, weight_decay=1e-2),
+        lambda: sg.SGD(0.05, momentum=0.9, nesterov=True, weight_decay=1e-4, schedule=sg.Schedule.step(20, 0.5)),
+        lambda: sg.SGD(0.1),
+        lambda: sg.Adam(1e-2, schedule=sg.Schedule.cosine(5, 50)),
+        lambda: sg.AdamW(1e-2, weight_decay=1e-2),
     ],
     ids=["sgd-nesterov-step", "sgd", "adam-cosine", "adamw"],
 )
-def test_every_optimizer_trains(data, opt):
+def test_every_optimizer_trains(data, make_opt):
     X, y = data
-    t = trainer(opt)
+    t = trainer(make_opt())
     losses = [t.one_step(xb, yb) for xb, yb in batches(X, y, 50)]
     assert np.mean(losses[-5:]) < np.mean(losses[:5])
 

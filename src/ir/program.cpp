@@ -69,6 +69,8 @@ const char* op_kind_name(OpKind k) {
     case OpKind::JetActivationBackward: return "jet_activation_backward";
     case OpKind::FourierFeatures: return "fourier_features";
     case OpKind::FourierFeaturesBackward: return "fourier_features_backward";
+    case OpKind::ExpressionLoss: return "expression_loss";
+    case OpKind::SamplePoints: return "sample_points";
     case OpKind::Dense: return "dense";
     case OpKind::DenseBackward: return "dense_backward";
     case OpKind::Add: return "add";
@@ -212,6 +214,15 @@ struct OpChecker {
                    " jet components"));
         break;
       }
+      case OpKind::ExpressionLoss: {
+        const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
+        expect(in.size() == 2 && out.size() == 3, "expects 2 inputs and 3 outputs");
+        expect(shape(in[0])[0] == a.K * shape(in[1])[0],
+               cat("U has ", shape(in[0])[0], " rows, expected ", a.K, " jet components x ", shape(in[1])[0], " points"));
+        same(in[0], out[2]);
+        break;
+      }
+      case OpKind::SamplePoints:
       case OpKind::Schedule:
       case OpKind::SgdUpdate:
       case OpKind::AdamUpdate:

@@ -19,6 +19,7 @@ struct Trainer::Variant {
   std::unique_ptr<Executable> exe;
   TensorId X = kNone, y = kNone, valid = kNone, pred = kNone, loss = kNone;
   std::vector<void*> ptrs;
+  std::vector<std::pair<std::string, TensorId>> terms;  // custom steps' named loss terms
   int64_t last_used = 0;  // for the bounded shape cache
   bool resident = false;  // batches gathered in the step from a device-resident data set
 };
@@ -80,6 +81,33 @@ Trainer::Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device de
   backend_ = make_backend(device);
 }
 
+Trainer::Trainer(LayerPtr model, StepBuilder step, OptimizerPtr optimizer, Device device, uint64_t seed,
+                 TrainerOptions options)
+    : model_(std::move(model)), step_(std::move(step)), optimizer_(std::move(optimizer)), seed_(seed),
+      options_(options) {
+  SG_REQUIRE(model_ && step_ && optimizer_, "Trainer needs a model, a step builder and an optimizer");
+  backend_ = make_backend(device);
+}
+
+void Trainer::compile_custom() {
+  SG_REQUIRE(step_, "compile_custom: this trainer was made with a loss; use compile({batch, features})");
+  auto v = build_variant({0, 0}, true);
+  current_ = v.get();
+  current_->last_used = ++use_clock_;
+  train_variants_[-1] = std::move(v);
+}
+
+std::map<std::string, float> Trainer::loss_terms() const {
+  SG_REQUIRE(current_, "loss_terms: the trainer is not compiled");
+  std::map<std::string, float> out;
+  for (const auto& [name, t] : current_->terms) {
+    float v = 0;
+    backend_->download(&v, current_->ptrs[t], sizeof(v));
+    out[name] = v;
+  }
+  return out;
+}
+
 Trainer::~Trainer() = default;
 
 const Shape& Trainer::input_shape() const {
@@ -89,6 +117,7 @@ const Shape& Trainer::input_shape() const {
 
 const Shape& Trainer::output_shape() const {
   SG_REQUIRE(current_, "trainer is not compiled: call compile({batch, features}) first");
+  SG_REQUIRE(current_->pred != kNone, "a custom step has no single output: use predict()");
   return current_->program.tensor(current_->pred).shape;
 }
 
@@ -104,14 +133,23 @@ const MemoryPlan& Trainer::plan() const {
 
 std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shape, bool training,
                                                          const Resident* resident) {
-  SG_REQUIRE(input_shape.size() == 2 && input_shape[0] > 0 && input_shape[1] > 0,
+  SG_REQUIRE((step_ && training) || (input_shape.size() == 2 && input_shape[0] > 0 && input_shape[1] > 0),
              "compile: input shape must be {batch, features} with both positive, got ",
              shape_str(input_shape));
   auto v = std::make_unique<Variant>();
   v->input_shape = input_shape;
   v->training = training;
   GraphBuilder g(v->program);
-  if (resident) {
+  if (step_ && training) {
+    CustomStep cs = step_(g, *model_);
+    SG_REQUIRE(cs.loss != kNone && !cs.seeds.empty(), "custom step: no loss or no loss terms");
+    v->loss = cs.loss;
+    v->program.tensor(cs.loss).live_out = true;
+    for (const auto& t : cs.terms) v->program.tensor(t.second).live_out = true;
+    v->terms = cs.terms;
+    v->input_shape = {0, cs.input_dim};
+    optimizer_->build(g, append_backward(v->program, cs.seeds, cs.num_forward_ops));
+  } else if (resident) {
     // The batch slots are written by the gather op at the start of the step.
     v->resident = true;
     Shape ys = resident->y.shape();
@@ -132,16 +170,20 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   } else {
     v->X = g.tensor("input", input_shape, Role::Input);
   }
-  v->pred = model_->build(g, v->X, "");
-  v->program.tensor(v->pred).live_out = true;
-  const Shape pred_shape = v->program.tensor(v->pred).shape;
-  if (!resident) {
-    v->y = g.tensor("target", loss_->target_shape(pred_shape), Role::Input, loss_->target_dtype());
-    v->valid = g.tensor("valid_rows", {1}, Role::Input, DType::I32);
+  if (!(step_ && training)) {
+    v->pred = model_->build(g, v->X, "");
+    v->program.tensor(v->pred).live_out = true;
   }
-  LossOutputs lo = loss_->build(g, v->pred, v->y, v->valid);
-  v->loss = lo.loss;
-  if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
+  if (loss_) {
+    const Shape pred_shape = v->program.tensor(v->pred).shape;
+    if (!resident) {
+      v->y = g.tensor("target", loss_->target_shape(pred_shape), Role::Input, loss_->target_dtype());
+      v->valid = g.tensor("valid_rows", {1}, Role::Input, DType::I32);
+    }
+    LossOutputs lo = loss_->build(g, v->pred, v->y, v->valid);
+    v->loss = lo.loss;
+    if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
+  }
   v->plan = plan_memory(v->program);
   if (!persistent_) {
     SG_ASSERT(training && !resident);
@@ -248,6 +290,7 @@ void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_
 bool Trainer::is_resident() const { return current_ && current_->resident; }
 
 void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray& y) const {
+  SG_REQUIRE(loss_, "this trainer's step makes its own inputs (a custom step): use launch(), not batches");
   const Shape& xs = v.input_shape;
   SG_REQUIRE(X.dtype() == DType::F32, "batch X must be f32, got ", dtype_name(X.dtype()));
   SG_REQUIRE(X.shape().size() == 2 && X.shape()[1] == xs[1], "batch X has shape ",
@@ -398,6 +441,7 @@ float Trainer::loss() const {
 
 HostArray Trainer::logits() const {
   SG_REQUIRE(current_, "logits: the trainer is not compiled");
+  SG_REQUIRE(current_->pred != kNone, "logits: a custom step has no single output: use predict()");
   HostArray out(DType::F32, current_->program.tensor(current_->pred).shape);
   backend_->download(out.raw(), current_->ptrs[current_->pred], out.nbytes());
   return out;
@@ -456,20 +500,23 @@ HostArray Trainer::predict(const HostArray& X) {
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
              "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
              dtype_name(X.dtype()), " ", shape_str(X.shape()));
-  const int64_t N = X.shape()[0], chunk = current_->input_shape[0];
-  const int64_t out_dim = current_->program.tensor(current_->pred).shape[1];
-  HostArray out(DType::F32, {N, out_dim});
+  const int64_t N = X.shape()[0];
+  const int64_t chunk = current_->input_shape[0] > 0 ? current_->input_shape[0] : 4096;
+  HostArray out;
   for (int64_t row0 = 0; row0 < N; row0 += chunk) {
     const int64_t rows = std::min(chunk, N - row0);
     Variant& v = eval_variant(rows);
-    // The loss op needs valid targets; zeros are valid for both losses.
-    const TensorInfo& yt = v.program.tensor(v.y);
-    HostArray zeros(yt.dtype, yt.shape);
+    const int64_t out_dim = v.program.tensor(v.pred).shape[1];
+    if (row0 == 0) out = HostArray(DType::F32, {N, out_dim});
     backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * X.shape()[1] * 4,
                      rows * X.shape()[1] * 4);
-    backend_->upload(v.ptrs[v.y], zeros.raw(), zeros.nbytes());
-    const int32_t valid = static_cast<int32_t>(rows);
-    backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
+    if (v.y != kNone) {  // the loss op needs valid targets; zeros are valid for both losses
+      const TensorInfo& yt = v.program.tensor(v.y);
+      HostArray zeros(yt.dtype, yt.shape);
+      backend_->upload(v.ptrs[v.y], zeros.raw(), zeros.nbytes());
+      const int32_t valid = static_cast<int32_t>(rows);
+      backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
+    }
     v.exe->run();
     backend_->download(out.data<float>() + row0 * out_dim, v.ptrs[v.pred], rows * out_dim * 4);
   }
@@ -593,16 +640,22 @@ std::string Trainer::explain() const {
     return os.str();
   }
   const Program& p = current_->program;
-  const Shape pred = p.tensor(current_->pred).shape;
-  const double scale = loss_->grad_scale(pred);
-  os << "loss: " << loss_->describe() << "; gradient scale " << scale << " ("
-     << reduction_name(loss_->reduction()) << (loss_->reduction() == Reduction::Mean
-                                                    ? cat(" over ", static_cast<int64_t>(std::llround(1 / scale)), " ",
-                                                          loss_->target_dtype() == DType::I32 ? "rows" : "elements")
-                                                    : std::string())
-     << ")\n";
+  if (loss_) {
+    const Shape pred = p.tensor(current_->pred).shape;
+    const double scale = loss_->grad_scale(pred);
+    os << "loss: " << loss_->describe() << "; gradient scale " << scale << " ("
+       << reduction_name(loss_->reduction()) << (loss_->reduction() == Reduction::Mean
+                                                      ? cat(" over ", static_cast<int64_t>(std::llround(1 / scale)), " ",
+                                                            loss_->target_dtype() == DType::I32 ? "rows" : "elements")
+                                                      : std::string())
+       << ")\n";
+    os << "input: " << shape_str(current_->input_shape) << ", output: " << shape_str(pred) << "\n";
+  } else {
+    os << "loss: custom step with " << current_->terms.size() << " terms:";
+    for (const auto& t : current_->terms) os << " " << t.first;
+    os << "\n";
+  }
   os << "optimizer: " << optimizer_->describe() << "\n";
-  os << "input: " << shape_str(current_->input_shape) << ", output: " << shape_str(pred) << "\n";
   int64_t nparam = 0;
   for (const ParamSpec& s : persistent_->specs) nparam += numel(s.shape);
   os << "parameters: " << nparam << " in " << persistent_->specs.size() << " tensors\n";

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "pinn/pinn_kernels.h"
 #include "stepgraph/backend.h"
 
 namespace sg {
@@ -83,6 +84,21 @@ class CpuBackend : public Backend {
         const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
         return [=] { cpu::dense_backward(dY, X, W, Y, Z, dX, dW, db, B, I, O, act, ax, aw, ab, br); };
+      }
+      case OpKind::ExpressionLoss: {
+        const float *U = f(in[0]), *X = f(in[1]);
+        float *total = f(out[0]), *term = f(out[1]), *dU = f(out[2]);
+        const ExprLossAttrs a = op.attr<ExprLossAttrs>();
+        const int64_t M = dim(in[1], 0), d = dim(in[1], 1), O = dim(in[0], 1);
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::expression_loss(U, X, total, term, dU, M, d, O, a, acc); };
+      }
+      case OpKind::SamplePoints: {
+        const int32_t* step = i32(in[0]);
+        float* X = f(out[0]);
+        const SampleAttrs a = op.attr<SampleAttrs>();
+        const int64_t M = dim(out[0], 0), d = dim(out[0], 1);
+        return [=] { cpu::sample_points(step, X, M, d, a); };
       }
       case OpKind::JetInput: {
         const float* X = f(in[0]);

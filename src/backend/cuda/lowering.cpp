@@ -195,6 +195,7 @@ class Lowering {
     const auto& out = op.out;
     if (op.kind == OpKind::JetInput || op.kind == OpKind::JetActivation || op.kind == OpKind::JetActivationBackward ||
         op.kind == OpKind::FourierFeatures || op.kind == OpKind::FourierFeaturesBackward ||
+        op.kind == OpKind::ExpressionLoss || op.kind == OpKind::SamplePoints ||
         ((op.kind == OpKind::Dense || op.kind == OpKind::DenseBackward) && op.attr<DenseAttrs>().bias_rows != 0))
       throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
                       "): jet ops (physics-informed training) run on the CPU backend in this version; use --device cpu"));

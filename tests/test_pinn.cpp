@@ -1,0 +1,149 @@
+// Physics-informed training on the CPU reference: expression losses against hand-written
+// residuals, collocation sampling, problem parsing errors, and a short Poisson run whose error
+// falls.
+#include "pinn/pinn_kernels.h"
+#include "pinn/problem.h"
+#include "stepgraph/trainer.h"
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+std::shared_ptr<Sequential> small_net() {
+  return sequential({dense(16, Activation::Tanh), dense(16, Activation::Tanh), dense(1)});
+}
+
+TEST(Pinn, PoissonResidualTermEqualsTheHandWrittenResidual) {
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 50;
+  p.terms[1].points = 20;
+  Trainer t(small_net(), pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CPU, 3);
+  t.compile_custom();
+  t.launch();
+  const Program& pr = t.program();
+  // The interior points and the network's jets there, as the step saw them (before the update).
+  const int64_t M = 50;
+  HostArray X(DType::F32, {M, 2}), U(DType::F32, {6 * M, 1});
+  t.backend().download(X.raw(), t.device_ptr("points.0"), X.nbytes());
+  TensorId u_id = kNone;
+  for (const Op& op : pr.ops())
+    if (op.kind == OpKind::ExpressionLoss && op.name == "loss residual") u_id = op.in[0];
+  ASSERT_NE(u_id, kNone);
+  const int K = static_cast<int>(pr.tensor(u_id).shape[0] / M);
+  ASSERT_EQ(K, 1 + 2 + 2);  // u, u_x, u_y, u_xx, u_yy (no mixed derivative asked for)
+  HostArray Uk(DType::F32, pr.tensor(u_id).shape);
+  t.backend().download(Uk.raw(), t.device_ptr(pr.tensor(u_id).name), Uk.nbytes());
+  double sum = 0;
+  const double pi = 3.141592653589793;
+  for (int64_t m = 0; m < M; ++m) {
+    const double x = X.data<float>()[m * 2], y = X.data<float>()[m * 2 + 1];
+    EXPECT_TRUE(x >= 0 && x <= 1 && y >= 0 && y <= 1);
+    const double uxx = Uk.data<float>()[3 * M + m], uyy = Uk.data<float>()[4 * M + m];
+    const double r = -(uxx + uyy) - 2 * pi * pi * std::sin(pi * x) * std::sin(pi * y);
+    sum += r * r;
+  }
+  auto terms = t.loss_terms();
+  EXPECT_TRUE(near(terms.at("residual"), sum / M, 1e-6, 1e-5));
+  EXPECT_TRUE(near(t.loss(), terms.at("residual") + terms.at("boundary"), 1e-6, 1e-6));
+}
+
+TEST(Pinn, CollocationPointsLieWhereAskedAndResample) {
+  SampleAttrs a;
+  a.seed = 7;
+  a.every = 10;
+  a.lo[0] = -1, a.hi[0] = 1, a.lo[1] = 0, a.hi[1] = 2;
+  const int32_t s0 = 0, s9 = 9, s10 = 10;
+  std::vector<float> p0(200), p9(200), p10(200);
+  cpu::sample_points(&s0, p0.data(), 100, 2, a);
+  cpu::sample_points(&s9, p9.data(), 100, 2, a);
+  cpu::sample_points(&s10, p10.data(), 100, 2, a);
+  EXPECT_EQ(p0, p9);   // same draw within `every` steps
+  EXPECT_NE(p0, p10);  // a new draw after
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(p0[2 * i] >= -1 && p0[2 * i] <= 1);
+    EXPECT_TRUE(p0[2 * i + 1] >= 0 && p0[2 * i + 1] <= 2);
+  }
+  a.face_dim = -2;  // every face
+  std::vector<float> b(400);
+  cpu::sample_points(&s0, b.data(), 200, 2, a);
+  int faces[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 200; ++i) {
+    const float x = b[2 * i], y = b[2 * i + 1];
+    const bool on = x == -1 || x == 1 || y == 0 || y == 2;
+    EXPECT_TRUE(on) << x << ", " << y;
+    faces[0] += x == -1, faces[1] += x == 1, faces[2] += y == 0, faces[3] += y == 2;
+  }
+  for (int f : faces) EXPECT_GT(f, 20);
+}
+
+TEST(Pinn, ProblemErrorsNameThePathAndCharacter) {
+  auto expect_error = [](const char* json_text, const char* want) {
+    try {
+      pinn::parse_problem(nlohmann::json::parse(json_text));
+      FAIL() << "no error for " << json_text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expect_error(R"({"coordinates": ["x"], "domain": [[0, 1]], "residual": "u_xx + uxx"})", "unknown name 'uxx'");
+  expect_error(R"({"coordinates": ["x"], "domain": [[0, 1]], "residual": "u_xx + uxx"})", "problem.residual");
+  expect_error(R"({"coordinates": ["x"], "domain": [[1, 0]], "residual": "u"})", "problem.domain[0]");
+  expect_error(R"({"coordinates": ["x"], "domain": [[0, 1]], "residual": "u", "conditions": [{"on": "y=0", "residual": "u"}]})",
+               "'y' is not a coordinate");
+  expect_error(R"({"coordinates": ["x"], "domain": [[0, 1]], "residual": "u", "conditions": [{"on": "x=2", "residual": "u"}]})",
+               "outside the domain");
+  expect_error(R"({"type": "wave3d"})", "unknown problem 'wave3d'");
+  expect_error(R"({"coordinates": ["x"], "domain": [[0, 1]], "residual": "u", "colour": 1})", "problem.colour: unknown key");
+}
+
+TEST(Pinn, CustomProblemMatchesTheBuiltIn) {
+  // The same Poisson problem written in the config's terms.
+  pinn::Problem custom = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y"], "domain": [[0, 1], [0, 1]], "outputs": ["u"],
+    "residual": "-(u_xx + u_yy) - 2*pi^2*sin(pi*x)*sin(pi*y)",
+    "conditions": [{"on": "boundary", "residual": "u", "points": 20}],
+    "interior_points": 40, "exact": "sin(pi*x)*sin(pi*y)"})J"));
+  pinn::Problem builtin = pinn::builtin_problem("poisson2d");
+  builtin.terms[0].points = 40;
+  builtin.terms[1].points = 20;
+  builtin.terms[1].label = custom.terms[1].label;
+  Trainer a(small_net(), pinn::make_step(custom), std::make_shared<Adam>(1e-3), Device::CPU, 1);
+  Trainer b(small_net(), pinn::make_step(builtin), std::make_shared<Adam>(1e-3), Device::CPU, 1);
+  a.compile_custom();
+  b.compile_custom();
+  for (int i = 0; i < 3; ++i) {
+    a.launch();
+    b.launch();
+    EXPECT_EQ(a.loss(), b.loss());
+  }
+}
+
+TEST(Pinn, ShortPoissonRunOnTheCpuReducesTheError) {
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 256;
+  p.terms[1].points = 128;
+  p.terms[1].weight = 10;
+  p.resample_every = 50;
+  p.eval_points = 900;
+  Trainer t(small_net(), pinn::make_step(p), std::make_shared<Adam>(1e-2), Device::CPU, 0);
+  t.compile_custom();
+  const double before = pinn::relative_l2_error(t, p);
+  for (int i = 0; i < 400; ++i) t.launch();
+  const double after = pinn::relative_l2_error(t, p);
+  EXPECT_GT(before, 0.5);
+  EXPECT_LT(after, 0.5 * before) << "relative L2 error " << before << " -> " << after;
+  EXPECT_LT(after, 0.2);
+}
+
+TEST(Pinn, BurgersReferenceSolutionIsSane) {
+  pinn::Problem p = pinn::builtin_problem("burgers1d");
+  HostArray pts = HostArray::f32({4, 2}, {0.0f, 0.5f, 0.5f, 0.0f, 0.5f, -0.5f, 0.25f, 0.5f});
+  HostArray u = pinn::exact_solution(p, pts);
+  EXPECT_NEAR(u.data<float>()[0], -std::sin(3.141592653589793 * 0.5), 1e-6);  // initial condition
+  EXPECT_NEAR(u.data<float>()[1], 0.0, 1e-6);                                 // odd in x: u(t, 0) = 0
+  EXPECT_GT(u.data<float>()[2], 0.5);   // the wave steepens toward x = 0 from the left
+  EXPECT_LT(u.data<float>()[3], -0.5);
+}
+
+}  // namespace
+}  // namespace sg::test
