@@ -9,7 +9,7 @@
 # automatically when nvcc is found (on PATH or at /usr/local/cuda/bin/nvcc).
 set -euo pipefail
 
-PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3)
+PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev)
 MIN_CMAKE=3.24
 
 say() { echo "setup: $*"; }

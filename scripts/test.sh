@@ -40,6 +40,10 @@ echo "test: ctest"
 ctest --test-dir build --output-on-failure -j "$(nproc)" || failed+=("ctest")
 
 echo
+echo "test: the Python package (pip install . into build/pyenv, then pytest)"
+bash scripts/test_python.sh || failed+=("python tests")
+
+echo
 echo "test: bench/bench_vs_torch.py --self-test"
 python3 bench/bench_vs_torch.py --self-test || failed+=("bench_vs_torch.py --self-test")
 

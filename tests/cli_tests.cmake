@@ -334,3 +334,25 @@ sg_cli_fail(cli_resume_beyond_total_steps
   STDERR "^stepgraph: error: the checkpoint '[^']*' is at step 200, beyond the requested total of 100 steps"
   UNCHANGED "${SG_RUN200_FILES}"
   REQUIRES cli_run200)
+
+# Physics-informed problems: a custom problem from expressions (heat equation with Fourier
+# features) and a built-in one; the summary carries the relative L2 error, which must have
+# fallen well below its starting value (about 1) within the short run.
+sg_cli_ok(cli_pinn_custom_heat
+  ARGS train "${SG_CONFIGS}/custom_heat.json" --steps 400 --json
+  OUT "${SG_RUNS}/pinn_heat"
+  KEYS "event|steps|final_loss|us_per_step|rel_l2_error"
+  EQUAL "event=summary|steps=400|task=physics-informed"
+  MAX "rel_l2_error=0.1"
+  FILES "${SG_RUNS}/pinn_heat/checkpoint.safetensors|${SG_RUNS}/pinn_heat/metrics.jsonl"
+  TIMEOUT 300)
+sg_cli_ok(cli_pinn_poisson_builtin
+  ARGS train "${SG_CONFIGS}/poisson2d.json" --steps 100 --json
+  OUT "${SG_RUNS}/pinn_poisson"
+  KEYS "event|steps|rel_l2_error"
+  EQUAL "event=summary|steps=100|task=physics-informed"
+  TIMEOUT 300)
+sg_cli_fail(cli_pinn_bad_expression
+  ARGS train "${SG_DATA}/pinn_bad_expression.json"
+  EXIT 1
+  STDERR "problem\\.residual: unknown name 'uxx' at column 8")

@@ -2,7 +2,7 @@
 // residuals, collocation sampling, problem parsing errors, and a short Poisson run whose error
 // falls.
 #include "pinn/pinn_kernels.h"
-#include "pinn/problem.h"
+#include "stepgraph/pinn.h"
 #include "stepgraph/trainer.h"
 #include "test_util.h"
 
@@ -133,6 +133,26 @@ TEST(Pinn, ShortPoissonRunOnTheCpuReducesTheError) {
   EXPECT_GT(before, 0.5);
   EXPECT_LT(after, 0.5 * before) << "relative L2 error " << before << " -> " << after;
   EXPECT_LT(after, 0.2);
+}
+
+TEST(Pinn, CheckpointRoundTripAndBatchApisRefuseClearly) {
+  pinn::Problem p = pinn::builtin_problem("heat1d");
+  for (auto& t : p.terms) t.points = 16;
+  Trainer t(small_net(), pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CPU, 2);
+  t.compile_custom();
+  for (int i = 0; i < 3; ++i) t.launch();
+  const std::string path = std::string(SG_TEST_TMPDIR) + "/pinn.safetensors";
+  t.save(path);
+  auto saved = t.params();
+  t.launch();
+  t.load(path);
+  EXPECT_EQ(t.step(), 3);
+  for (auto& [name, v] : t.params())
+    EXPECT_EQ(std::memcmp(v.raw(), saved.at(name).raw(), v.nbytes()), 0) << name;
+  EXPECT_THROW(t.one_step(random_f32({4, 2}, 1), random_f32({4, 1}, 2)), Error);
+  EXPECT_THROW(t.logits(), Error);
+  EXPECT_NE(t.explain().find("custom step with 4 terms"), std::string::npos) << t.explain();
+  EXPECT_EQ(t.predict(random_f32({5, 2}, 3)).shape(), (Shape{5, 1}));
 }
 
 TEST(Pinn, BurgersReferenceSolutionIsSane) {

@@ -12,6 +12,7 @@
 #include "stepgraph/nn.h"
 #include "stepgraph/optim.h"
 #include "stepgraph/trainer.h"
+#include "stepgraph/pinn.h"
 
 namespace sg {
 
@@ -52,6 +53,8 @@ struct RunConfig {
   // train.mode (graph | eager), train.shape_policy (recapture | pad | error), train.max_shapes,
   // train.autotune (off | heuristic | exhaustive), train.precision (fp32 | tf32).
   TrainerOptions trainer;
+  // A physics-informed problem (section "problem"): replaces "data" and "loss".
+  std::optional<pinn::Problem> problem;
 };
 
 // Builds every object; unknown keys and bad values are Errors naming the JSON path.

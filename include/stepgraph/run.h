@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -36,6 +37,8 @@ struct RunSummary {
   int64_t val_size = 0;
   std::string device;
   std::string checkpoint;     // path written, if any
+  double rel_l2_error = -1;   // physics-informed problems: against the known solution
+  std::map<std::string, float> loss_terms;  // physics-informed problems: each term's last value
   nlohmann::json to_json() const;
 };
 

@@ -1,4 +1,4 @@
-#include "pinn/problem.h"
+#include "stepgraph/pinn.h"
 
 #include <cmath>
 #include <set>

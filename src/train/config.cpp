@@ -131,8 +131,14 @@ Init parse_init(const Node& n, std::optional<Init> def) {
 }
 
 LayerPtr parse_layer(const Node& n) {
-  SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential");
-  std::string type = n.string("type", "", {"dense", "residual", "sequential"});
+  SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential, fourier_features");
+  std::string type = n.string("type", "", {"dense", "residual", "sequential", "fourier_features"});
+  if (type == "fourier_features") {
+    n.only({"type", "features", "sigma", "trainable"});
+    SG_REQUIRE(n.has("features"), n.at("features"), ": missing (the number of frequencies; the output has twice as many)");
+    return std::make_shared<FourierFeatures>(n.integer("features", 0, 1, 1 << 16), n.number("sigma", 1.0, 1e-9, 1e6),
+                                             n.boolean("trainable", false));
+  }
   if (type == "dense") {
     n.only({"type", "units", "activation", "init", "std", "bias"});
     SG_REQUIRE(n.has("units"), n.at("units"), ": missing (the number of outputs)");
@@ -286,7 +292,7 @@ std::string resolve(const std::string& p, const std::filesystem::path& base) {
 
 RunConfig parse_config(const json& j) {
   Node root(j, "");
-  root.only({"model", "loss", "optimizer", "data", "train"});
+  root.only({"model", "loss", "optimizer", "data", "train", "problem"});
   RunConfig rc;
   rc.json = j;
   json empty = json::object();
@@ -299,10 +305,19 @@ RunConfig parse_config(const json& j) {
     SG_REQUIRE(model.string("type", "sequential", {"sequential"}) == "sequential", model.at("type"),
                ": the top-level model is a sequential");
   rc.model = sequential(parse_layers(model));
+  if (root.has("problem")) {
+    SG_REQUIRE(!root.has("data") && !root.has("loss"), "problem: a physics-informed problem defines its own points ",
+               "and loss; remove the \"data\" and \"loss\" sections");
+    try {
+      rc.problem = pinn::parse_problem(j.at("problem"));
+    } catch (const Error& e) {
+      throw Error(e.what());
+    }
+  }
   rc.data = parse_data(section("data"));
   rc.train = parse_train(section("train"));
   rc.trainer = parse_trainer_options(section("train"));
-  rc.loss = parse_loss(section("loss"), rc.data.task);
+  rc.loss = rc.problem ? nullptr : parse_loss(section("loss"), rc.data.task);
   rc.optimizer = parse_optimizer(section("optimizer"), rc.train.steps);
   return rc;
 }

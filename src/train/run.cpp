@@ -22,6 +22,10 @@ json RunSummary::to_json() const {
     j["train_accuracy"] = train_accuracy;
   }
   if (!checkpoint.empty()) j["checkpoint"] = checkpoint;
+  if (rel_l2_error >= 0) {
+    j["rel_l2_error"] = rel_l2_error;
+    j["loss_terms"] = loss_terms;
+  }
   return j;
 }
 
@@ -108,7 +112,89 @@ std::string fixed(double v, int digits) {
 
 }  // namespace
 
+namespace {
+
+// Physics-informed training: the step draws its own points; progress reports each loss term and
+// the relative L2 error against the known solution.
+RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  const pinn::Problem& prob = *cfg.problem;
+  const int64_t total = opt.steps.value_or(cfg.train.steps);
+  SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
+  std::string note;
+  const std::string requested = opt.device.value_or(cfg.train.device);
+  Device device = choose_device(requested, &note);
+  if (device == Device::CUDA && requested == "auto") {
+    device = Device::CPU;  // jet kernels exist on the CPU reference only so far
+    note = "physics-informed problems run on the CPU backend in this version (no CUDA jet kernels yet)";
+  }
+  Trainer t(cfg.model, pinn::make_step(prob), cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  t.compile_custom();
+  if (!opt.resume.empty()) t.load(opt.resume);
+  const int64_t start = t.step();
+  SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start, ", beyond ", total, " steps");
+
+  std::string metrics_path, ckpt_path;
+  if (!opt.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out_dir, ec);
+    SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
+    metrics_path = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
+    ckpt_path = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
+    std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << cfg.json.dump(2) << "\n";
+  }
+  Reporter rep(opt, metrics_path);
+  if (!note.empty()) rep.info(note);
+  rep.info(cat("stepgraph: physics-informed training of '", prob.name, "' on ", device_name(device), ": ",
+               cfg.model->describe(), "; ", prob.terms.size(), " loss terms; ", total - start, " steps"));
+  const bool has_exact = !prob.exact.empty() || static_cast<bool>(prob.exact_fn);
+  RunSummary sum;
+  sum.task = "physics-informed";
+  sum.device = device_name(device);
+  const auto t0 = clock::now();
+  float loss = NAN;
+  for (int64_t s = start; s < total; ++s) {
+    t.launch();
+    const int64_t done = s + 1;
+    const bool report = (cfg.train.log_every && done % cfg.train.log_every == 0) || done == total;
+    if (!report) continue;
+    loss = t.loss();
+    SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", done,
+               ": training diverged (try a smaller learning rate); no checkpoint was written");
+    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
+    json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
+              {"eta_s", static_cast<double>(total - done) / rate}, {"loss_terms", t.loss_terms()}};
+    std::string text = cat("step ", done, "/", total, "  loss ", loss);
+    if (has_exact) {
+      const double err = pinn::relative_l2_error(t, prob);
+      j["rel_l2_error"] = err;
+      text += cat("  rel_l2_error ", err);
+    }
+    rep.record(j, cat(text, "  ", fixed(rate, 1), " steps/s"));
+    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0 && !ckpt_path.empty()) t.save(ckpt_path);
+  }
+  const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  sum.steps = t.step();
+  sum.final_loss = std::isfinite(loss) ? loss : t.loss();
+  sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
+  sum.loss_terms = t.loss_terms();
+  sum.rel_l2_error = has_exact ? pinn::relative_l2_error(t, prob) : -1;
+  if (!ckpt_path.empty()) {
+    t.save(ckpt_path);
+    sum.checkpoint = ckpt_path;
+  }
+  rep.record(sum.to_json(), cat("done: ", sum.steps, " steps, final loss ", sum.final_loss, ", ",
+                                fixed(sum.us_per_step, 1), " us/step on ", sum.device,
+                                has_exact ? cat(", relative L2 error ", sum.rel_l2_error) : std::string(),
+                                sum.checkpoint.empty() ? "" : "; checkpoint " + sum.checkpoint));
+  return sum;
+}
+
+}  // namespace
+
 RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
+  if (cfg.problem) return train_problem(cfg, opt);
   using clock = std::chrono::steady_clock;
   const int64_t total = opt.steps.value_or(cfg.train.steps);
   SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
@@ -225,6 +311,21 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
 }
 
 RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt) {
+  if (cfg.problem) {
+    Reporter rep(opt, "");
+    Trainer t(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, Device::CPU,
+              opt.seed.value_or(cfg.train.seed), cfg.trainer);
+    t.compile_custom();
+    t.load(checkpoint);
+    RunSummary sum;
+    sum.task = "physics-informed";
+    sum.device = "cpu";
+    sum.steps = t.step();
+    sum.rel_l2_error = pinn::relative_l2_error(t, *cfg.problem);
+    rep.record(sum.to_json(), cat("eval of '", checkpoint, "' (step ", sum.steps, "): relative L2 error ",
+                                  sum.rel_l2_error));
+    return sum;
+  }
   std::string note;
   const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
   Reporter rep(opt, "");

@@ -597,7 +597,7 @@ void Trainer::save(const std::string& path) const {
                                              {"version", "1"},
                                              {"step", std::to_string(step())},
                                              {"model", model_->describe()},
-                                             {"loss", loss_->describe()},
+                                             {"loss", loss_ ? loss_->describe() : std::string("custom step")},
                                              {"optimizer", optimizer_->describe()}};
   write_safetensors(path, tensors, meta);
 }

@@ -132,7 +132,12 @@ int main(int argc, char** argv) {
       for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
       return q + "'";
     };
-    std::string cmd = "python3 -m stepgraph plot " + quote(plot_dir);
+    // The python3 beside this executable first (an installed package's venv), else PATH's.
+    std::string python = "python3";
+    std::error_code ec;
+    const auto here = std::filesystem::canonical("/proc/self/exe", ec).parent_path() / "python3";
+    if (!ec && std::filesystem::exists(here)) python = here.string();
+    std::string cmd = quote(python) + " -m stepgraph plot " + quote(plot_dir);
     if (!plot_out.empty()) cmd += " --out " + quote(plot_out);
     const int rc = std::system(cmd.c_str());
     if (rc != 0)
@@ -187,6 +192,13 @@ int main(int argc, char** argv) {
       std::string note;
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);
       if (!note.empty()) std::cout << note << "\n";
+      if (cfg.problem) {
+        sg::Trainer t(cfg.model, sg::pinn::make_step(*cfg.problem), cfg.optimizer, sg::Device::CPU,
+                      cfg.train.seed, cfg.trainer);
+        t.compile_custom();
+        std::cout << t.explain();
+        return 0;
+      }
       sg::Dataset data = sg::load_data(cfg.data);
       sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed, cfg.trainer);
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
