@@ -104,6 +104,26 @@ class Reporter {
   std::ofstream metrics_;
 };
 
+// The run's output folder: created, config.json written; paths of the metrics and checkpoint.
+// Called only once every input has been checked, so a bad input leaves a previous run's files.
+struct OutputFiles {
+  std::string metrics, checkpoint;
+};
+OutputFiles open_output(const RunConfig& cfg, const RunOptions& opt) {
+  OutputFiles f;
+  if (opt.out_dir.empty()) return f;
+  std::error_code ec;
+  std::filesystem::create_directories(opt.out_dir, ec);
+  SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
+  f.metrics = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
+  f.checkpoint = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
+  const auto config_path = std::filesystem::path(opt.out_dir) / "config.json";
+  std::ofstream cf(config_path);
+  cf << cfg.json.dump(2) << "\n";
+  SG_REQUIRE(cf.flush(), "cannot write '", config_path.string(), "'");
+  return f;
+}
+
 std::string fixed(double v, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << v;
@@ -134,16 +154,9 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start, ", beyond ", total, " steps");
 
-  std::string metrics_path, ckpt_path;
-  if (!opt.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out_dir, ec);
-    SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
-    metrics_path = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
-    ckpt_path = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
-    std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << cfg.json.dump(2) << "\n";
-  }
-  Reporter rep(opt, metrics_path);
+  const OutputFiles files = open_output(cfg, opt);
+  const std::string& ckpt_path = files.checkpoint;
+  Reporter rep(opt, files.metrics);
   if (!note.empty()) rep.info(note);
   rep.info(cat("stepgraph: physics-informed training of '", prob.name, "' on ", device_name(device), ": ",
                cfg.model->describe(), "; ", prob.terms.size(), " loss terms; ", total - start, " steps"));
@@ -216,19 +229,9 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
              ", beyond the requested total of ", total, " steps");
 
-  std::string metrics_path, ckpt_path;
-  if (!opt.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out_dir, ec);
-    SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
-    metrics_path = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
-    ckpt_path = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
-    const auto config_path = std::filesystem::path(opt.out_dir) / "config.json";
-    std::ofstream cf(config_path);
-    cf << cfg.json.dump(2) << "\n";
-    SG_REQUIRE(cf.flush(), "cannot write '", config_path.string(), "'");
-  }
-  Reporter rep(opt, metrics_path);
+  const OutputFiles files = open_output(cfg, opt);
+  const std::string& ckpt_path = files.checkpoint;
+  Reporter rep(opt, files.metrics);
   if (!note.empty()) rep.info(note);
 
   rep.info(cat("stepgraph: training on ", device_name(device), ": ", cfg.model->describe(), "; ",
