@@ -231,12 +231,24 @@ NB_MODULE(_stepgraph, m) {
 
   nb::class_<sg::Residual, sg::Layer>(m, "Residual",
                                       "y = x + body(x); the body must keep the width. Its parameters "
-                                      "are named after the body's ('body.0.weight', ...).")
+                                      "take the residual's position as prefix ('1.0.weight' for the first "
+                                      "layer of a Sequential body at position 1).")
       .def("__init__", [](sg::Residual* self, sg::LayerPtr body) {
              if (!body) throw InputError("Residual: expected a body layer, got None");
              as_input_error([&] { new (self) sg::Residual(std::move(body)); });
            },
            "body"_a);
+
+  nb::class_<sg::FourierFeatures, sg::Layer>(
+      m, "FourierFeatures",
+      "Random Fourier features x -> [sin(2 pi x B^T), cos(2 pi x B^T)], B ~ N(0, sigma^2) of shape "
+      "[features, inputs]; output width 2 * features. Fixed (a constant saved in checkpoints) unless "
+      "trainable. For physics-informed networks; runs on the CPU backend in this version.")
+      .def("__init__",
+           [](sg::FourierFeatures* self, int64_t features, double sigma, bool trainable) {
+             as_input_error([&] { new (self) sg::FourierFeatures(features, sigma, trainable); });
+           },
+           "features"_a, "sigma"_a = 1.0, "trainable"_a = false);
 
   // ---- losses ----
   nb::class_<sg::Loss>(m, "Loss", "Base class of the losses.")

@@ -141,10 +141,17 @@ class Sequential(Layer):
 
 class Residual(Layer):
     """
-    y = x + body(x); the body must keep the width. Its parameters are named after the body's ('body.0.weight', ...).
+    y = x + body(x); the body must keep the width. Its parameters take the residual's position as prefix ('1.0.weight' for the first layer of a Sequential body at position 1).
     """
 
     def __init__(self, body: Layer) -> None: ...
+
+class FourierFeatures(Layer):
+    """
+    Random Fourier features x -> [sin(2 pi x B^T), cos(2 pi x B^T)], B ~ N(0, sigma^2) of shape [features, inputs]; output width 2 * features. Fixed (a constant saved in checkpoints) unless trainable. For physics-informed networks; runs on the CPU backend in this version.
+    """
+
+    def __init__(self, features: int, sigma: float = 1.0, trainable: bool = False) -> None: ...
 
 class Loss:
     """Base class of the losses."""

@@ -584,3 +584,32 @@ def test_stubs_cover_the_extension():
     for name in ("one_step", "set_params", "logits_view", "param_views", "tensor_view"):
         assert f"def {name}" in text
     assert sg.Trainer.one_step.__doc__ and sg.Dense.__init__.__doc__
+
+
+def test_physics_informed_config_trains_through_python(tmp_path):
+    """A custom problem (heat equation) from a dict: the summary carries the relative L2 error."""
+    config = {
+        "model": {"layers": [{"type": "fourier_features", "features": 8, "sigma": 1.0},
+                             {"type": "dense", "units": 16, "activation": "tanh"},
+                             {"type": "dense", "units": 1}]},
+        "problem": {"coordinates": ["t", "x"], "domain": [[0, 1], [0, 1]],
+                    "constants": {"alpha": 0.1}, "residual": "u_t - alpha*u_xx",
+                    "conditions": [{"on": "t=0", "residual": "u - sin(pi*x)", "points": 64, "weight": 10},
+                                   {"on": "x=0", "residual": "u", "points": 32},
+                                   {"on": "x=1", "residual": "u", "points": 32}],
+                    "exact": "exp(-alpha*pi^2*t)*sin(pi*x)", "interior_points": 128},
+        "optimizer": {"type": "adam", "lr": 0.005},
+        "train": {"steps": 200, "log_every": 0, "device": "cpu"},
+    }
+    summary = sg.train(config, out_dir=str(tmp_path / "heat"))
+    assert summary["task"] == "physics-informed"
+    assert summary["steps"] == 200
+    assert 0 <= summary["rel_l2_error"] < 0.5
+    assert set(summary["loss_terms"]) == {"residual", "t=0", "x=0", "x=1"}
+
+
+def test_fourier_features_layer():
+    layer = sg.FourierFeatures(4, sigma=2.0)
+    assert "fourier_features(4" in layer.describe()
+    with pytest.raises(ValueError):
+        sg.FourierFeatures(0)
