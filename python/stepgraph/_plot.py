@@ -69,7 +69,10 @@ def plot(run_dir: PathLike, out: Optional[PathLike] = None, *, log_scale: Option
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     losses = [e["loss"] for e in progress] + [e["val_loss"] for e in evals]
     if progress:
-        ax.plot([e["step"] for e in progress], [e["loss"] for e in progress], label="train loss", color="C0")
+        # Few points (a short run, a large log_every): markers, so a single point still shows.
+        style = "o-" if len(progress) < 20 else "-"
+        ax.plot([e["step"] for e in progress], [e["loss"] for e in progress], style, label="train loss",
+                color="C0", markersize=3)
     if evals:
         ax.plot([e["step"] for e in evals], [e["val_loss"] for e in evals], "o-", label="validation loss",
                 color="C1", markersize=3)
@@ -82,6 +85,17 @@ def plot(run_dir: PathLike, out: Optional[PathLike] = None, *, log_scale: Option
     ax.set_ylabel("loss")
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
+    # Physics-informed runs: the relative L2 error against the known solution.
+    l2 = [e for e in progress if _finite(e.get("rel_l2_error"))]
+    if l2:
+        ax2 = ax.twinx()
+        ax2.plot([e["step"] for e in l2], [e["rel_l2_error"] for e in l2], "s--", color="C3", markersize=3,
+                 label="relative L2 error")
+        ax2.set_yscale("log")
+        ax2.set_ylabel("relative L2 error")
+        h2, l2labels = ax2.get_legend_handles_labels()
+        handles += h2
+        labels += l2labels
     if accuracy:
         ax2 = ax.twinx()
         ax2.plot([e["step"] for e in accuracy], [100 * e["val_accuracy"] for e in accuracy], "s--",

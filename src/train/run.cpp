@@ -116,6 +116,8 @@ OutputFiles open_output(const RunConfig& cfg, const RunOptions& opt) {
   std::filesystem::create_directories(opt.out_dir, ec);
   SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
   f.metrics = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
+  // A fresh run starts its own metrics; a resumed one continues the file.
+  if (opt.resume.empty()) std::ofstream(f.metrics, std::ios::trunc);
   f.checkpoint = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
   const auto config_path = std::filesystem::path(opt.out_dir) / "config.json";
   std::ofstream cf(config_path);
