@@ -1,10 +1,11 @@
 // Physics-informed training on the CPU reference: expression losses against hand-written
 // residuals, collocation sampling, problem parsing errors, and a short Poisson run whose error
 // falls.
+#include "pinn/expression.h"
 #include "pinn/pinn_kernels.h"
 #include "stepgraph/pinn.h"
 #include "stepgraph/trainer.h"
-#include "test_util.h"
+#include "jet_reference.h"
 
 namespace sg::test {
 namespace {
@@ -163,6 +164,82 @@ TEST(Pinn, BurgersReferenceSolutionIsSane) {
   EXPECT_NEAR(u.data<float>()[1], 0.0, 1e-6);                                 // odd in x: u(t, 0) = 0
   EXPECT_GT(u.data<float>()[2], 0.5);   // the wave steepens toward x = 0 from the left
   EXPECT_LT(u.data<float>()[3], -0.5);
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// d loss / d parameter of a whole physics-informed step (residual with second derivatives and a
+// boundary term) against central finite differences of a float64 evaluation.
+TEST(Pinn, ParameterGradientsOfResidualLossesMatchFiniteDifferences) {
+  pinn::Problem prob = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
+    "constants": {"k": 0.7},
+    "residual": "u_xx + k*u_yy*u - sin(x)*u_x + u_xy^2",
+    "conditions": [{"on": "boundary", "residual": "u - x*y", "points": 6, "weight": 3}],
+    "interior_points": 5})J"));
+  auto model = sequential({std::make_shared<FourierFeatures>(2, 0.5, true), dense(4, Activation::Tanh),
+                           dense(3, Activation::Softplus), dense(1)});
+  Program p;
+  GraphBuilder g(p);
+  CustomStep cs = pinn::make_step(prob)(g, *model);
+  auto grads = append_backward(p, cs.seeds, cs.num_forward_ops);
+  p.tensor(cs.loss).live_out = true;  // as the Trainer does: read after the step
+  const auto specs = g.param_specs();
+  Runner run(p);
+  run.set(kStepTensor, HostArray::i32({1}, {0}));
+  Values v;
+  for (const ParamSpec& s : specs) {
+    HostArray a = random_f32(s.shape, mix_seed(11, s.name), 0.6);
+    run.set(s.name, a);
+    v[s.name] = to_double(a);
+  }
+  run.run();
+  v["points.0"] = to_double(run.get("points.0"));
+  v["points.1"] = to_double(run.get("points.1"));
+  // The loss in float64: each expression loss on its set's jets and points.
+  auto loss = [&](const Values& w) {
+    double total = 0;
+    for (const Op& op : p.ops()) {
+      if (op.kind != OpKind::ExpressionLoss) continue;
+      const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
+      const std::vector<double> U = forward_double(p, w, op.in[0]);
+      const std::vector<double>& X = w.at(p.tensor(op.in[1]).name);
+      const int64_t M = p.tensor(op.in[1]).shape[0], d = 2;
+      double sum = 0;
+      for (int64_t m = 0; m < M; ++m) {
+        std::vector<double> vars;
+        for (const ExprVar& s : a.vars)
+          vars.push_back(s.kind == ExprVar::Kind::Coordinate ? X[m * d + s.index]
+                         : s.kind == ExprVar::Kind::Jet     ? U[s.index * M + m]
+                                                            : s.value);
+        const double r = a.expr->eval(vars.data());
+        sum += r * r;
+      }
+      total += a.weight * sum / M;
+    }
+    return total;
+  };
+  EXPECT_TRUE(near(run.get("loss").data<float>()[0], loss(v), 1e-5, 1e-4));
+  const double h = 1e-6;
+  int checked = 0;
+  for (const ParamGrad& pg : grads) {
+    const std::string& name = p.tensor(pg.param).name;
+    HostArray gr = run.get(p.tensor(pg.grad).name);
+    for (size_t k = 0; k < v[name].size(); ++k) {
+      Values w = v;
+      w[name][k] += h;
+      const double lp = loss(w);
+      w[name][k] -= 2 * h;
+      const double lm = loss(w);
+      EXPECT_TRUE(near(gr.data<float>()[k], (lp - lm) / (2 * h), 2e-4, 1e-3)) << "d loss / d " << name << "[" << k << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40);
 }
 
 }  // namespace
