@@ -136,6 +136,23 @@ TEST(Pinn, ShortPoissonRunOnTheCpuReducesTheError) {
   EXPECT_LT(after, 0.2);
 }
 
+// Each built-in problem: a short CPU run lowers the error against its solution.
+TEST(Pinn, ShortHeatAndBurgersRunsReduceTheError) {
+  for (const char* name : {"heat1d", "burgers1d"}) {
+    pinn::Problem p = pinn::builtin_problem(name);
+    p.terms[0].points = 256;
+    for (size_t k = 1; k < p.terms.size(); ++k) p.terms[k].points = 64, p.terms[k].weight = 10;
+    p.resample_every = 50;
+    p.eval_points = 400;
+    Trainer t(small_net(), pinn::make_step(p), std::make_shared<Adam>(5e-3), Device::CPU, 0);
+    t.compile_custom();
+    const double before = pinn::relative_l2_error(t, p);
+    for (int i = 0; i < 300; ++i) t.launch();
+    const double after = pinn::relative_l2_error(t, p);
+    EXPECT_LT(after, 0.7 * before) << name << ": relative L2 error " << before << " -> " << after;
+  }
+}
+
 TEST(Pinn, CheckpointRoundTripAndBatchApisRefuseClearly) {
   pinn::Problem p = pinn::builtin_problem("heat1d");
   for (auto& t : p.terms) t.points = 16;
