@@ -80,7 +80,8 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   const Device device = choose_device(opt.device.value_or("cuda"), &note);
   if (!note.empty()) std::cerr << "stepgraph: " << note << "\n";
   const int64_t B = cfg.train.batch_size;
-  Dataset batch = first_rows(cfg, B);
+  // A physics-informed step makes its own points; other configs time one fixed batch.
+  Dataset batch = cfg.problem ? Dataset{} : first_rows(cfg, B);
   BenchResult r;
   r.config = name;
   r.device = device_name(device);
@@ -88,9 +89,19 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   r.steps = steps;
   r.tf32 = cfg.trainer.lower.precision == Precision::TF32;
   for (ExecMode mode : {ExecMode::Eager, ExecMode::Graph}) {
-    Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), options_for(cfg, mode));
-    t.compile({B, batch.features()});
-    t.set_batch(batch.X, batch.y);
+    std::unique_ptr<Trainer> tp;
+    const uint64_t seed = opt.seed.value_or(cfg.train.seed);
+    if (cfg.problem) {
+      tp = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, device, seed,
+                                     options_for(cfg, mode));
+      tp->compile_custom();
+      r.batch = cfg.problem->terms[0].points;
+    } else {
+      tp = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, options_for(cfg, mode));
+      tp->compile({B, batch.features()});
+      tp->set_batch(batch.X, batch.y);
+    }
+    Trainer& t = *tp;
     const double us = time_steps(t, steps);
     SG_REQUIRE(std::isfinite(t.loss()), "bench: the loss is not finite after timing (", t.loss(), ")");
     if (mode == ExecMode::Eager) {
@@ -100,6 +111,7 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
       r.graph_nodes = t.graph_nodes();
       r.peak_device_bytes = t.backend().peak_allocated_bytes();
       r.arena_bytes = t.plan().peak_bytes();
+      if (t.backend().peak_allocated_bytes() == 0) r.peak_device_bytes = r.arena_bytes;  // the CPU does not track
       r.gpu = t.backend().describe();
       r.per_op_us = t.profile(100);
       r.lowering = t.explain();
