@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole GPU check in one go, for the GPU machine: every test (CPU and CUDA), the CLI on the
-# GPU (default run, verify mode), and the benchmarks against PyTorch and JAX.
+# The whole GPU check in one go, for the GPU machine: every test (CPU and CUDA), the Python
+# package's tests, the CLI on the GPU (default run, verify mode), and the benchmarks against
+# PyTorch and JAX.
 #   scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] [--no-bench]
 # BUILD_DIR: a build with the CUDA backend (default build-cuda); LOG_DIR: where logs go
 # (default $OUT or /tmp/stepgraph-gpu). Prints a short table last.
@@ -22,6 +23,11 @@ nvidia-smi -L | tee "$LOG/gpu.txt"
 "$BUILD/tests/stepgraph_tests" > "$LOG/tests.log" 2>&1
 rc=$?
 row "all tests (gtest, GPU included)" "$( [ $rc -eq 0 ] && echo PASS || echo FAIL) $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]|tests ran' "$LOG/tests.log" | tr '\n' ' ')"
+
+# The Python package built there (python3 3.12 with nanobind, scikit-build-core, torch, CuPy):
+# PyTorch parity and DLPack tests run on the GPU.
+SG_PY_VENV=none SG_PY_CUDA=1 bash scripts/test_python.sh > "$LOG/python.log" 2>&1
+row "python tests (GPU parity, DLPack)" "exit $? $(tail -n 1 "$LOG/python.log" | cut -c1-100)"
 
 "$SG" train --device cuda --json --out "$LOG/run_default" > "$LOG/train_default.log" 2>&1
 row "train default on cuda" "$(tail -n 1 "$LOG/train_default.log" | cut -c1-160)"
