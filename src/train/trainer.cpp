@@ -40,12 +40,6 @@ struct Trainer::Persistent {
   std::map<std::string, Slot> slots;
   std::vector<std::string> order;  // creation order (checkpoint order)
   std::vector<ParamSpec> specs;
-
-  void* ptr(const std::string& name) const {
-    auto it = slots.find(name);
-    SG_ASSERT(it != slots.end());
-    return buffer.data() + it->second.offset;
-  }
 };
 
 const char* exec_mode_name(ExecMode m) { return m == ExecMode::Graph ? "graph" : "eager"; }
