@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -116,4 +116,35 @@ def plot(run_dir: PathLike, out: Optional[PathLike] = None, *, log_scale: Option
     fig.tight_layout()
     fig.savefig(out_path)
     plt.close(fig)
+    coords = events["summary"][-1].get("coordinates") if events["summary"] else None
+    _plot_solution(plt, folder, coords if isinstance(coords, list) and len(coords) == 2 else None)
     return out_path
+
+
+def _plot_solution(plt: Any, folder: str, coords: Optional[List[str]] = None) -> Optional[str]:
+    """A physics-informed run in two coordinates: prediction, solution and error on the
+    evaluation grid (the run's eval_points.npy, prediction.npy, exact.npy) as solution.png."""
+    import numpy as np
+
+    paths = [os.path.join(folder, n) for n in ("eval_points.npy", "prediction.npy", "exact.npy")]
+    if not all(os.path.exists(p) for p in paths):
+        return None
+    pts, pred, exact = (np.load(p) for p in paths)
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        return None
+    u, ref = pred[:, 0], exact[:, 0]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), dpi=110)
+    for ax, values, name in ((axes[0], u, "prediction"), (axes[1], ref, "solution"),
+                             (axes[2], np.abs(u - ref), "|error|")):
+        art = ax.tricontourf(pts[:, 0], pts[:, 1], values, levels=40)
+        fig.colorbar(art, ax=ax)
+        ax.set_title(name)
+        ax.set_xlabel(coords[0] if coords else "coordinate 0")
+        ax.set_ylabel(coords[1] if coords else "coordinate 1")
+    rel = float(np.linalg.norm(u - ref) / max(np.linalg.norm(ref), 1e-300))
+    fig.suptitle(f"relative L2 error {rel:.2e}")
+    fig.tight_layout()
+    out = os.path.join(folder, "solution.png")
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -613,3 +613,21 @@ def test_fourier_features_layer():
     assert "fourier_features(4" in layer.describe()
     with pytest.raises(ValueError):
         sg.FourierFeatures(0)
+
+
+def test_plot_draws_the_solution_of_a_physics_informed_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    config = {
+        "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
+        "problem": {"type": "poisson2d", "interior_points": 64, "boundary_points": 32, "eval_points": 400},
+        "optimizer": {"type": "adam", "lr": 0.01},
+        "train": {"steps": 20, "log_every": 10, "device": "cpu"},
+    }
+    run = tmp_path / "poisson"
+    sg.train(config, out_dir=str(run))
+    for name in ("eval_points.npy", "prediction.npy", "exact.npy"):
+        assert (run / name).exists(), name
+    assert np.load(run / "prediction.npy").shape == (400, 1)
+    sg.plot(str(run))
+    assert (run / "loss.png").stat().st_size > 1000
+    assert (run / "solution.png").stat().st_size > 1000

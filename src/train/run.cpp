@@ -198,8 +198,16 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   if (!ckpt_path.empty()) {
     t.save(ckpt_path);
     sum.checkpoint = ckpt_path;
+    // The solution on the evaluation grid, for plots (stepgraph plot draws solution.png from it).
+    const auto dir = std::filesystem::path(opt.out_dir);
+    const HostArray grid = pinn::evaluation_grid(prob);
+    write_npy((dir / "eval_points.npy").string(), grid);
+    write_npy((dir / "prediction.npy").string(), t.predict(grid));
+    if (has_exact) write_npy((dir / "exact.npy").string(), pinn::exact_solution(prob, grid));
   }
-  rep.record(sum.to_json(), cat("done: ", sum.steps, " steps, final loss ", sum.final_loss, ", ",
+  json summary = sum.to_json();
+  summary["coordinates"] = prob.coords;
+  rep.record(summary, cat("done: ", sum.steps, " steps, final loss ", sum.final_loss, ", ",
                                 fixed(sum.us_per_step, 1), " us/step on ", sum.device,
                                 has_exact ? cat(", relative L2 error ", sum.rel_l2_error) : std::string(),
                                 sum.checkpoint.empty() ? "" : "; checkpoint " + sum.checkpoint));
