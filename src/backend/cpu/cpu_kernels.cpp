@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "backend/activation_math.h"
 #include "backend/jet_math.h"
@@ -28,20 +29,46 @@ void gather_batch(const float* dataX, const void* dataY, const int32_t* step, fl
   }
 }
 
+namespace {
+// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per hardware thread, when
+// the work (n * work_per_item multiply-adds) is large enough to pay for the threads. Each item's
+// output is computed by one thread in the same order as alone, so results do not depend on the
+// thread count.
+template <class Fn>
+void parallel_for(int64_t n, int64_t work_per_item, Fn fn) {
+  const int64_t hw = std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
+  const int64_t threads = n * work_per_item < (int64_t{1} << 20) ? 1 : std::min(hw, n);
+  if (threads <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin < end) pool.emplace_back([=] { fn(begin, end); });
+  }
+  fn(int64_t{0}, std::min(n, chunk));
+  for (std::thread& th : pool) th.join();
+}
+}  // namespace
+
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
                    int64_t I, int64_t O, Activation act, int64_t bias_rows) {
-  for (int64_t r = 0; r < B; ++r) {
-    const float* x = X + r * I;
-    for (int64_t o = 0; o < O; ++o) {
-      const float* w = W + o * I;
-      double s = b && r < bias_rows ? b[o] : 0.0;
-      for (int64_t i = 0; i < I; ++i) s += static_cast<double>(x[i]) * w[i];
-      // Rounding z to float first makes the activation see exactly what Z stores.
-      float z = static_cast<float>(s);
-      if (Z) Z[r * O + o] = z;
-      Y[r * O + o] = static_cast<float>(act_forward<double>(act, z));
+  parallel_for(B, I * O, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = X + r * I;
+      for (int64_t o = 0; o < O; ++o) {
+        const float* w = W + o * I;
+        double s = b && r < bias_rows ? b[o] : 0.0;
+        for (int64_t i = 0; i < I; ++i) s += static_cast<double>(x[i]) * w[i];
+        // Rounding z to float first makes the activation see exactly what Z stores.
+        float z = static_cast<float>(s);
+        if (Z) Z[r * O + o] = z;
+        Y[r * O + o] = static_cast<float>(act_forward<double>(act, z));
+      }
     }
-  }
+  });
 }
 
 void dense_backward(const float* dY, const float* X, const float* W, const float* Y,
@@ -59,30 +86,34 @@ void dense_backward(const float* dY, const float* X, const float* W, const float
     }
   }
   if (dW) {
-    std::vector<double> row(static_cast<size_t>(I));
-    for (int64_t o = 0; o < O; ++o) {
-      std::fill(row.begin(), row.end(), 0.0);
-      for (int64_t r = 0; r < B; ++r) {
-        double d = dZ[r * O + o];
-        if (d == 0.0) continue;
-        const float* x = X + r * I;
-        for (int64_t i = 0; i < I; ++i) row[i] += d * x[i];
+    parallel_for(O, B * I, [&](int64_t o0, int64_t o1) {
+      std::vector<double> row(static_cast<size_t>(I));
+      for (int64_t o = o0; o < o1; ++o) {
+        std::fill(row.begin(), row.end(), 0.0);
+        for (int64_t r = 0; r < B; ++r) {
+          double d = dZ[r * O + o];
+          if (d == 0.0) continue;
+          const float* x = X + r * I;
+          for (int64_t i = 0; i < I; ++i) row[i] += d * x[i];
+        }
+        for (int64_t i = 0; i < I; ++i) store(dW + o * I + i, row[i], acc_dw);
       }
-      for (int64_t i = 0; i < I; ++i) store(dW + o * I + i, row[i], acc_dw);
-    }
+    });
   }
   if (dX) {
-    std::vector<double> row(static_cast<size_t>(I));
-    for (int64_t r = 0; r < B; ++r) {
-      std::fill(row.begin(), row.end(), 0.0);
-      for (int64_t o = 0; o < O; ++o) {
-        double d = dZ[r * O + o];
-        if (d == 0.0) continue;
-        const float* w = W + o * I;
-        for (int64_t i = 0; i < I; ++i) row[i] += d * w[i];
+    parallel_for(B, O * I, [&](int64_t r0, int64_t r1) {
+      std::vector<double> row(static_cast<size_t>(I));
+      for (int64_t r = r0; r < r1; ++r) {
+        std::fill(row.begin(), row.end(), 0.0);
+        for (int64_t o = 0; o < O; ++o) {
+          double d = dZ[r * O + o];
+          if (d == 0.0) continue;
+          const float* w = W + o * I;
+          for (int64_t i = 0; i < I; ++i) row[i] += d * w[i];
+        }
+        for (int64_t i = 0; i < I; ++i) store(dX + r * I + i, row[i], acc_dx);
       }
-      for (int64_t i = 0; i < I; ++i) store(dX + r * I + i, row[i], acc_dx);
-    }
+    });
   }
 }
 
