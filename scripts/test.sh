@@ -11,28 +11,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/setup.sh
-
-# The CUDA backend is built when nvcc is found.
-if [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
-
-if [ -f build/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build/CMakeCache.txt; then
-  echo "test: build/ was configured with another CMake generator; remove it (rm -rf build) and rerun" >&2
-  exit 1
-fi
-
-cmake_args=(-S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTEPGRAPH_TESTS=ON)
-if [ -n "${SG_CUDA_ARCH:-}" ]; then
-  cmake_args+=("-DCMAKE_CUDA_ARCHITECTURES=${SG_CUDA_ARCH}")
-elif nvidia-smi -L >/dev/null 2>&1; then
-  cmake_args+=(-UCMAKE_CUDA_ARCHITECTURES)  # CMakeLists.txt picks this machine's GPU ("native")
-else
-  cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=90)
-fi
-cmake "${cmake_args[@]}"
-cmake --build build -j "$(nproc)"
+bash scripts/build.sh
 
 failed=()
 echo

@@ -20,13 +20,6 @@ endif()
 if(NOT DEFINED STDERR_REGEX OR STDERR_REGEX STREQUAL "")
   message(FATAL_ERROR "expect_fail.cmake: -DSTDERR_REGEX=... is required")
 endif()
-if(NOT DEFINED TIMEOUT)
-  set(TIMEOUT 120)
-endif()
-if(NOT DEFINED WORKING_DIRECTORY OR WORKING_DIRECTORY STREQUAL "")
-  set(WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
-endif()
-string(REPLACE "|" ";" command "${CMD}")
 
 # Snapshot the files that must survive the failed command.
 set(snapshots "")
@@ -50,16 +43,8 @@ if(DEFINED UNCHANGED AND NOT UNCHANGED STREQUAL "")
   endforeach()
 endif()
 
-execute_process(
-  COMMAND ${command}
-  WORKING_DIRECTORY "${WORKING_DIRECTORY}"
-  RESULT_VARIABLE rc
-  OUTPUT_VARIABLE out
-  ERROR_VARIABLE err
-  TIMEOUT ${TIMEOUT})
-
-string(REPLACE ";" " " shown "${command}")
-set(report "command: ${shown}\nexit: ${rc}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
+include("${CMAKE_CURRENT_LIST_DIR}/run_command.cmake")
+sg_run_command(120)
 
 if(NOT rc MATCHES "^[0-9]+$")
   message(FATAL_ERROR "the command crashed or timed out (${rc}); it must fail with a message\n${report}")

@@ -16,27 +16,12 @@ cmake_minimum_required(VERSION 3.19)  # string(JSON)
 if(NOT DEFINED CMD OR CMD STREQUAL "")
   message(FATAL_ERROR "expect_ok.cmake: -DCMD=... is required")
 endif()
-if(NOT DEFINED TIMEOUT)
-  set(TIMEOUT 300)
-endif()
-if(NOT DEFINED WORKING_DIRECTORY OR WORKING_DIRECTORY STREQUAL "")
-  set(WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
-endif()
-string(REPLACE "|" ";" command "${CMD}")
 if(DEFINED CLEAN_DIR AND NOT CLEAN_DIR STREQUAL "")
   file(REMOVE_RECURSE "${CLEAN_DIR}")
 endif()
 
-execute_process(
-  COMMAND ${command}
-  WORKING_DIRECTORY "${WORKING_DIRECTORY}"
-  RESULT_VARIABLE rc
-  OUTPUT_VARIABLE out
-  ERROR_VARIABLE err
-  TIMEOUT ${TIMEOUT})
-
-string(REPLACE ";" " " shown "${command}")
-set(report "command: ${shown}\nexit: ${rc}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
+include("${CMAKE_CURRENT_LIST_DIR}/run_command.cmake")
+sg_run_command(300)
 if(NOT rc STREQUAL "0")
   message(FATAL_ERROR "the command failed\n${report}")
 endif()
