@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "stepgraph/graph.h"
+#include "stepgraph/pinn.h"
 #include "stepgraph/trainer.h"
 #include "test_util.h"
 
@@ -169,6 +170,82 @@ TEST(Cuda, LargeBatchLossReductionAndTf32) {
   tf32.precision = Precision::TF32;
   tf32.autotune = Autotune::Exhaustive;
   compare_backends(b.p, b.specs, 32, "tf32, exhaustive autotune", 1, 3e-2, tf32);
+}
+
+// A whole physics-informed step (sampling, jets, expression losses, backward, optimizer).
+Built pinn_program(const pinn::Problem& prob, Layer& model, const Optimizer& opt) {
+  Built b;
+  GraphBuilder g(b.p);
+  CustomStep cs = pinn::make_step(prob)(g, model);
+  b.grads = append_backward(b.p, cs.seeds, cs.num_forward_ops);
+  b.p.tensor(cs.loss).live_out = true;
+  opt.build(g, b.grads);
+  b.specs = g.param_specs();
+  return b;
+}
+
+pinn::Problem mixed_problem(int64_t interior, int64_t boundary) {
+  // Every kind of jet component and expression feature: mixed and pure second derivatives,
+  // coordinates, constants, functions, powers, two loss terms.
+  pinn::Problem p = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
+    "constants": {"k": 0.7},
+    "residual": "u_xx + k*u_yy*u - sin(x)*u_x + u_xy^2 - exp(-y)*tanh(u_y)",
+    "conditions": [{"on": "boundary", "residual": "u - x*y", "weight": 3}],
+    "resample_every": 2})J"));
+  p.terms[0].points = interior;
+  p.terms[1].points = boundary;
+  return p;
+}
+
+TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
+  REQUIRE_GPU();
+  // Small point sets use our dense kernel; 2048 points (10240 jet rows) take cuBLASLt.
+  for (int64_t points : {64, 2048}) {
+    for (Activation a : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU, Activation::Softplus}) {
+      auto model = sequential({dense(32, a), dense(24, a), dense(1)});
+      Built b = pinn_program(mixed_problem(points, 40), *model, Adam(1e-3));
+      compare_backends(b.p, b.specs, 41 + static_cast<int>(a),
+                       cat("pinn ", activation_name(a), " ", points, " points, 3 steps"), 3, 1e-4);
+    }
+  }
+  for (bool trainable : {false, true}) {
+    auto model = sequential({std::make_shared<FourierFeatures>(2, 1.0, trainable), dense(32, Activation::Tanh), dense(1)});
+    Built b = pinn_program(mixed_problem(300, 40), *model, AdamW(1e-3));
+    compare_backends(b.p, b.specs, 51, trainable ? "trainable Fourier features" : "fixed Fourier features", 2, 1e-4);
+  }
+  for (const char* name : {"poisson2d", "heat1d", "burgers1d"}) {
+    pinn::Problem p = pinn::builtin_problem(name);
+    for (auto& t : p.terms) t.points = std::min<int64_t>(t.points, 1000);
+    auto model = sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)});
+    Built b = pinn_program(p, *model, Adam(1e-3));
+    compare_backends(b.p, b.specs, 61, name, 2, 1e-4);
+  }
+}
+
+std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p) {
+  TrainerOptions o;
+  o.mode = mode;
+  auto t = std::make_unique<Trainer>(sequential({dense(32, Activation::Tanh), dense(32, Activation::Tanh), dense(1)}),
+                                     pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
+  t->compile_custom();
+  return t;
+}
+
+TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
+  REQUIRE_GPU();
+  pinn::Problem p = mixed_problem(700, 100);
+  auto graph = pinn_trainer(ExecMode::Graph, p), eager = pinn_trainer(ExecMode::Eager, p);
+  for (int s = 0; s < 50; ++s) {
+    graph->launch();
+    eager->launch();
+    const float lg = graph->loss(), le = eager->loss();
+    ASSERT_EQ(std::memcmp(&lg, &le, 4), 0) << "step " << s << ": " << lg << " vs " << le;
+  }
+  EXPECT_EQ(graph->capture_count(), 1);
+  auto a = graph->state(), b = eager->state();
+  for (auto& [name, v] : a)
+    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
 }
 
 std::unique_ptr<Trainer> gpu_trainer(ExecMode mode, ShapePolicy policy = ShapePolicy::Recapture) {

@@ -98,7 +98,7 @@ struct JetSpec {
   int32_t d = 0;
   int32_t npairs = 0;
   int8_t pi[kMaxJetPairs] = {}, pj[kMaxJetPairs] = {};
-  int32_t K() const { return 1 + d + npairs; }
+  constexpr int32_t K() const { return 1 + d + npairs; }
   int32_t pair_index(int i, int j) const;  // -1 if not tracked
 };
 struct JetAttrs {

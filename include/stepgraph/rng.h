@@ -12,9 +12,10 @@ namespace sg {
 // splitmix64: 64-bit state, one multiply-xorshift per draw.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
+  constexpr explicit Rng(uint64_t seed) : state_(seed) {}
 
-  uint64_t next_u64() {
+  // constexpr so that CUDA kernels can draw the same numbers (built with --expt-relaxed-constexpr).
+  constexpr uint64_t next_u64() {
     uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -44,7 +45,7 @@ class Rng {
 };
 
 // Mixes a seed with a stream id (a name or a counter) into an independent seed.
-inline uint64_t mix_seed(uint64_t seed, uint64_t stream) {
+constexpr uint64_t mix_seed(uint64_t seed, uint64_t stream) {
   Rng r(seed ^ (stream * 0xD1B54A32D192ED03ull));
   r.next_u64();
   return r.next_u64();

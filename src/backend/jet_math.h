@@ -1,5 +1,5 @@
-// Forward-mode jets through elementwise activations, shared by the CPU reference and (later) the
-// CUDA kernels. A jet of a scalar field at one point holds its value, first derivatives along
+// Forward-mode jets through elementwise activations, shared by the CPU reference and the CUDA
+// kernels. A jet of a scalar field at one point holds its value, first derivatives along
 // the d inputs, and the second derivatives a problem asks for (pairs (i, j)); components are
 // stacked: 0 = value, 1 + i = d/dx_i, 1 + d + p = d^2/dx_i dx_j for pair p.
 //
@@ -52,10 +52,16 @@ SG_HD void act_derivs(Activation act, T z, T* g0, T* g1, T* g2, T* g3) {
 }
 
 // sin(2 pi p) (cos_part false) or cos(2 pi p) and their derivatives with respect to p.
+// On the device sinpi/cospi reduce the argument exactly (2p is exact in binary), so no rounding
+// of 2 pi p enters the phase: accurate for large p, unlike fast-math intrinsics.
 template <class T>
 SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
   const T w = T(6.283185307179586);
+#if defined(__CUDA_ARCH__)
+  const T s = sinpi(T(2) * p), c = cospi(T(2) * p);
+#else
   const T s = std::sin(w * p), c = std::cos(w * p);
+#endif
   if (!cos_part) *g0 = s, *g1 = w * c, *g2 = -w * w * s, *g3 = -w * w * w * c;
   else *g0 = c, *g1 = -w * s, *g2 = -w * w * c, *g3 = w * w * w * s;
 }

@@ -1,6 +1,7 @@
 // Expressions for physics-informed losses: a precedence-climbing parser into postfix code, and
 // an allocation-free evaluator (value, and value plus gradient by reverse mode).
 #include "pinn/expression.h"
+#include "pinn/expr_tape.h"
 
 #include <array>
 #include <charconv>
@@ -55,31 +56,6 @@ int arity(ExprOp op) {
     case ExprOp::Abs: return 1;
   }
   return -1;
-}
-
-inline double apply_unary(ExprOp op, double a) {
-  switch (op) {
-    case ExprOp::Neg: return -a;
-    case ExprOp::Sin: return std::sin(a);
-    case ExprOp::Cos: return std::cos(a);
-    case ExprOp::Exp: return std::exp(a);
-    case ExprOp::Log: return std::log(a);
-    case ExprOp::Tanh: return std::tanh(a);
-    case ExprOp::Sqrt: return std::sqrt(a);
-    case ExprOp::Abs: return std::fabs(a);
-    default: return std::numeric_limits<double>::quiet_NaN();
-  }
-}
-
-inline double apply_binary(ExprOp op, double a, double b) {
-  switch (op) {
-    case ExprOp::Add: return a + b;
-    case ExprOp::Sub: return a - b;
-    case ExprOp::Mul: return a * b;
-    case ExprOp::Div: return a / b;
-    case ExprOp::Pow: return std::pow(a, b);
-    default: return std::numeric_limits<double>::quiet_NaN();
-  }
 }
 
 // A program that did not come from compile_expression (or was edited afterwards) and would
@@ -460,7 +436,7 @@ class Parser {
 
   void emit_unary(ExprOp op) {
     if (!code_.empty() && code_.back().op == ExprOp::Const) {
-      code_.back().value = apply_unary(op, code_.back().value);
+      code_.back().value = tape_unary(op, code_.back().value);
       return;
     }
     code_.push_back(ExprInstr{op});
@@ -471,7 +447,7 @@ class Parser {
   void emit_binary(ExprOp op) {
     const size_t n = code_.size();
     if (n >= 2 && code_[n - 1].op == ExprOp::Const && code_[n - 2].op == ExprOp::Const) {
-      code_[n - 2].value = apply_binary(op, code_[n - 2].value, code_[n - 1].value);
+      code_[n - 2].value = tape_binary(op, code_[n - 2].value, code_[n - 1].value);
       code_.pop_back();
       return;
     }
@@ -516,12 +492,12 @@ double Expression::eval(const double* vars) const {
         break;
       case 1:
         if (sp < 1) malformed(*this, "stack underflow");
-        st[sp - 1] = apply_unary(in.op, st[sp - 1]);
+        st[sp - 1] = tape_unary(in.op, st[sp - 1]);
         break;
       case 2:
         if (sp < 2) malformed(*this, "stack underflow");
         --sp;
-        st[sp - 1] = apply_binary(in.op, st[sp - 1], st[sp]);
+        st[sp - 1] = tape_binary(in.op, st[sp - 1], st[sp]);
         break;
       default: malformed(*this, "unknown op code");
     }
@@ -530,124 +506,57 @@ double Expression::eval(const double* vars) const {
   return st[0];
 }
 
-double Expression::eval_grad(const double* vars, double* grad) const {
+std::vector<TapeInstr> Expression::tape() const {
   const int n = static_cast<int>(code.size());
   if (code.empty() || code.size() > static_cast<size_t>(kMaxInstructions))
     malformed(*this, "instruction count");
-
-  // Forward: the value of every instruction, its operands (as instruction indices) and whether
-  // it depends on any variable. The stack holds instruction indices.
-  std::array<double, kMaxInstructions> val;
-  std::array<double, kMaxInstructions> adj;
-  std::array<int16_t, kMaxInstructions> lhs;
-  std::array<int16_t, kMaxInstructions> rhs;
-  std::array<bool, kMaxInstructions> varying;
-  std::array<int16_t, kMaxStack> st;
+  std::vector<TapeInstr> t(code.size());
+  std::array<int16_t, kMaxStack> st;  // instruction indices of the values on the stack
   int sp = 0;
   for (int i = 0; i < n; ++i) {
     const ExprInstr& in = code[static_cast<size_t>(i)];
+    TapeInstr& o = t[static_cast<size_t>(i)];
+    o.op = in.op;
     switch (arity(in.op)) {
       case 0:
         if (sp >= kMaxStack) malformed(*this, "stack overflow");
-        if (in.op == ExprOp::Const) {
-          val[i] = in.value;
-          varying[i] = false;
-        } else {
+        if (in.op == ExprOp::Var) {
           if (in.index < 0 || static_cast<size_t>(in.index) >= variables.size())
             malformed(*this, "variable index out of range");
-          val[i] = vars[in.index];
-          varying[i] = true;
+          o.index = in.index;
+          o.varying = true;
+        } else {
+          o.value = in.value;
         }
         st[sp++] = static_cast<int16_t>(i);
         break;
-      case 1: {
+      case 1:
         if (sp < 1) malformed(*this, "stack underflow");
-        const int a = st[sp - 1];
-        lhs[i] = static_cast<int16_t>(a);
-        val[i] = apply_unary(in.op, val[a]);
-        varying[i] = varying[a];
+        o.lhs = st[sp - 1];
+        o.varying = t[o.lhs].varying;
         st[sp - 1] = static_cast<int16_t>(i);
         break;
-      }
-      case 2: {
+      case 2:
         if (sp < 2) malformed(*this, "stack underflow");
-        const int b = st[--sp];
-        const int a = st[sp - 1];
-        lhs[i] = static_cast<int16_t>(a);
-        rhs[i] = static_cast<int16_t>(b);
-        val[i] = apply_binary(in.op, val[a], val[b]);
-        varying[i] = varying[a] || varying[b];
+        o.rhs = st[--sp];
+        o.lhs = st[sp - 1];
+        o.varying = t[o.lhs].varying || t[o.rhs].varying;
         st[sp - 1] = static_cast<int16_t>(i);
         break;
-      }
       default: malformed(*this, "unknown op code");
     }
   }
   if (sp != 1) malformed(*this, "the program leaves more than one value");
+  return t;
+}
 
-  // Backward: in postfix order every instruction comes after its operands and has exactly one
-  // consumer, so walking backwards finishes each adjoint before it is propagated.
+double Expression::eval_grad(const double* vars, double* grad) const {
+  const std::vector<TapeInstr> t = tape();
+  std::array<double, kMaxInstructions> val, adj;
   for (size_t v = 0; v < variables.size(); ++v) grad[v] = 0.0;
-  for (int i = 0; i < n; ++i) adj[i] = 0.0;
-  adj[n - 1] = 1.0;
-  for (int i = n - 1; i >= 0; --i) {
-    const ExprInstr& in = code[static_cast<size_t>(i)];
-    const double g = adj[i];
-    const double y = val[i];
-    switch (in.op) {
-      case ExprOp::Const: break;
-      case ExprOp::Var: grad[in.index] += g; break;
-      case ExprOp::Add:
-        adj[lhs[i]] += g;
-        adj[rhs[i]] += g;
-        break;
-      case ExprOp::Sub:
-        adj[lhs[i]] += g;
-        adj[rhs[i]] -= g;
-        break;
-      case ExprOp::Mul:
-        adj[lhs[i]] += g * val[rhs[i]];
-        adj[rhs[i]] += g * val[lhs[i]];
-        break;
-      case ExprOp::Div: {
-        const double b = val[rhs[i]];
-        adj[lhs[i]] += g / b;
-        adj[rhs[i]] -= g * y / b;
-        break;
-      }
-      case ExprOp::Pow: {
-        const double a = val[lhs[i]];
-        const double b = val[rhs[i]];
-        // d/da = b a^(b-1); x^0 is constant in x (avoids 0 * 0^-1 = NaN at a = 0).
-        if (b != 0.0) adj[lhs[i]] += g * b * std::pow(a, b - 1.0);
-        // d/db = a^b log(a), only where b depends on a variable: for a constant exponent over
-        // a <= 0 (x^2 at x <= 0) it would be a NaN (0 * log 0, or log of a negative) that no
-        // variable receives, but keeping it out leaves every adjoint clean. At a = 0 < b, a^b
-        // is 0 for every nearby b, so the term is 0. Elsewhere (a < 0, or 0^b with b <= 0)
-        // the IEEE result, NaN or infinite, stands.
-        if (varying[rhs[i]] && !(a == 0.0 && b > 0.0)) adj[rhs[i]] += g * y * std::log(a);
-        break;
-      }
-      case ExprOp::Neg: adj[lhs[i]] -= g; break;
-      case ExprOp::Sin: adj[lhs[i]] += g * std::cos(val[lhs[i]]); break;
-      case ExprOp::Cos: adj[lhs[i]] -= g * std::sin(val[lhs[i]]); break;
-      case ExprOp::Exp: adj[lhs[i]] += g * y; break;
-      case ExprOp::Log: {
-        const double a = val[lhs[i]];
-        // Undefined below 0 like the value itself (1/a would be a finite, meaningless number).
-        adj[lhs[i]] += a < 0.0 ? std::numeric_limits<double>::quiet_NaN() : g / a;
-        break;
-      }
-      case ExprOp::Tanh: adj[lhs[i]] += g * (1.0 - y * y); break;
-      case ExprOp::Sqrt: adj[lhs[i]] += g * 0.5 / y; break;  // NaN below 0, infinite at 0
-      case ExprOp::Abs: {
-        const double a = val[lhs[i]];
-        adj[lhs[i]] += a > 0.0 ? g : (a < 0.0 ? -g : 0.0);
-        break;
-      }
-    }
-  }
-  return val[n - 1];
+  return tape_eval_grad(
+      t.data(), static_cast<int>(t.size()), [&](int v) { return vars[v]; }, [&](int v, double g) { grad[v] += g; },
+      val.data(), adj.data());
 }
 
 std::vector<bool> Expression::uses() const {

@@ -36,6 +36,18 @@ struct ExprInstr {
   double value = 0.0;  // Const
 };
 
+// An instruction with its operands resolved to instruction indices (postfix order: operands
+// come first and each value has exactly one consumer) and whether it depends on a variable.
+// The tape is what the per-point evaluators run, on the CPU and in CUDA kernels
+// (src/pinn/expr_tape.h): plain data, no stack to track.
+struct TapeInstr {
+  ExprOp op;
+  bool varying = false;
+  int16_t lhs = -1, rhs = -1;
+  int32_t index = 0;
+  double value = 0.0;
+};
+
 // A compiled expression: postfix instructions over a fixed list of variable names. A compiled
 // program has at most 256 instructions and needs a stack of at most 64 values (max_stack);
 // eval and eval_grad keep their per-point state in fixed-size local arrays of those sizes and
@@ -57,6 +69,8 @@ struct Expression {
   double eval_grad(const double* vars, double* grad) const;
   // Which variables the expression actually uses.
   std::vector<bool> uses() const;
+  // The program as a tape (at most 256 instructions); throws sg::Error on a malformed program.
+  std::vector<TapeInstr> tape() const;
 };
 
 // Compiles `text` over `variables` (names must be distinct). Errors (unknown name, unknown

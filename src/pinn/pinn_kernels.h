@@ -12,8 +12,7 @@ namespace sg::cpu {
 void expression_loss(const float* U, const float* X, float* total, float* term, float* dU, int64_t M,
                      int64_t d, int64_t O, const ExprLossAttrs& a, bool accumulate_total);
 
-// Coordinate k of point i for the draw at `step` (the SamplePoints rule, shared with tests).
-double sample_coordinate(const SampleAttrs& a, int64_t step, int64_t i, int k, int d);
+// The points of the draw at `step` (pinn::sample_coordinate in src/pinn/sample_math.h).
 void sample_points(const int32_t* step, float* X, int64_t M, int64_t d, const SampleAttrs& a);
 
 }  // namespace sg::cpu

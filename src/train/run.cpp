@@ -145,11 +145,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
   std::string note;
   const std::string requested = opt.device.value_or(cfg.train.device);
-  Device device = choose_device(requested, &note);
-  if (device == Device::CUDA && requested == "auto") {
-    device = Device::CPU;  // jet kernels exist on the CPU reference only so far
-    note = "physics-informed problems run on the CPU backend in this version (no CUDA jet kernels yet)";
-  }
+  const Device device = choose_device(requested, &note);
   Trainer t(cfg.model, pinn::make_step(prob), cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   t.compile_custom();
   if (!opt.resume.empty()) t.load(opt.resume);
@@ -325,14 +321,17 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
 
 RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt) {
   if (cfg.problem) {
+    std::string note;
+    const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
     Reporter rep(opt, "");
-    Trainer t(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, Device::CPU,
+    if (!note.empty()) rep.info(note);
+    Trainer t(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, device,
               opt.seed.value_or(cfg.train.seed), cfg.trainer);
     t.compile_custom();
     t.load(checkpoint);
     RunSummary sum;
     sum.task = "physics-informed";
-    sum.device = "cpu";
+    sum.device = device_name(device);
     sum.steps = t.step();
     sum.rel_l2_error = pinn::relative_l2_error(t, *cfg.problem);
     rep.record(sum.to_json(), cat("eval of '", checkpoint, "' (step ", sum.steps, "): relative L2 error ",

@@ -66,8 +66,10 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
     __syncthreads();
     // Only the slab's real depth: a short reduction (K < kBK) does not multiply padding zeros.
     const int depth = g.K - k0 < kBK ? static_cast<int>(g.K - k0) : kBK;
-    if (do_rowsum && tid < TILE)
-      for (int kk = 0; kk < depth; ++kk) rs += As[kk][tid];
+    if (do_rowsum && tid < TILE) {
+      const int rdepth = g.rowsum_k - k0 < depth ? static_cast<int>(g.rowsum_k - k0) : depth;
+      for (int kk = 0; kk < rdepth; ++kk) rs += As[kk][tid];
+    }
 #pragma unroll 8
     for (int kk = 0; kk < depth; ++kk) {
       float a[TPT], b[TPT];
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
       const int64_t idx = m * g.ldc + n;
       float v = acc[i][j];
       if (g.accumulate) v += g.C[idx];
-      if (g.bias) v += g.bias[n];
+      if (g.bias && m < g.bias_rows) v += g.bias[n];
       if (g.Z) g.Z[idx] = v;
       if (g.act != Activation::None) v = act_forward<float>(g.act, v);
       if (g.dact != Activation::None)
@@ -117,8 +119,10 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K) {
   if (v && std::string(v) == "0") return false;
   if (v && std::string(v) == "1") return true;
   // Up to ~4M multiply-adds (the seed MLP's products) the library's fixed costs dominate; above
-  // that cuBLASLt's tuned kernels win (measured on an H200, see bench/RESULTS.md).
-  return M * N * K <= (int64_t{1} << 22);
+  // that cuBLASLt's tuned kernels win (measured on an H200, see bench/RESULTS.md). A long
+  // reduction over few output tiles (a weight gradient over many jet rows: 32 x 32 x 2560) runs
+  // serially in our kernel's few blocks (55 us measured), where cuBLASLt splits it.
+  return M * N * K <= (int64_t{1} << 22) && K <= 512;
 }
 
 

@@ -24,7 +24,8 @@ struct DenseGemm {
   float* C = nullptr;
   int64_t ldc = 0;
   bool accumulate = false;
-  const float* bias = nullptr;  // + bias[n]
+  const float* bias = nullptr;  // + bias[n], on rows m < bias_rows (a jet's value rows)
+  int64_t bias_rows = INT64_MAX;
   float* Z = nullptr;           // pre-activation out, C's layout
   Activation act = Activation::None;
   // Multiply by the derivative of an activation evaluated at (dact_y, dact_z) (C's layout): the
@@ -32,7 +33,8 @@ struct DenseGemm {
   Activation dact = Activation::None;
   const float* dact_y = nullptr;
   const float* dact_z = nullptr;
-  float* rowsum = nullptr;  // rowsum[m] (+)= sum_k A(m, k)
+  float* rowsum = nullptr;  // rowsum[m] (+)= sum_{k < rowsum_k} A(m, k)
+  int64_t rowsum_k = INT64_MAX;
   bool rowsum_accumulate = false;
 };
 

@@ -1,6 +1,7 @@
 #include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/reduce.cuh"
 #include "data/feistel.h"
 
 namespace sg::cuda {
@@ -73,51 +74,10 @@ __global__ void add_backward_kernel(const float* dy, float* da, float* db, int64
   }
 }
 
-__device__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-__device__ float warp_max(float v) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
-// Block-level sum of one value per thread in a fixed order (warp shuffles, then warp 0).
-__device__ float block_sum(float v) {
-  __shared__ float warps[32];
-  v = warp_sum(v);
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  if (lane == 0) warps[w] = v;
-  __syncthreads();
-  float t = 0.0f;
-  if (w == 0) {
-    t = lane < (blockDim.x + 31) / 32 ? warps[lane] : 0.0f;
-    t = warp_sum(t);
-  }
-  __syncthreads();
-  return t;  // valid in thread 0
-}
-
 // Writes this block's partial; the last block to finish sums all partials in order.
 __device__ void finish_reduction(float block_total, float scale, float* loss, ReduceScratch sc) {
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    sc.partials[blockIdx.x] = block_total;
-    __threadfence();
-    unsigned done = atomicAdd(sc.counter, 1u);
-    last = done == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float t = 0.0f;
-  for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += blockDim.x)
-    t += static_cast<volatile float*>(sc.partials)[i];
-  t = block_sum(t);
-  if (threadIdx.x == 0) {
-    *loss = t * scale;
-    *sc.counter = 0u;  // ready for the next launch (graph replays reuse it)
-  }
+  float all = 0.0f;
+  if (sum_across_blocks(block_total, sc.partials, sc.counter, &all) && threadIdx.x == 0) *loss = all * scale;
 }
 
 constexpr int kRowsPerBlock = kBlock / 32;  // one warp per row

@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/pinn_kernels.cuh"
 #include "stepgraph/graph.h"
 
 namespace sg::cuda {
@@ -171,6 +172,7 @@ class Lowering {
       }
       if (writers != 1 || readers != 1 || q < 0) continue;
       const Op& qop = ops[q];
+      if (qop.attr<DenseAttrs>().bias_rows != 0) continue;  // BGRAD epilogues sum every row
       const int P = p_.producer(qop.in[3]);
       if (P < 0 || ops[P].kind != OpKind::Dense) continue;
       const Activation act = qop.attr<DenseAttrs>().act;
@@ -193,12 +195,6 @@ class Lowering {
   void lower(int i, const Op& op) {
     const auto& in = op.in;
     const auto& out = op.out;
-    if (op.kind == OpKind::JetInput || op.kind == OpKind::JetActivation || op.kind == OpKind::JetActivationBackward ||
-        op.kind == OpKind::FourierFeatures || op.kind == OpKind::FourierFeaturesBackward ||
-        op.kind == OpKind::ExpressionLoss || op.kind == OpKind::SamplePoints ||
-        ((op.kind == OpKind::Dense || op.kind == OpKind::DenseBackward) && op.attr<DenseAttrs>().bias_rows != 0))
-      throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
-                      "): jet ops (physics-informed training) run on the CPU backend in this version; use --device cpu"));
     switch (op.kind) {
       case OpKind::GatherBatch: {
         const float* dX = f(in[0]);
@@ -212,6 +208,50 @@ class Lowering {
         const GatherAttrs a = op.attr<GatherAttrs>();
         notes_ << "in-graph batch gather from the device-resident data set (Feistel shuffle per epoch)";
         return add_step(op, [=](cudaStream_t s) { gather_batch(dX, dY, step, X, y, valid, N, D, B, row, a, s); });
+      }
+      case OpKind::JetInput: {
+        const float* X = f(in[0]);
+        float* J = f(out[0]);
+        const JetSpec js = op.attr<JetAttrs>().jet;
+        const int64_t B = dim(in[0], 0);
+        notes_ << "jet seed kernel (" << js.K() << " components)";
+        return add_step(op, [=](cudaStream_t s) { jet_input(X, J, B, js, s); });
+      }
+      case OpKind::JetActivation:
+      case OpKind::FourierFeatures: {
+        const float* A = f(in[0]);
+        float* Y = f(out[0]);
+        const JetAttrs a = op.attr<JetAttrs>();
+        const int64_t B = dim(in[0], 0) / a.jet.K(), H = dim(in[0], 1);
+        if (op.kind == OpKind::FourierFeatures) {
+          notes_ << "Fourier jet kernel (sinpi/cospi)";
+          return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, B, H, a.jet, s); });
+        }
+        notes_ << activation_name(a.act) << " jet kernel (" << a.jet.K() << " components)";
+        return add_step(op, [=](cudaStream_t s) { jet_activation(A, Y, B, H, a.jet, a.act, s); });
+      }
+      case OpKind::JetActivationBackward:
+      case OpKind::FourierFeaturesBackward: {
+        const float *dY = f(in[0]), *A = f(in[1]);
+        float* dA = f(out[0]);
+        const JetAttrs a = op.attr<JetAttrs>();
+        const int64_t B = dim(in[1], 0) / a.jet.K(), H = dim(in[1], 1);
+        const bool acc = op.accumulate[0];
+        if (op.kind == OpKind::FourierFeaturesBackward) {
+          notes_ << "Fourier jet backward kernel";
+          return add_step(op, [=](cudaStream_t s) { fourier_features_backward(dY, A, dA, B, H, a.jet, acc, s); });
+        }
+        notes_ << activation_name(a.act) << " jet backward kernel";
+        return add_step(op, [=](cudaStream_t s) { jet_activation_backward(dY, A, dA, B, H, a.jet, a.act, acc, s); });
+      }
+      case OpKind::ExpressionLoss: return expression_loss_op(op);
+      case OpKind::SamplePoints: {
+        const int32_t* step = i32(in[0]);
+        float* X = f(out[0]);
+        const SampleAttrs a = op.attr<SampleAttrs>();
+        const int64_t M = dim(out[0], 0), d = dim(out[0], 1);
+        notes_ << "counter-based sampling kernel (the CPU's draws, bit for bit)";
+        return add_step(op, [=](cudaStream_t s) { sample_points(step, X, M, d, a, s); });
       }
       case OpKind::Dense: return dense_forward(i, op);
       case OpKind::DenseBackward: return dense_backward(i, op);
@@ -275,6 +315,41 @@ class Lowering {
     throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
   }
 
+  // The tape and variable table go to the device once; the kernel stages them in shared memory.
+  void expression_loss_op(const Op& op) {
+    const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
+    const std::vector<pinn::TapeInstr> tape = a.expr->tape();
+    SG_REQUIRE(a.vars.size() <= 64, "op '", op.name, "': ", a.vars.size(), " expression variables (at most 64)");
+    const int64_t M = dim(op.in[1], 0), d = dim(op.in[1], 1), O = dim(op.in[0], 1);
+    ExprLossDevice e;
+    e.n = static_cast<int>(tape.size());
+    e.nvars = static_cast<int>(a.vars.size());
+    e.blocks = expression_loss_blocks(M);
+    auto* dtape = reinterpret_cast<pinn::TapeInstr*>(own(tape.size() * sizeof(pinn::TapeInstr)));
+    auto* dvars = reinterpret_cast<ExprVar*>(own(std::max<size_t>(1, a.vars.size()) * sizeof(ExprVar)));
+    be_.upload(dtape, tape.data(), tape.size() * sizeof(pinn::TapeInstr));
+    if (!a.vars.empty()) be_.upload(dvars, a.vars.data(), a.vars.size() * sizeof(ExprVar));
+    e.partials = reinterpret_cast<double*>(own(e.blocks * sizeof(double)));
+    e.counter = reinterpret_cast<unsigned*>(own(sizeof(unsigned)));
+    be_.synchronize();
+    e.tape = dtape;
+    e.vars = dvars;
+    const float *U = f(op.in[0]), *X = f(op.in[1]);
+    float *total = f(op.out[0]), *term = f(op.out[1]), *dU = f(op.out[2]);
+    const int K = a.K;
+    const double w = a.weight;
+    const bool acc = op.accumulate[0];
+    notes_ << "expression loss kernel: " << e.n << "-instruction tape in fp64, " << e.blocks
+           << " blocks, deterministic reduction";
+    add_step(op, [=](cudaStream_t s) { expression_loss(e, U, X, total, term, dU, M, d, O, K, w, acc, s); });
+  }
+
+  // Rows that get the bias: all, or a jet's value rows.
+  int64_t bias_rows(const Op& op, int64_t B) const {
+    const int64_t br = op.attr<DenseAttrs>().bias_rows;
+    return br > 0 && br < B ? br : B;
+  }
+
   void dense_forward(int i, const Op& op) {
     const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
     const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
@@ -293,7 +368,23 @@ class Lowering {
       d.B = f(W), d.sbk = 1, d.sbn = I;
       d.C = y, d.ldc = O;
       d.bias = bp, d.Z = z, d.act = act;
+      d.bias_rows = bias_rows(op, B);
       return own_gemm(op, d, nullptr, "fused dense kernel (product + bias + activation)");
+    }
+    if (const int64_t br = bias_rows(op, B); br < B) {
+      // A jet layer: a plain product, then the bias on the value rows only.
+      float* pre = z ? z : y;
+      GemmArgs ap = a;
+      ap.D = pre;
+      GemmPlan* g = gemm(s, CUBLASLT_EPILOGUE_DEFAULT, ap);
+      SG_REQUIRE(g, "cuBLASLt has no algorithm for a plain fp32 product of ", B, "x", I, " by ", I, "x", O);
+      add_gemm(op, g, "gemm");
+      notes_ << "bias on the first " << br << " rows" << (act != Activation::None || z ? " + activation" : "") << " kernel";
+      return add_step(op, [=](cudaStream_t st) {
+        bias_act_forward(pre, bp, z, y, br, O, act, st);
+        if (act != Activation::None || z != nullptr)
+          bias_act_forward(pre + br * O, nullptr, z ? z + br * O : nullptr, y + br * O, B - br, O, act, st);
+      });
     }
 
     if (fuse_ && act == Activation::ReLU) {
@@ -366,7 +457,7 @@ class Lowering {
       d.A = dz, d.sam = 1, d.sak = O;
       d.B = f(X), d.sbk = I, d.sbn = 1;
       d.C = f(dW), d.ldc = I, d.accumulate = op.accumulate[1] != 0;
-      if (need_db) d.rowsum = f(db), d.rowsum_accumulate = op.accumulate[2] != 0;
+      if (need_db) d.rowsum = f(db), d.rowsum_accumulate = op.accumulate[2] != 0, d.rowsum_k = bias_rows(op, B);
       own_dw = d;
     } else {
       cublas_weight_gradient(i, op, need_db);
@@ -419,7 +510,8 @@ class Lowering {
     GemmArgs aw{f(X), dz, f(dW), nullptr, nullptr, 0, op.accumulate[1] != 0};
     bool db_fused = false;
     GemmPlan* gw = nullptr;
-    if (fuse_ && need_db && !op.accumulate[2]) {
+    const int64_t br = bias_rows(op, B);
+    if (fuse_ && need_db && !op.accumulate[2] && br == B) {
       GemmArgs ab = aw;
       ab.bias = f(db);
       gw = gemm(sw, CUBLASLT_EPILOGUE_BGRADB, ab);
@@ -432,7 +524,7 @@ class Lowering {
       float* dbp = f(db);
       const bool acc = op.accumulate[2];
       notes_ << "bias-gradient kernel; ";
-      add_step(op, [=](cudaStream_t s) { column_sum(dz, dbp, B, O, acc, s); });
+      add_step(op, [=](cudaStream_t s) { column_sum(dz, dbp, br, O, acc, s); });
     } else if (db != kNone && db_done_.count(i)) {
       notes_ << "db from the next layer's fused epilogue; ";
     }

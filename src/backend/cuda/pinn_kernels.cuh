@@ -1,0 +1,48 @@
+// CUDA kernels of the physics-informed ops (jets, Fourier features, expression losses,
+// collocation sampling; layouts in ir.h). The arithmetic is shared with the CPU reference
+// (src/backend/jet_math.h, src/pinn/expr_tape.h, src/pinn/sample_math.h) and runs in fp64
+// like the reference; tensors are fp32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "pinn/expression.h"
+#include "stepgraph/ir.h"
+
+namespace sg::cuda {
+
+void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, cudaStream_t s);
+// Y = act(A) as jets, A and Y [K*B, H].
+void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
+                    cudaStream_t s);
+void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
+                             Activation act, bool accumulate, cudaStream_t s);
+// F [K*B, 2m] = [sin 2 pi P, cos 2 pi P] as jets, P [K*B, m].
+void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s);
+void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t B, int64_t m, const JetSpec& js,
+                               bool accumulate, cudaStream_t s);
+
+// An expression loss's device data: the tape and variable table (uploaded once at lowering)
+// and its reduction scratch (per-block partials, a counter that is zero at rest).
+struct ExprLossDevice {
+  const pinn::TapeInstr* tape = nullptr;
+  int n = 0;
+  const ExprVar* vars = nullptr;
+  int nvars = 0;
+  double* partials = nullptr;
+  unsigned* counter = nullptr;
+  int blocks = 0;
+};
+// Blocks (and partials) an expression loss over M points uses.
+int expression_loss_blocks(int64_t M);
+// Largest tape the kernel takes (compile_expression's limit).
+constexpr int kMaxTape = 256;
+// term = weight * mean_m r(m)^2, total (+)= term, dU = d term / dU (see ExpressionLoss in ir.h).
+void expression_loss(const ExprLossDevice& e, const float* U, const float* X, float* total, float* term, float* dU,
+                     int64_t M, int64_t d, int64_t O, int K, double weight, bool accumulate_total, cudaStream_t s);
+
+void sample_points(const int32_t* step, float* X, int64_t M, int64_t d, const SampleAttrs& a, cudaStream_t s);
+
+}  // namespace sg::cuda
