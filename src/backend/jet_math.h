@@ -66,30 +66,57 @@ SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
   else *g0 = c, *g1 = -w * s, *g2 = -w * w * c, *g3 = w * w * w * s;
 }
 
-// y = g(a) for one point and one column; a and y hold the K components.
-template <class T>
+// v[i] for a run-time i < D. With D known at compile time (the CUDA kernels) this is a chain of
+// selects, so a jet stays in registers: a local array indexed at run time would live in memory.
+// D < 0: plain indexing (the CPU reference).
+template <int D, class T>
+SG_HD T pick(const T* v, int i) {
+  if constexpr (D < 0) {
+    return v[i];
+  } else {
+    T r = v[0];
+    for (int k = 1; k < D; ++k)
+      if (k == i) r = v[k];
+    return r;
+  }
+}
+template <int D, class T>
+SG_HD void add_at(T* v, int i, T x) {
+  if constexpr (D < 0) {
+    v[i] += x;
+  } else {
+    for (int k = 0; k < D; ++k)
+      if (k == i) v[k] += x;
+  }
+}
+
+// y = g(a) for one point and one column; a and y hold the K components. D: js.d when known at
+// compile time, else -1.
+template <class T, int D = -1>
 SG_HD void jet_apply(const JetSpec& js, T g0, T g1, T g2, const T* a, T* y) {
+  const int d = D < 0 ? js.d : D;
   y[0] = g0;
-  for (int i = 0; i < js.d; ++i) y[1 + i] = g1 * a[1 + i];
-  for (int p = 0; p < js.npairs; ++p)
-    y[1 + js.d + p] = g2 * a[1 + js.pi[p]] * a[1 + js.pj[p]] + g1 * a[1 + js.d + p];
+  for (int i = 0; i < d; ++i) y[1 + i] = g1 * a[1 + i];
+  for (int p = 0; p < kMaxJetPairs && p < js.npairs; ++p)
+    y[1 + d + p] = g2 * pick<D>(a + 1, js.pi[p]) * pick<D>(a + 1, js.pj[p]) + g1 * a[1 + d + p];
 }
 
 // da = (dy/da)^T dy for one point and one column.
-template <class T>
+template <class T, int D = -1>
 SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, const T* dy, T* da) {
+  const int d = D < 0 ? js.d : D;
   T d0 = dy[0] * g1;
-  for (int i = 0; i < js.d; ++i) {
+  for (int i = 0; i < d; ++i) {
     d0 += dy[1 + i] * g2 * a[1 + i];
     da[1 + i] = dy[1 + i] * g1;
   }
-  for (int p = 0; p < js.npairs; ++p) {
+  for (int p = 0; p < kMaxJetPairs && p < js.npairs; ++p) {
     const int i = js.pi[p], j = js.pj[p];
-    const T dyp = dy[1 + js.d + p];
-    d0 += dyp * (g3 * a[1 + i] * a[1 + j] + g2 * a[1 + js.d + p]);
-    da[1 + i] += dyp * g2 * a[1 + j];
-    da[1 + j] += dyp * g2 * a[1 + i];
-    da[1 + js.d + p] = dyp * g1;
+    const T dyp = dy[1 + d + p], ai = pick<D>(a + 1, i), aj = pick<D>(a + 1, j);
+    d0 += dyp * (g3 * ai * aj + g2 * a[1 + d + p]);
+    add_at<D>(da + 1, i, dyp * g2 * aj);
+    add_at<D>(da + 1, j, dyp * g2 * ai);
+    da[1 + d + p] = dyp * g1;
   }
   da[0] = d0;
 }

@@ -129,7 +129,7 @@ namespace {
 // Runs `fn(a[K], out...)` for every point and column of a jet tensor: gathers the K components
 // (strided by B*H) into a small array in double.
 template <class Fn>
-void for_each_jet(int64_t B, int64_t H, int K, Fn fn) {
+void for_each_jet(int64_t B, int64_t H, Fn fn) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) fn(b, h, [=](int c) { return (c * B + b) * H + h; });
 }
@@ -137,8 +137,8 @@ void for_each_jet(int64_t B, int64_t H, int K, Fn fn) {
 
 void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act) {
   const int K = js.K();
-  for_each_jet(B, H, K, [&](int64_t, int64_t, auto at) {
-    double a[1 + kMaxJetDim + kMaxJetPairs], y[1 + kMaxJetDim + kMaxJetPairs], g0, g1, g2, g3;
+  for_each_jet(B, H, [&](int64_t, int64_t, auto at) {
+    double a[1 + kMaxJetDim + kMaxJetPairs] = {}, y[1 + kMaxJetDim + kMaxJetPairs], g0 = 0, g1 = 0, g2 = 0, g3 = 0;
     for (int c = 0; c < K; ++c) a[c] = A[at(c)];
     act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
     jet_apply<double>(js, g0, g1, g2, a, y);
@@ -149,9 +149,9 @@ void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpe
 void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H,
                              const JetSpec& js, Activation act, bool acc) {
   const int K = js.K();
-  for_each_jet(B, H, K, [&](int64_t, int64_t, auto at) {
-    double a[1 + kMaxJetDim + kMaxJetPairs], dy[1 + kMaxJetDim + kMaxJetPairs], da[1 + kMaxJetDim + kMaxJetPairs];
-    double g0, g1, g2, g3;
+  for_each_jet(B, H, [&](int64_t, int64_t, auto at) {
+    double a[1 + kMaxJetDim + kMaxJetPairs] = {}, dy[1 + kMaxJetDim + kMaxJetPairs], da[1 + kMaxJetDim + kMaxJetPairs];
+    double g0 = 0, g1 = 0, g2 = 0, g3 = 0;
     for (int c = 0; c < K; ++c) a[c] = A[at(c)], dy[c] = dY[at(c)];
     act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
     jet_apply_backward<double>(js, g1, g2, g3, a, dy, da);
@@ -161,8 +161,8 @@ void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t
 
 void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js) {
   const int K = js.K();
-  for_each_jet(B, m, K, [&](int64_t b, int64_t h, auto at) {
-    double p[1 + kMaxJetDim + kMaxJetPairs], y[1 + kMaxJetDim + kMaxJetPairs], g0, g1, g2, g3;
+  for_each_jet(B, m, [&](int64_t b, int64_t h, auto at) {
+    double p[1 + kMaxJetDim + kMaxJetPairs] = {}, y[1 + kMaxJetDim + kMaxJetPairs], g0 = 0, g1 = 0, g2 = 0, g3 = 0;
     for (int c = 0; c < K; ++c) p[c] = P[at(c)];
     for (int part = 0; part < 2; ++part) {
       fourier_derivs<double>(part == 1, p[0], &g0, &g1, &g2, &g3);
@@ -175,10 +175,10 @@ void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetS
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t B, int64_t m,
                                const JetSpec& js, bool acc) {
   const int K = js.K();
-  for_each_jet(B, m, K, [&](int64_t b, int64_t h, auto at) {
-    double p[1 + kMaxJetDim + kMaxJetPairs], dy[1 + kMaxJetDim + kMaxJetPairs], da[1 + kMaxJetDim + kMaxJetPairs];
+  for_each_jet(B, m, [&](int64_t b, int64_t h, auto at) {
+    double p[1 + kMaxJetDim + kMaxJetPairs] = {}, dy[1 + kMaxJetDim + kMaxJetPairs], da[1 + kMaxJetDim + kMaxJetPairs];
     double sum[1 + kMaxJetDim + kMaxJetPairs] = {};
-    double g0, g1, g2, g3;
+    double g0 = 0, g1 = 0, g2 = 0, g3 = 0;
     for (int c = 0; c < K; ++c) p[c] = P[at(c)];
     for (int part = 0; part < 2; ++part) {
       for (int c = 0; c < K; ++c) dy[c] = dF[(c * B + b) * 2 * m + part * m + h];

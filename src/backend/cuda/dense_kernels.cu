@@ -16,6 +16,30 @@ constexpr int kThreads = 256;  // a 16 x 16 grid of threads, each TILE/16 x TILE
 // memory latency, not arithmetic, and every round costs a full load latency.
 // One launch may carry two independent products (a layer's dW and dX): the first `tiles0`
 // blocks work on g0, the rest on g1. Blocks are numbered row tile major.
+// The per-element epilogue: (+= old C) (+ bias) (Z = v) (v = act(v)) (v *= dact').
+__device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int64_t n, float v) {
+  const int64_t idx = m * g.ldc + n;
+  if (g.accumulate) v += g.C[idx];
+  if (g.bias && m < g.bias_rows) v += g.bias[n];
+  if (g.Z) g.Z[idx] = v;
+  if (g.act != Activation::None) v = act_forward<float>(g.act, v);
+  if (g.dact != Activation::None)
+    v *= act_derivative<float>(g.dact, g.dact_y ? g.dact_y[idx] : 0.0f, g.dact_z ? g.dact_z[idx] : 0.0f);
+  g.C[idx] = v;
+}
+__device__ __forceinline__ void store_rowsum(const DenseGemm& g, int64_t m, float rs) {
+  float* r = g.rowsum + m;
+  *r = g.rowsum_accumulate ? *r + rs : rs;
+}
+
+// k-range of split `s`: whole slabs of kBK, so every split but the last is full.
+template <int kBK>
+__device__ __forceinline__ void split_range(const DenseGemm& g, int s, int64_t* k_begin, int64_t* k_end) {
+  const int64_t per = ((g.K + g.splits - 1) / g.splits + kBK - 1) / kBK * kBK;
+  *k_begin = s * per;
+  *k_end = *k_begin + per < g.K ? *k_begin + per : g.K;
+}
+
 template <int TILE>
 __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, DenseGemm g1, int tiles0) {
   constexpr int TPT = TILE / 16;
@@ -36,10 +60,12 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
 #pragma unroll
     for (int j = 0; j < TPT; ++j) acc[i][j] = 0.0f;
   float rs = 0.0f;
+  int64_t k_begin = 0, k_end = g.K;
+  if (g.splits > 1) split_range<kBK>(g, blockIdx.y, &k_begin, &k_end);
 
   constexpr int kLoads = TILE * kBK / kThreads;  // 16 elements of A and 16 of B per thread
   const bool a_k_fast = g.sak == 1, b_n_fast = g.sbn == 1;
-  for (int64_t k0 = 0; k0 < g.K; k0 += kBK) {
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kBK) {
     // All loads are issued before the first shared-memory store, so their latencies overlap;
     // the order follows the unit stride so global reads coalesce.
     float ra[kLoads], rb[kLoads];
@@ -48,14 +74,14 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
       const int e = tid + r * kThreads;
       const int mm = a_k_fast ? e / kBK : e % TILE, kk = a_k_fast ? e % kBK : e / TILE;
       const int64_t m = m0 + mm, k = k0 + kk;
-      ra[r] = (m < g.M && k < g.K) ? __ldg(g.A + m * g.sam + k * g.sak) : 0.0f;
+      ra[r] = (m < g.M && k < k_end) ? __ldg(g.A + m * g.sam + k * g.sak) : 0.0f;
     }
 #pragma unroll
     for (int r = 0; r < kLoads; ++r) {
       const int e = tid + r * kThreads;
       const int nn = b_n_fast ? e % TILE : e / kBK, kk = b_n_fast ? e / TILE : e % kBK;
       const int64_t n = n0 + nn, k = k0 + kk;
-      rb[r] = (n < g.N && k < g.K) ? __ldg(g.B + k * g.sbk + n * g.sbn) : 0.0f;
+      rb[r] = (n < g.N && k < k_end) ? __ldg(g.B + k * g.sbk + n * g.sbn) : 0.0f;
     }
 #pragma unroll
     for (int r = 0; r < kLoads; ++r) {
@@ -65,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
     }
     __syncthreads();
     // Only the slab's real depth: a short reduction (K < kBK) does not multiply padding zeros.
-    const int depth = g.K - k0 < kBK ? static_cast<int>(g.K - k0) : kBK;
+    const int depth = k_end - k0 < kBK ? static_cast<int>(k_end - k0) : kBK;
     if (do_rowsum && tid < TILE) {
       const int rdepth = g.rowsum_k - k0 < depth ? static_cast<int>(g.rowsum_k - k0) : depth;
       for (int kk = 0; kk < rdepth; ++kk) rs += As[kk][tid];
@@ -85,6 +111,20 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
     __syncthreads();
   }
 
+  if (g.splits > 1) {  // raw partial sums; split_reduce_kernel finishes
+    float* P = g.partial + blockIdx.y * g.M * g.N;
+#pragma unroll
+    for (int i = 0; i < TPT; ++i) {
+      const int64_t m = m0 + ty + 16 * i;
+#pragma unroll
+      for (int j = 0; j < TPT; ++j) {
+        const int64_t n = n0 + tx + 16 * j;
+        if (m < g.M && n < g.N) P[m * g.N + n] = acc[i][j];
+      }
+    }
+    if (do_rowsum && tid < TILE && m0 + tid < g.M) g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m0 + tid] = rs;
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < TPT; ++i) {
     const int64_t m = m0 + ty + 16 * i;
@@ -92,22 +132,31 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
 #pragma unroll
     for (int j = 0; j < TPT; ++j) {
       const int64_t n = n0 + tx + 16 * j;
-      if (n >= g.N) continue;
-      const int64_t idx = m * g.ldc + n;
-      float v = acc[i][j];
-      if (g.accumulate) v += g.C[idx];
-      if (g.bias && m < g.bias_rows) v += g.bias[n];
-      if (g.Z) g.Z[idx] = v;
-      if (g.act != Activation::None) v = act_forward<float>(g.act, v);
-      if (g.dact != Activation::None)
-        v *= act_derivative<float>(g.dact, g.dact_y ? g.dact_y[idx] : 0.0f, g.dact_z ? g.dact_z[idx] : 0.0f);
-      g.C[idx] = v;
+      if (n < g.N) store_output(g, m, n, acc[i][j]);
     }
   }
-  if (do_rowsum && tid < TILE && m0 + tid < g.M) {
-    float* r = g.rowsum + m0 + tid;
-    *r = g.rowsum_accumulate ? *r + rs : rs;
+  if (do_rowsum && tid < TILE && m0 + tid < g.M) store_rowsum(g, m0 + tid, rs);
+}
+
+// Sums the splits' partials, then the epilogue. Eight lanes share an output: lane j adds splits
+// j, j + 8, ... in order, then a fixed shuffle tree combines the eight (deterministic).
+constexpr int kReduceLanes = 8;
+__global__ void split_reduce_kernel(DenseGemm g) {
+  const int64_t mn = g.M * g.N, total = mn + (g.rowsum ? g.M : 0);
+  const int64_t e = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kReduceLanes;
+  const int sub = threadIdx.x % kReduceLanes;
+  const bool out = e < mn;
+  float v = 0.0f;
+  if (e < total) {
+    const float* p = out ? g.partial + e : g.partial + g.splits * mn + (e - mn);
+    const int64_t stride = out ? mn : g.M;
+#pragma unroll 4
+    for (int s = sub; s < g.splits; s += kReduceLanes) v += p[s * stride];
   }
+  for (int off = kReduceLanes / 2; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off, kReduceLanes);
+  if (sub != 0 || e >= total) return;
+  if (out) store_output(g, e / g.N, e % g.N, v);
+  else store_rowsum(g, e - mn, v);
 }
 
 int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
@@ -122,17 +171,44 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K) {
   // that cuBLASLt's tuned kernels win (measured on an H200, see bench/RESULTS.md). A long
   // reduction over few output tiles (a weight gradient over many jet rows: 32 x 32 x 2560) runs
   // serially in our kernel's few blocks (55 us measured), where cuBLASLt splits it.
-  return M * N * K <= (int64_t{1} << 22) && K <= 512;
+  // Tall products (M rows of jets, N = 1 output) waste most of a tile: cuBLASLt.
+  return (M * N * K <= (int64_t{1} << 22) && K <= 512 && M <= 16384) || own_gemm_splits(M, N, K) > 1;
+}
+
+int own_gemm_splits(int64_t M, int64_t N, int64_t K) {
+  const char* v = std::getenv("SG_SPLIT_K");
+  if (v && std::string(v) == "0") return 1;  // such products go to cuBLASLt
+  // A small output (a few 64 x 64 tiles) over a long reduction: about two blocks per SM of an
+  // H200, each over at least 128 values of k.
+  if (K < 2048 || M * N > 256 * 256) return 1;
+  const int64_t t = tiles(M, N, 64), want = (264 + t - 1) / t, most = K / 128;
+  const int64_t s = want < most ? want : most;
+  return s < 2 ? 1 : static_cast<int>(s);
+}
+
+int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
+  return splits > 1 ? splits * (M * N + M) : 0;
 }
 
 
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
+  if (a.splits > 1) return 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
   return t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
 }
 
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
+  if (g.splits > 1) {
+    SG_REQUIRE(second == nullptr && g.partial != nullptr, "dense kernel: a split product runs alone, with scratch");
+    const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, 64)), static_cast<unsigned>(g.splits));
+    dense_gemm_kernel<64><<<grid, kThreads, 0, s>>>(g, g, static_cast<int>(grid.x));
+    KERNEL_LAUNCH_CHECK();
+    const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
+    split_reduce_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(g);
+    KERNEL_LAUNCH_CHECK();
+    return;
+  }
   const int t = own_gemm_tile(g, second);
   const int64_t t0 = tiles(g.M, g.N, t), total = t0 + (second ? tiles(second->M, second->N, t) : 0);
   SG_REQUIRE(total <= (int64_t{1} << 31) - 1, "dense kernel: too many tiles (", total, ")");

@@ -36,10 +36,21 @@ struct DenseGemm {
   float* rowsum = nullptr;  // rowsum[m] (+)= sum_{k < rowsum_k} A(m, k)
   int64_t rowsum_k = INT64_MAX;
   bool rowsum_accumulate = false;
+  // Split-K (see own_gemm_splits): `splits` blocks share each output tile, each over one range
+  // of k, writing raw partial sums to `partial` ([splits][M][N], then [splits][M] row sums);
+  // a second kernel adds them in split order (deterministic) and applies the epilogue.
+  int splits = 1;
+  float* partial = nullptr;
 };
 
-// Whether our kernel is the better choice for an M x N x K product (small and medium sizes).
+// Whether our kernel is the better choice for an M x N x K product: small and medium sizes, and
+// long reductions onto a small output (a weight gradient over tens of thousands of jet rows),
+// which it splits over k (own_gemm_splits > 1).
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K);
+// How many k-ranges our kernel splits the product into (1: none).
+int own_gemm_splits(int64_t M, int64_t N, int64_t K);
+// Floats of scratch a split product needs (0 without splits).
+int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
 // Tile size the launcher will use (for explain).
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
 // One launch; with `second`, two independent products in the same launch.

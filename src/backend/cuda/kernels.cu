@@ -45,20 +45,39 @@ __global__ void act_backward_kernel(float* dy, const float* y, const float* z, i
     dy[i] *= act_derivative<float>(act, y ? y[i] : 0.0f, z ? z[i] : 0.0f);
 }
 
-// Block (32, 8): x walks columns, y splits the rows; partials combined in a fixed order.
-__global__ void column_sum_kernel(const float* dz, float* db, int64_t B, int64_t O, bool acc) {
+// Block (32, 8): x walks columns, y splits the block's rows; grid (column groups, row chunks).
+// Each block sums its chunk (8 row partials combined in a fixed order); with several chunks the
+// last block of a column group to finish adds the chunks' sums in chunk order (deterministic).
+__global__ void column_sum_kernel(const float* dz, float* db, int64_t B, int64_t O, bool acc, ColumnSumScratch sc) {
   __shared__ float part[8][33];
+  __shared__ bool last;
   const int64_t o = blockIdx.x * 32 + threadIdx.x;
+  const int64_t rows = (B + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * rows, r1 = r0 + rows < B ? r0 + rows : B;
   float s = 0.0f;
   if (o < O)
-    for (int64_t r = threadIdx.y; r < B; r += 8) s += dz[r * O + o];
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += dz[r * O + o];
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
-  if (threadIdx.y == 0 && o < O) {
-    float t = 0.0f;
+  float t = 0.0f;
+  if (threadIdx.y == 0)
     for (int k = 0; k < 8; ++k) t += part[k][threadIdx.x];
-    db[o] = acc ? db[o] + t : t;
+  if (gridDim.y == 1) {
+    if (threadIdx.y == 0 && o < O) db[o] = acc ? db[o] + t : t;
+    return;
   }
+  if (threadIdx.y == 0 && o < O) sc.partials[blockIdx.y * O + o] = t;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(sc.counters + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last || threadIdx.y != 0) return;
+  __threadfence();
+  if (o < O) {
+    float all = 0.0f;
+    for (unsigned c = 0; c < gridDim.y; ++c) all += static_cast<volatile float*>(sc.partials)[c * O + o];
+    db[o] = acc ? db[o] + all : all;
+  }
+  if (threadIdx.x == 0) sc.counters[blockIdx.x] = 0u;  // ready for the next launch
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
@@ -259,8 +278,19 @@ void act_backward_inplace(float* dy, const float* y, const float* z, int64_t n, 
   KERNEL_LAUNCH_CHECK();
 }
 
-void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulate, cudaStream_t s) {
-  column_sum_kernel<<<static_cast<unsigned>((O + 31) / 32), dim3(32, 8), 0, s>>>(dz, db, B, O, accumulate);
+int column_sum_chunks(int64_t B, int64_t O) {
+  // Enough blocks to fill the GPU, each over at least 256 rows.
+  const int64_t groups = (O + 31) / 32, by_rows = (B + 255) / 256, want = (264 + groups - 1) / groups;
+  const int64_t c = by_rows < want ? by_rows : want;
+  return static_cast<int>(c < 1 ? 1 : c);
+}
+
+void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulate, ColumnSumScratch sc,
+                cudaStream_t s) {
+  const int chunks = column_sum_chunks(B, O);
+  SG_REQUIRE(chunks == 1 || sc.partials != nullptr, "column sum over ", B, " rows: scratch needed");
+  const dim3 grid(static_cast<unsigned>((O + 31) / 32), static_cast<unsigned>(chunks));
+  column_sum_kernel<<<grid, dim3(32, 8), 0, s>>>(dz, db, B, O, accumulate, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

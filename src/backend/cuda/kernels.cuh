@@ -22,8 +22,16 @@ void bias_act_forward(const float* in, const float* bias, float* z, float* y, in
 // dy *= act'(y, z) in place (dy becomes dZ).
 void act_backward_inplace(float* dy, const float* y, const float* z, int64_t n, Activation act,
                           cudaStream_t s);
-// db[o] (+)= sum_b dz[b, o]; fixed summation order (deterministic).
-void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulate, cudaStream_t s);
+// db[o] (+)= sum_b dz[b, o]; fixed summation order (deterministic). Many rows are split into
+// chunks summed in parallel; the scratch then holds [chunks][O] partials and one counter per 32
+// columns (zero at rest).
+struct ColumnSumScratch {
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+};
+int column_sum_chunks(int64_t B, int64_t O);
+void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulate, ColumnSumScratch scratch,
+                cudaStream_t s);
 void add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
 void add_backward(const float* dy, float* da, float* db, int64_t n, bool acc_a, bool acc_b,
                   cudaStream_t s);

@@ -219,7 +219,7 @@ class Lowering {
       }
       case OpKind::JetActivation:
       case OpKind::FourierFeatures: {
-        const float* A = f(in[0]);
+        float* A = f(in[0]);
         float* Y = f(out[0]);
         const JetAttrs a = op.attr<JetAttrs>();
         const int64_t B = dim(in[0], 0) / a.jet.K(), H = dim(in[0], 1);
@@ -227,8 +227,11 @@ class Lowering {
           notes_ << "Fourier jet kernel (sinpi/cospi)";
           return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, B, H, a.jet, s); });
         }
-        notes_ << activation_name(a.act) << " jet kernel (" << a.jet.K() << " components)";
-        return add_step(op, [=](cudaStream_t s) { jet_activation(A, Y, B, H, a.jet, a.act, s); });
+        const auto fused = jet_bias_.find(i);
+        const float* bias = fused == jet_bias_.end() ? nullptr : fused->second;
+        notes_ << activation_name(a.act) << " jet kernel (" << a.jet.K() << " components"
+               << (bias ? ", adds the dense layer's bias to the value rows" : "") << ")";
+        return add_step(op, [=](cudaStream_t s) { jet_activation(A, bias, Y, B, H, a.jet, a.act, s); });
       }
       case OpKind::JetActivationBackward:
       case OpKind::FourierFeaturesBackward: {
@@ -344,6 +347,16 @@ class Lowering {
     add_step(op, [=](cudaStream_t s) { expression_loss(e, U, X, total, term, dU, M, d, O, K, w, acc, s); });
   }
 
+  ColumnSumScratch column_sum_scratch(int64_t rows, int64_t cols) {
+    ColumnSumScratch sc;
+    const int chunks = column_sum_chunks(rows, cols);
+    if (chunks > 1) {
+      sc.partials = reinterpret_cast<float*>(own(static_cast<size_t>(chunks * cols) * sizeof(float)));
+      sc.counters = reinterpret_cast<unsigned*>(own(static_cast<size_t>((cols + 31) / 32) * sizeof(unsigned)));
+    }
+    return sc;
+  }
+
   // Rows that get the bias: all, or a jet's value rows.
   int64_t bias_rows(const Op& op, int64_t B) const {
     const int64_t br = op.attr<DenseAttrs>().bias_rows;
@@ -379,6 +392,15 @@ class Lowering {
       GemmPlan* g = gemm(s, CUBLASLT_EPILOGUE_DEFAULT, ap);
       SG_REQUIRE(g, "cuBLASLt has no algorithm for a plain fp32 product of ", B, "x", I, " by ", I, "x", O);
       add_gemm(op, g, "gemm");
+      // The jet activation reading this output adds the bias itself (Y is read by nothing else
+      // before it).
+      const auto& ops = p_.ops();
+      if (bp && act == Activation::None && !z && static_cast<size_t>(i) + 1 < ops.size() &&
+          ops[i + 1].kind == OpKind::JetActivation && ops[i + 1].in[0] == Y) {
+        jet_bias_[i + 1] = bp;
+        notes_ << "bias added by the next op's jet kernel";
+        return;
+      }
       notes_ << "bias on the first " << br << " rows" << (act != Activation::None || z ? " + activation" : "") << " kernel";
       return add_step(op, [=](cudaStream_t st) {
         bias_act_forward(pre, bp, z, y, br, O, act, st);
@@ -490,12 +512,27 @@ class Lowering {
     if (dX != kNone && !own_dx) cublas_input_gradient(i, op);
   }
 
-  void own_gemm(const Op& op, const DenseGemm& d, const DenseGemm* second, const std::string& what) {
-    notes_ << what << " " << d.M << "x" << d.N << "x" << d.K;
-    if (second) notes_ << " + " << second->M << "x" << second->N << "x" << second->K;
-    notes_ << " tile " << own_gemm_tile(d, second) << "; ";
+  // A long reduction onto a small output is split over k, with its partial sums in scratch.
+  void plan_split(DenseGemm& d) {
+    if (d.partial) return;  // planned already
+    d.splits = own_gemm_splits(d.M, d.N, d.K);
+    if (d.splits > 1)
+      d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
+  }
+  void own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, const std::string& what) {
     std::optional<DenseGemm> s2;
     if (second) s2 = *second;
+    plan_split(d);
+    if (s2) plan_split(*s2);
+    if (s2 && (d.splits > 1 || s2->splits > 1)) {  // a split product runs in its own launches
+      own_gemm(op, d, nullptr, what + " (1/2)");
+      return own_gemm(op, *s2, nullptr, what + " (2/2)");
+    }
+    notes_ << what << " " << d.M << "x" << d.N << "x" << d.K;
+    if (s2) notes_ << " + " << s2->M << "x" << s2->N << "x" << s2->K;
+    notes_ << " tile " << own_gemm_tile(d, s2 ? &*s2 : nullptr);
+    if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum";
+    notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
   }
 
@@ -524,7 +561,8 @@ class Lowering {
       float* dbp = f(db);
       const bool acc = op.accumulate[2];
       notes_ << "bias-gradient kernel; ";
-      add_step(op, [=](cudaStream_t s) { column_sum(dz, dbp, br, O, acc, s); });
+      const ColumnSumScratch sc = column_sum_scratch(br, O);
+      add_step(op, [=](cudaStream_t s) { column_sum(dz, dbp, br, O, acc, sc, s); });
     } else if (db != kNone && db_done_.count(i)) {
       notes_ << "db from the next layer's fused epilogue; ";
     }
@@ -619,6 +657,7 @@ class Lowering {
   std::set<int> mask_wanted_, dz_ready_, db_done_;
   std::map<int, int> fuse_into_;
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
+  std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
   std::optional<FusedSchedule> fused_schedule_;
 };
 

@@ -30,67 +30,117 @@ __global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d,
 }
 
 // One thread per (point, column): the K components sit B*H apart, so a warp reads K coalesced
-// rows. The arithmetic runs in fp64 like the CPU reference (second derivatives of sigmoid-like
-// activations lose digits in fp32); these kernels are bound by memory, so it costs nothing
-// measurable.
-__global__ void jet_activation_kernel(const float* A, float* Y, int64_t B, int64_t H, JetSpec js, Activation act) {
+// rows. D (the jet's input dimension) is a template parameter so the components stay in
+// registers (see pick in jet_math.h). The arithmetic is fp32 (the reference runs the same code
+// in fp64; the CUDA tests compare them): these kernels stream jets through L2, and in fp64 they
+// needed 86 registers (25% occupancy): a tanh jet over 8192 points x 64 x 5 components took
+// 19 us against 12.5 us in fp32 (H200).
+using JetT = float;
+// bias (nullable): the producing dense layer's bias, added here to the value row and stored back
+// into A (backward reads A) instead of in a launch of its own.
+template <int D>
+__global__ void __launch_bounds__(kBlock, 4) jet_activation_kernel(float* A, const float* bias, float* Y, int64_t B,
+                                                                   int64_t H, JetSpec js, Activation act) {
+  constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
   const int64_t stride = B * H;
   GRID_STRIDE(e, stride) {
-    double a[kJet], y[kJet], g0, g1, g2, g3;
-    for (int c = 0; c < K; ++c) a[c] = A[c * stride + e];
-    act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
-    jet_apply<double>(js, g0, g1, g2, a, y);
-    for (int c = 0; c < K; ++c) Y[c * stride + e] = static_cast<float>(y[c]);
+    JetT a[kK], y[kK], g0, g1, g2, g3;
+#pragma unroll
+    for (int c = 0; c < kK; ++c) a[c] = c < K ? A[c * stride + e] : JetT(0);
+    if (bias) {
+      a[0] += bias[e % H];
+      A[e] = a[0];
+    }
+    act_derivs<JetT>(act, a[0], &g0, &g1, &g2, &g3);
+    jet_apply<JetT, D>(js, g0, g1, g2, a, y);
+#pragma unroll
+    for (int c = 0; c < kK; ++c)
+      if (c < K) Y[c * stride + e] = static_cast<float>(y[c]);
   }
 }
 
-__global__ void jet_activation_backward_kernel(const float* dY, const float* A, float* dA, int64_t B, int64_t H,
+template <int D>
+__global__ void __launch_bounds__(kBlock, 4) jet_activation_backward_kernel(const float* dY, const float* A, float* dA, int64_t B, int64_t H,
                                                JetSpec js, Activation act, bool acc) {
+  constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
   const int64_t stride = B * H;
   GRID_STRIDE(e, stride) {
-    double a[kJet], dy[kJet], da[kJet], g0, g1, g2, g3;
-    for (int c = 0; c < K; ++c) a[c] = A[c * stride + e], dy[c] = dY[c * stride + e];
-    act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
-    jet_apply_backward<double>(js, g1, g2, g3, a, dy, da);
-    for (int c = 0; c < K; ++c) dA[c * stride + e] = static_cast<float>(acc ? dA[c * stride + e] + da[c] : da[c]);
+    JetT a[kK], dy[kK], da[kK], g0, g1, g2, g3;
+#pragma unroll
+    for (int c = 0; c < kK; ++c) a[c] = c < K ? A[c * stride + e] : JetT(0), dy[c] = c < K ? dY[c * stride + e] : JetT(0);
+    act_derivs<JetT>(act, a[0], &g0, &g1, &g2, &g3);
+    jet_apply_backward<JetT, D>(js, g1, g2, g3, a, dy, da);
+#pragma unroll
+    for (int c = 0; c < kK; ++c)
+      if (c < K) dA[c * stride + e] = static_cast<float>(acc ? dA[c * stride + e] + da[c] : da[c]);
   }
 }
 
-__global__ void fourier_kernel(const float* P, float* F, int64_t B, int64_t m, JetSpec js) {
+template <int D>
+__global__ void __launch_bounds__(kBlock, 4) fourier_kernel(const float* P, float* F, int64_t B, int64_t m, JetSpec js) {
+  constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
   GRID_STRIDE(e, B * m) {
     const int64_t b = e / m, h = e % m;
-    double p[kJet], y[kJet], g0, g1, g2, g3;
-    for (int c = 0; c < K; ++c) p[c] = P[(c * B + b) * m + h];
+    JetT p[kK], y[kK], g0, g1, g2, g3;
+#pragma unroll
+    for (int c = 0; c < kK; ++c) p[c] = c < K ? P[(c * B + b) * m + h] : JetT(0);
+#pragma unroll
     for (int part = 0; part < 2; ++part) {
-      fourier_derivs<double>(part == 1, p[0], &g0, &g1, &g2, &g3);
-      jet_apply<double>(js, g0, g1, g2, p, y);
-      for (int c = 0; c < K; ++c) F[(c * B + b) * 2 * m + part * m + h] = static_cast<float>(y[c]);
+      fourier_derivs<JetT>(part == 1, p[0], &g0, &g1, &g2, &g3);
+      jet_apply<JetT, D>(js, g0, g1, g2, p, y);
+#pragma unroll
+      for (int c = 0; c < kK; ++c)
+        if (c < K) F[(c * B + b) * 2 * m + part * m + h] = static_cast<float>(y[c]);
     }
   }
 }
 
-__global__ void fourier_backward_kernel(const float* dF, const float* P, float* dP, int64_t B, int64_t m, JetSpec js,
+template <int D>
+__global__ void __launch_bounds__(kBlock, 4) fourier_backward_kernel(const float* dF, const float* P, float* dP, int64_t B, int64_t m, JetSpec js,
                                         bool acc) {
+  constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
   GRID_STRIDE(e, B * m) {
     const int64_t b = e / m, h = e % m;
-    double p[kJet], dy[kJet], da[kJet], sum[kJet], g0, g1, g2, g3;
-    for (int c = 0; c < K; ++c) p[c] = P[(c * B + b) * m + h], sum[c] = 0.0;
+    JetT p[kK], dy[kK], da[kK], sum[kK], g0, g1, g2, g3;
+#pragma unroll
+    for (int c = 0; c < kK; ++c) p[c] = c < K ? P[(c * B + b) * m + h] : JetT(0), sum[c] = JetT(0);
+#pragma unroll
     for (int part = 0; part < 2; ++part) {
-      for (int c = 0; c < K; ++c) dy[c] = dF[(c * B + b) * 2 * m + part * m + h];
-      fourier_derivs<double>(part == 1, p[0], &g0, &g1, &g2, &g3);
-      jet_apply_backward<double>(js, g1, g2, g3, p, dy, da);
-      for (int c = 0; c < K; ++c) sum[c] += da[c];
+#pragma unroll
+      for (int c = 0; c < kK; ++c) dy[c] = c < K ? dF[(c * B + b) * 2 * m + part * m + h] : JetT(0);
+      fourier_derivs<JetT>(part == 1, p[0], &g0, &g1, &g2, &g3);
+      jet_apply_backward<JetT, D>(js, g1, g2, g3, p, dy, da);
+#pragma unroll
+      for (int c = 0; c < kK; ++c) sum[c] += da[c];
     }
-    for (int c = 0; c < K; ++c) {
+#pragma unroll
+    for (int c = 0; c < kK; ++c) {
+      if (c >= K) continue;
       float* o = dP + (c * B + b) * m + h;
       *o = static_cast<float>(acc ? *o + sum[c] : sum[c]);
     }
   }
 }
+
+// Runs KERNEL<d> for the jet's d (0 .. kMaxJetDim; 0: plain values, no derivatives).
+#define SG_JET_DISPATCH(js, KERNEL, GRID, ...)                                        \
+  do {                                                                                \
+    static_assert(kMaxJetDim == 4, "extend the dispatch");                            \
+    SG_REQUIRE((js).d >= 0 && (js).d <= kMaxJetDim, "jet kernels: input dimension ", (js).d, \
+               " outside 0..", kMaxJetDim);                                           \
+    switch ((js).d) {                                                                 \
+      case 0: KERNEL<0><<<GRID, kBlock, 0, s>>>(__VA_ARGS__); break;                  \
+      case 1: KERNEL<1><<<GRID, kBlock, 0, s>>>(__VA_ARGS__); break;                  \
+      case 2: KERNEL<2><<<GRID, kBlock, 0, s>>>(__VA_ARGS__); break;                  \
+      case 3: KERNEL<3><<<GRID, kBlock, 0, s>>>(__VA_ARGS__); break;                  \
+      default: KERNEL<4><<<GRID, kBlock, 0, s>>>(__VA_ARGS__); break;                 \
+    }                                                                                 \
+    KERNEL_LAUNCH_CHECK();                                                            \
+  } while (0)
 
 constexpr int kExprBlock = 128;
 
@@ -134,27 +184,23 @@ void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, cudaStrea
   KERNEL_LAUNCH_CHECK();
 }
 
-void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
+void jet_activation(float* A, const float* bias, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
                     cudaStream_t s) {
-  jet_activation_kernel<<<grid_for(B * H), kBlock, 0, s>>>(A, Y, B, H, js, act);
-  KERNEL_LAUNCH_CHECK();
+  SG_JET_DISPATCH(js, jet_activation_kernel, grid_for(B * H), A, bias, Y, B, H, js, act);
 }
 
 void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
                              Activation act, bool accumulate, cudaStream_t s) {
-  jet_activation_backward_kernel<<<grid_for(B * H), kBlock, 0, s>>>(dY, A, dA, B, H, js, act, accumulate);
-  KERNEL_LAUNCH_CHECK();
+  SG_JET_DISPATCH(js, jet_activation_backward_kernel, grid_for(B * H), dY, A, dA, B, H, js, act, accumulate);
 }
 
 void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s) {
-  fourier_kernel<<<grid_for(B * m), kBlock, 0, s>>>(P, F, B, m, js);
-  KERNEL_LAUNCH_CHECK();
+  SG_JET_DISPATCH(js, fourier_kernel, grid_for(B * m), P, F, B, m, js);
 }
 
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t B, int64_t m, const JetSpec& js,
                                bool accumulate, cudaStream_t s) {
-  fourier_backward_kernel<<<grid_for(B * m), kBlock, 0, s>>>(dF, P, dP, B, m, js, accumulate);
-  KERNEL_LAUNCH_CHECK();
+  SG_JET_DISPATCH(js, fourier_backward_kernel, grid_for(B * m), dF, P, dP, B, m, js, accumulate);
 }
 
 int expression_loss_blocks(int64_t M) {

@@ -1,7 +1,7 @@
 // CUDA kernels of the physics-informed ops (jets, Fourier features, expression losses,
 // collocation sampling; layouts in ir.h). The arithmetic is shared with the CPU reference
-// (src/backend/jet_math.h, src/pinn/expr_tape.h, src/pinn/sample_math.h) and runs in fp64
-// like the reference; tensors are fp32.
+// (src/backend/jet_math.h, src/pinn/expr_tape.h, src/pinn/sample_math.h): jets in fp32,
+// expressions and sampling in fp64 like the reference.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,8 +14,9 @@
 namespace sg::cuda {
 
 void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, cudaStream_t s);
-// Y = act(A) as jets, A and Y [K*B, H].
-void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
+// Y = act(A) as jets, A and Y [K*B, H]. bias (nullable, [H]): first added to A's value rows, in
+// place (the producing dense layer's bias, fused here).
+void jet_activation(float* A, const float* bias, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
                     cudaStream_t s);
 void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
                              Activation act, bool accumulate, cudaStream_t s);
