@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU check in one go, for the GPU machine: every test (CPU and CUDA), the Python
 # package's tests, the CLI on the GPU (default run, verify mode), and the benchmarks against
-# PyTorch and JAX.
+# PyTorch and JAX (MLPs) and against PyTorch nested autograd (PINNs).
 #   scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] [--no-bench]
 # BUILD_DIR: a build with the CUDA backend (default build-cuda); LOG_DIR: where logs go
 # (default $OUT or /tmp/stepgraph-gpu). Prints a short table last.
@@ -47,10 +47,14 @@ if [ $BENCH -eq 1 ]; then
   PYTHONUNBUFFERED=1 python3 bench/bench_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
     > "$LOG/bench_vs_torch.log" 2>&1
   row "bench vs torch/jax" "exit $? (table in bench_vs_torch.log; RESULTS.md section in $LOG)"
+  PYTHONUNBUFFERED=1 python3 bench/bench_pinn_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
+    > "$LOG/bench_pinn.log" 2>&1
+  row "bench PINN vs torch" "exit $? (table in bench_pinn.log; RESULTS.md section in $LOG)"
 fi
 
 echo
 echo "=== stepgraph GPU check ($(date -u +%Y-%m-%dT%H:%MZ)) ==="
 printf '%s\n' "${rows[@]}"
 [ $BENCH -eq 1 ] && tail -n 30 "$LOG/bench_vs_torch.log"
+[ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_pinn.log"
 exit 0

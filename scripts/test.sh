@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The second command on a fresh machine (and what CI runs): install the dependencies, build
-# stepgraph with its tests (Release, in build/), run every test with ctest, and the self-test of
-# the benchmark script. Exits non-zero when anything fails.
+# stepgraph with its tests (Release, in build/), run every test with ctest, and the self-tests of
+# the benchmark scripts. Exits non-zero when anything fails.
 #
 #   bash scripts/test.sh
 #
@@ -25,6 +25,10 @@ bash scripts/test_python.sh || failed+=("python tests")
 echo
 echo "test: bench/bench_vs_torch.py --self-test"
 python3 bench/bench_vs_torch.py --self-test || failed+=("bench_vs_torch.py --self-test")
+
+echo
+echo "test: bench/bench_pinn_vs_torch.py --self-test"
+python3 bench/bench_pinn_vs_torch.py --self-test || failed+=("bench_pinn_vs_torch.py --self-test")
 
 echo
 if [ ${#failed[@]} -ne 0 ]; then
