@@ -178,10 +178,14 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K) {
 int own_gemm_splits(int64_t M, int64_t N, int64_t K) {
   const char* v = std::getenv("SG_SPLIT_K");
   if (v && std::string(v) == "0") return 1;  // such products go to cuBLASLt
-  // A small output (a few 64 x 64 tiles) over a long reduction: about two blocks per SM of an
-  // H200, each over at least 128 values of k.
-  if (K < 2048 || M * N > 256 * 256) return 1;
-  const int64_t t = tiles(M, N, 64), want = (264 + t - 1) / t, most = K / 128;
+  // A small output (a few 64 x 64 tiles) over a long reduction: one wave of blocks on an H200
+  // (the kernel fits one block per SM), each over at least 128 values of k. From k = 1024 for
+  // outputs up to 128 x 128 (a PINN's boundary points), from 2048 up to 256 x 256 (cuBLASLt
+  // is faster for an MLP's 256 x 256 x 1024 weight gradient: 290 against 410 us per step).
+  // Past ~2^28 multiply-adds cuBLASLt's throughput wins (a Fourier PINN's 128 x 128 x 81920:
+  // 1919 against 2112 us per step).
+  if (K < 1024 || M * N > 256 * 256 || (K < 2048 && M * N > 128 * 128) || M * N * K > (int64_t{1} << 28)) return 1;
+  const int64_t t = tiles(M, N, 64), want = (132 + t - 1) / t, most = K / 128;
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }
