@@ -96,5 +96,46 @@ TEST(Gradients, SharedParameters) {
   check_gradients({"shared", model, std::make_shared<MeanSquaredError>(), {3, 5}}, 51);
 }
 
+// Feature rows viewed as images: a dense layer in front makes the first image op's input
+// gradient (dgrad) part of what is checked.
+LayerPtr image_block(Shape image, std::vector<LayerPtr> layers) {
+  auto s = sequential(std::move(layers));
+  s->set_input_shape(std::move(image));
+  return s;
+}
+
+TEST(Gradients, Conv2dPaddingStrideDilationBiasRelu) {
+  struct G {
+    int64_t kernel, stride, padding, dilation;
+    Activation act;
+    bool bias;
+  };
+  int seed = 60;
+  for (G c : {G{3, 1, 1, 1, Activation::ReLU, true}, G{3, 2, 1, 1, Activation::None, true},
+              G{2, 2, 0, 1, Activation::ReLU, false}, G{3, 1, 2, 2, Activation::None, false},
+              G{3, 2, 2, 2, Activation::ReLU, true}, G{1, 1, 0, 1, Activation::None, true}}) {
+    Conv2dOptions o{c.kernel, c.stride, c.padding, c.dilation, c.act, std::nullopt, c.bias};
+    auto model = sequential({dense(5 * 6 * 3, Activation::Tanh),
+                             image_block({5, 6, 3}, {conv2d(4, o), conv2d(3, {2, 1, 1, 1, Activation::ReLU}), flatten()}),
+                             dense(3)});
+    check_gradients({cat("conv kernel ", c.kernel, " stride ", c.stride, " padding ", c.padding, " dilation ",
+                         c.dilation, " ", activation_name(c.act), c.bias ? " bias" : " no bias"),
+                     model, std::make_shared<MeanSquaredError>(), {2, 4}},
+                    ++seed);
+  }
+}
+
+TEST(Gradients, MaxPoolGlobalAvgPoolFlatten) {
+  auto model = sequential({dense(6 * 5 * 2, Activation::Tanh),
+                           image_block({6, 5, 2}, {max_pool2d(2), conv2d(3, {3, 1, 1, 1, Activation::ReLU}),
+                                                   max_pool2d(3, 1, 1), flatten()}),
+                           dense(4)});
+  check_gradients({"max pools and flatten", model, std::make_shared<SoftmaxCrossEntropy>(), {3, 5}}, 71);
+  auto gap = sequential({dense(4 * 4 * 3, Activation::Tanh),
+                         image_block({4, 4, 3}, {conv2d(5, {3, 2, 1}), max_pool2d(2, 1), global_avg_pool()}),
+                         dense(3)});
+  check_gradients({"global average pool", gap, std::make_shared<SoftmaxCrossEntropy>(), {3, 5}}, 72);
+}
+
 }  // namespace
 }  // namespace sg::test

@@ -138,6 +138,64 @@ inline double eval_double(const Program& p, std::map<std::string, std::vector<do
         val(op.out[0]) = Y;
         break;
       }
+      case OpKind::Conv2d: {
+        const Shape& xs = p.tensor(op.in[0]).shape;
+        const Shape& ws = p.tensor(op.in[1]).shape;
+        const Shape& ys = p.tensor(op.out[0]).shape;
+        const ConvAttrs& a = op.attr<ConvAttrs>();
+        const auto& X = val(op.in[0]);
+        const auto& W = val(op.in[1]);
+        std::vector<double> Y(numel(ys));
+        for (int64_t n = 0; n < ys[0]; ++n)
+          for (int64_t i = 0; i < ys[1]; ++i)
+            for (int64_t j = 0; j < ys[2]; ++j)
+              for (int64_t k = 0; k < ys[3]; ++k) {
+                double z = op.in[2] == kNone ? 0.0 : val(op.in[2])[k];
+                for (int64_t r = 0; r < ws[1]; ++r)
+                  for (int64_t t = 0; t < ws[2]; ++t)
+                    for (int64_t c = 0; c < ws[3]; ++c) {
+                      const int64_t h = i * a.stride_h + r * a.dil_h - a.pad_h;
+                      const int64_t w = j * a.stride_w + t * a.dil_w - a.pad_w;
+                      if (h >= 0 && h < xs[1] && w >= 0 && w < xs[2])
+                        z += X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c] * W[((k * ws[1] + r) * ws[2] + t) * ws[3] + c];
+                    }
+                Y[((n * ys[1] + i) * ys[2] + j) * ys[3] + k] = a.act == Activation::ReLU ? std::max(z, 0.0) : z;
+              }
+        val(op.out[0]) = Y;
+        break;
+      }
+      case OpKind::MaxPool2d: {
+        const Shape& xs = p.tensor(op.in[0]).shape;
+        const Shape& ys = p.tensor(op.out[0]).shape;
+        const PoolAttrs& a = op.attr<PoolAttrs>();
+        const auto& X = val(op.in[0]);
+        std::vector<double> Y(numel(ys), -std::numeric_limits<double>::infinity());
+        for (int64_t n = 0; n < ys[0]; ++n)
+          for (int64_t i = 0; i < ys[1]; ++i)
+            for (int64_t j = 0; j < ys[2]; ++j)
+              for (int64_t c = 0; c < ys[3]; ++c)
+                for (int64_t h = i * a.stride_h - a.pad_h; h < i * a.stride_h - a.pad_h + a.window_h; ++h)
+                  for (int64_t w = j * a.stride_w - a.pad_w; w < j * a.stride_w - a.pad_w + a.window_w; ++w)
+                    if (h >= 0 && h < xs[1] && w >= 0 && w < xs[2]) {
+                      double& y = Y[((n * ys[1] + i) * ys[2] + j) * ys[3] + c];
+                      y = std::max(y, X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c]);
+                    }
+        val(op.out[0]) = Y;
+        break;
+      }
+      case OpKind::GlobalAvgPool: {
+        const Shape& xs = p.tensor(op.in[0]).shape;
+        const auto& X = val(op.in[0]);
+        std::vector<double> Y(xs[0] * xs[3], 0.0);
+        for (int64_t n = 0; n < xs[0]; ++n)
+          for (int64_t h = 0; h < xs[1]; ++h)
+            for (int64_t w = 0; w < xs[2]; ++w)
+              for (int64_t c = 0; c < xs[3]; ++c)
+                Y[n * xs[3] + c] += X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c] / (xs[1] * xs[2]);
+        val(op.out[0]) = Y;
+        break;
+      }
+      case OpKind::Reshape: val(op.out[0]) = val(op.in[0]); break;
       case OpKind::Add: {
         auto A = val(op.in[0]);
         const auto& Bv = val(op.in[1]);

@@ -82,6 +82,21 @@ enum class OpKind : uint8_t {
   Schedule,             // in {step i32[1], hyper[2]}   out {step, sched[4]}   (step += 1, then lr)
   SgdUpdate,            // in {hyper, sched, P..., G..., M...}  out {P..., M...}   in place
   AdamUpdate,           // in {hyper, sched, P..., G..., M..., V...}  out {P..., M..., V...}
+  // Images are NHWC (channels last); filters KRSC (cuDNN's filter layout for NHWC): both keep
+  // the channels contiguous. Output size per dimension: see conv_output_size.
+  // Y[n,p,q,k] = act(b[k] + sum_{r,s,c} X[n, p*sh - ph + r*dh, q*sw - pw + s*dw, c] W[k,r,s,c]),
+  // act none or relu; taps outside the image read zero.
+  Conv2d,               // in {X[N,H,W,C], W[K,R,S,C], b[K]|-}  out {Y[N,P,Q,K]}
+  Conv2dBackward,       // in {dY, X, W, Y}                     out {dX|-, dW, db|-}  (relu' from Y)
+  // Max over each window (padding never wins). Backward routes each dY to the first maximum of
+  // its window in scan order (r, then s); Y is read as cuDNN's pooling backward does.
+  MaxPool2d,            // in {X[N,H,W,C]}          out {Y[N,P,Q,C]}
+  MaxPool2dBackward,    // in {dY, X, Y}            out {dX}
+  GlobalAvgPool,        // in {X[N,H,W,C]}          out {Y[N,C]}      mean over H and W
+  GlobalAvgPoolBackward,  // in {dY[N,C]}           out {dX[N,H,W,C]}
+  // The same elements in another shape (flatten, an image view of feature rows): a copy, since
+  // every tensor has its own place in the plan. Backward is a reshape back (accumulating).
+  Reshape,              // in {X}                   out {Y}   numel(X) == numel(Y)
 };
 const char* op_kind_name(OpKind k);
 
@@ -105,6 +120,21 @@ struct JetAttrs {
   JetSpec jet;
   Activation act = Activation::None;  // JetActivation
 };
+// Convolution and pooling geometry per spatial dimension (h, w).
+struct ConvAttrs {
+  int32_t pad_h = 0, pad_w = 0;
+  int32_t stride_h = 1, stride_w = 1;
+  int32_t dil_h = 1, dil_w = 1;
+  Activation act = Activation::None;  // Conv2d: none or relu
+};
+struct PoolAttrs {
+  int32_t window_h = 2, window_w = 2;
+  int32_t stride_h = 2, stride_w = 2;
+  int32_t pad_h = 0, pad_w = 0;  // at most half the window, so every window holds a real element
+};
+// Output size of a convolution or pooling window along one dimension (<= 0: the window does not
+// fit): (in + 2 pad - dilation (window - 1) - 1) / stride + 1.
+int64_t conv_output_size(int64_t in, int64_t window, int64_t pad, int64_t stride, int64_t dilation = 1);
 struct LossAttrs {
   Reduction reduction = Reduction::Mean;
 };
@@ -158,7 +188,7 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
-                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs>;
+                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -114,12 +114,18 @@ class Sequential : public Layer {
   Sequential() = default;
   explicit Sequential(std::vector<LayerPtr> layers);
   Sequential& add(LayerPtr layer);
+  // Views each input row as a sample of this shape before the first layer: {8, 8, 1} makes
+  // [batch, 64] feature rows NHWC images [batch, 8, 8, 1] (the config's model.input_shape).
+  // Empty: the input as given.
+  Sequential& set_input_shape(Shape per_sample);
+  const Shape& input_shape() const { return input_shape_; }
   TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
   std::string describe() const override;
   const std::vector<LayerPtr>& layers() const { return layers_; }
 
  private:
   std::vector<LayerPtr> layers_;
+  Shape input_shape_;
 };
 
 // y = x + body(x): the body must keep the width. Makes the program a DAG (x has two consumers).
@@ -147,11 +153,70 @@ class FourierFeatures : public Layer {
   bool trainable_;
 };
 
+// Convolution over NHWC images [batch, height, width, channels] with `filters` square
+// kernel x kernel filters (weight [filters, kernel, kernel, channels], KRSC), bias and a fused
+// activation (none or relu). Output [batch, P, Q, filters] with P = (H + 2 padding -
+// dilation (kernel - 1) - 1) / stride + 1 (Q likewise). init defaults to he for relu and xavier
+// otherwise, with fan_in = kernel^2 * channels and fan_out = kernel^2 * filters.
+struct Conv2dOptions {
+  int64_t kernel = 3, stride = 1, padding = 0, dilation = 1;
+  Activation act = Activation::None;
+  std::optional<Init> init;
+  bool bias = true;
+};
+class Conv2d : public Layer {
+ public:
+  Conv2d(int64_t filters, Conv2dOptions options = {});
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+  int64_t filters() const { return filters_; }
+
+ private:
+  int64_t filters_;
+  Conv2dOptions o_;
+  Init init_;
+};
+
+// Max over window x window patches of NHWC images, moving by `stride` (default: the window);
+// `padding` (at most window / 2) pads with -infinity. Channels are kept.
+class MaxPool2d : public Layer {
+ public:
+  explicit MaxPool2d(int64_t window, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t window_, stride_, padding_;
+};
+
+// The mean over height and width: NHWC [batch, H, W, C] -> [batch, C].
+class GlobalAvgPool : public Layer {
+ public:
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override { return "global_avg_pool"; }
+};
+
+// [batch, d1, d2, ...] -> [batch, d1 * d2 * ...] in row-major (NHWC: h, then w, then channel)
+// order; a [batch, features] input passes through unchanged.
+class Flatten : public Layer {
+ public:
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override { return "flatten"; }
+};
+
 // Short constructors for readable model definitions:
 //   auto model = sg::sequential({sg::dense(256, Activation::ReLU), sg::dense(11)});
 std::shared_ptr<Dense> dense(int64_t units, Activation act = Activation::None,
                              std::optional<Init> init = std::nullopt, bool bias = true);
 std::shared_ptr<Sequential> sequential(std::vector<LayerPtr> layers);
 std::shared_ptr<Residual> residual(LayerPtr body);
+std::shared_ptr<Conv2d> conv2d(int64_t filters, Conv2dOptions options = {});
+std::shared_ptr<MaxPool2d> max_pool2d(int64_t window, std::optional<int64_t> stride = std::nullopt,
+                                      int64_t padding = 0);
+std::shared_ptr<GlobalAvgPool> global_avg_pool();
+std::shared_ptr<Flatten> flatten();
+
+// Emits a Reshape op: x [batch, ...] viewed as [batch, per_sample...] (same element count).
+TensorId reshape_rows(GraphBuilder& g, TensorId x, const Shape& per_sample, const std::string& name);
 
 }  // namespace sg

@@ -61,6 +61,11 @@ int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last) {
   return partial_last ? (n + batch - 1) / batch : n / batch;
 }
 
+int64_t conv_output_size(int64_t in, int64_t window, int64_t pad, int64_t stride, int64_t dilation) {
+  const int64_t span = in + 2 * pad - dilation * (window - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
 const char* op_kind_name(OpKind k) {
   switch (k) {
     case OpKind::GatherBatch: return "gather_batch";
@@ -80,6 +85,13 @@ const char* op_kind_name(OpKind k) {
     case OpKind::Schedule: return "schedule";
     case OpKind::SgdUpdate: return "sgd_update";
     case OpKind::AdamUpdate: return "adam_update";
+    case OpKind::Conv2d: return "conv2d";
+    case OpKind::Conv2dBackward: return "conv2d_backward";
+    case OpKind::MaxPool2d: return "max_pool2d";
+    case OpKind::MaxPool2dBackward: return "max_pool2d_backward";
+    case OpKind::GlobalAvgPool: return "global_avg_pool";
+    case OpKind::GlobalAvgPoolBackward: return "global_avg_pool_backward";
+    case OpKind::Reshape: return "reshape";
   }
   return "?";
 }
@@ -156,6 +168,53 @@ struct OpChecker {
            cat("output ", shape_str(shape(Y)), " must be [batch, out]"));
   }
 
+  const std::string& name(TensorId t) const { return p.tensor(t).name; }
+  std::string desc(TensorId t) const { return cat("'", name(t), "' ", shape_str(shape(t))); }
+
+  void conv2d() const {
+    const auto& in = op.in;
+    const ConvAttrs& a = op.attr<ConvAttrs>();
+    expect(in.size() == 3 && op.out.size() == 1, "expects 3 inputs and 1 output");
+    rank(in[0], 4);
+    rank(in[1], 4);
+    rank(op.out[0], 4);
+    expect(a.act == Activation::None || a.act == Activation::ReLU,
+           cat("activation ", activation_name(a.act), " is not fused: conv2d takes none or relu"));
+    expect(a.stride_h >= 1 && a.stride_w >= 1 && a.dil_h >= 1 && a.dil_w >= 1 && a.pad_h >= 0 && a.pad_w >= 0,
+           cat("strides (", a.stride_h, ", ", a.stride_w, ") and dilations (", a.dil_h, ", ", a.dil_w,
+               ") must be >= 1 and paddings (", a.pad_h, ", ", a.pad_w, ") >= 0"));
+    const Shape &xs = shape(in[0]), &ws = shape(in[1]);
+    expect(xs[3] == ws[3], cat("input ", desc(in[0]), " has ", xs[3], " channels but filter ", desc(in[1]),
+                               " (KRSC) expects ", ws[3]));
+    if (in[2] != kNone)
+      expect(shape(in[2]) == Shape{ws[0]}, cat("bias ", desc(in[2]), " must have shape [", ws[0], "]"));
+    const int64_t P = conv_output_size(xs[1], ws[1], a.pad_h, a.stride_h, a.dil_h);
+    const int64_t Q = conv_output_size(xs[2], ws[2], a.pad_w, a.stride_w, a.dil_w);
+    expect(P > 0 && Q > 0, cat("a ", ws[1], "x", ws[2], " filter with dilation (", a.dil_h, ", ", a.dil_w,
+                               ") and padding (", a.pad_h, ", ", a.pad_w, ") does not fit the ", xs[1], "x",
+                               xs[2], " input ", desc(in[0])));
+    const Shape ys{xs[0], P, Q, ws[0]};
+    expect(shape(op.out[0]) == ys, cat("output ", desc(op.out[0]), " must be ", shape_str(ys)));
+  }
+
+  void max_pool2d() const {
+    const PoolAttrs& a = op.attr<PoolAttrs>();
+    expect(op.in.size() == 1 && op.out.size() == 1, "expects 1 input and 1 output");
+    rank(op.in[0], 4);
+    rank(op.out[0], 4);
+    expect(a.window_h >= 1 && a.window_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1,
+           cat("window (", a.window_h, ", ", a.window_w, ") and stride (", a.stride_h, ", ", a.stride_w,
+               ") must be >= 1"));
+    expect(a.pad_h >= 0 && a.pad_w >= 0 && 2 * a.pad_h <= a.window_h && 2 * a.pad_w <= a.window_w,
+           cat("padding (", a.pad_h, ", ", a.pad_w, ") must be in [0, window / 2]"));
+    const Shape& xs = shape(op.in[0]);
+    const int64_t P = conv_output_size(xs[1], a.window_h, a.pad_h, a.stride_h);
+    const int64_t Q = conv_output_size(xs[2], a.window_w, a.pad_w, a.stride_w);
+    expect(P > 0 && Q > 0, cat("a ", a.window_h, "x", a.window_w, " window does not fit the input ", desc(op.in[0])));
+    const Shape ys{xs[0], P, Q, xs[3]};
+    expect(shape(op.out[0]) == ys, cat("output ", desc(op.out[0]), " must be ", shape_str(ys)));
+  }
+
   void run() const {
     const auto& in = op.in;
     const auto& out = op.out;
@@ -222,6 +281,40 @@ struct OpChecker {
         same(in[0], out[2]);
         break;
       }
+      case OpKind::Conv2d: conv2d(); break;
+      case OpKind::Conv2dBackward:
+        expect(in.size() == 4 && out.size() == 3, "expects 4 inputs and 3 outputs");
+        rank(in[2], 4);
+        same(in[0], in[3]);
+        same(out[0], in[1]);
+        same(out[1], in[2]);
+        if (out[2] != kNone)
+          expect(shape(out[2]) == Shape{shape(in[2])[0]}, cat("bias gradient ", desc(out[2]), " must be [filters]"));
+        break;
+      case OpKind::MaxPool2d: max_pool2d(); break;
+      case OpKind::MaxPool2dBackward:
+        expect(in.size() == 3 && out.size() == 1, "expects 3 inputs and 1 output");
+        same(in[0], in[2]);
+        same(out[0], in[1]);
+        break;
+      case OpKind::GlobalAvgPool:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        rank(in[0], 4);
+        expect(shape(out[0]) == Shape{shape(in[0])[0], shape(in[0])[3]},
+               cat("output ", desc(out[0]), " must be [batch, channels] of the input ", desc(in[0])));
+        break;
+      case OpKind::GlobalAvgPoolBackward:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        rank(out[0], 4);
+        expect(shape(in[0]) == Shape{shape(out[0])[0], shape(out[0])[3]},
+               cat("gradient ", desc(in[0]), " must be [batch, channels] of ", desc(out[0])));
+        break;
+      case OpKind::Reshape:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        expect(numel(shape(in[0])) == numel(shape(out[0])),
+               cat(desc(in[0]), " and ", desc(out[0]), " must have the same number of elements"));
+        expect(p.tensor(in[0]).dtype == DType::F32 && p.tensor(out[0]).dtype == DType::F32, "reshapes f32 tensors only");
+        break;
       case OpKind::SamplePoints:
       case OpKind::Schedule:
       case OpKind::SgdUpdate:

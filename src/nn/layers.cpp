@@ -71,8 +71,22 @@ Sequential& Sequential::add(LayerPtr layer) {
   return *this;
 }
 
+Sequential& Sequential::set_input_shape(Shape per_sample) {
+  for (int64_t d : per_sample)
+    SG_REQUIRE(d > 0, "sequential: input shape ", shape_str(per_sample), " must have positive dimensions");
+  input_shape_ = std::move(per_sample);
+  return *this;
+}
+
 TensorId Sequential::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
   SG_REQUIRE(!layers_.empty(), "sequential '", prefix, "' has no layers");
+  if (!input_shape_.empty()) {
+    const Shape& xs = g.program().tensor(x).shape;
+    SG_REQUIRE(xs.size() >= 2 && numel(xs) / xs[0] == numel(input_shape_), "the model's input shape ",
+               shape_str(input_shape_), " holds ", numel(input_shape_), " values per sample, but the input is ",
+               shape_str(xs));
+    x = reshape_rows(g, x, input_shape_, prefix.empty() ? "input.shaped" : prefix + ".input_shaped");
+  }
   for (size_t i = 0; i < layers_.size(); ++i)
     x = layers_[i]->build(g, x, join_name(prefix, std::to_string(i)));
   return x;
@@ -80,6 +94,7 @@ TensorId Sequential::build(GraphBuilder& g, TensorId x, const std::string& prefi
 
 std::string Sequential::describe() const {
   std::string s = "sequential(";
+  if (!input_shape_.empty()) s += "input_shape=" + shape_str(input_shape_) + ", ";
   for (size_t i = 0; i < layers_.size(); ++i) s += (i ? ", " : "") + layers_[i]->describe();
   return s + ")";
 }

@@ -11,6 +11,28 @@ namespace sg {
 
 namespace {
 
+// Geometry of a convolution (X [N,H,W,C], filters [K,R,S,C], Y [N,P,Q,K]) or a pooling
+// (window R x S, K = C) as the kernels take it.
+cpu::ConvShape conv_shape(const Program& p, TensorId X, TensorId W, TensorId Y, const ConvAttrs& a) {
+  const Shape &xs = p.tensor(X).shape, &ws = p.tensor(W).shape, &ys = p.tensor(Y).shape;
+  cpu::ConvShape s;
+  s.N = xs[0], s.H = xs[1], s.W = xs[2], s.C = xs[3];
+  s.K = ws[0], s.R = ws[1], s.S = ws[2];
+  s.P = ys[1], s.Q = ys[2];
+  s.pad_h = a.pad_h, s.pad_w = a.pad_w, s.stride_h = a.stride_h, s.stride_w = a.stride_w;
+  s.dil_h = a.dil_h, s.dil_w = a.dil_w;
+  return s;
+}
+cpu::ConvShape pool_shape(const Program& p, TensorId X, TensorId Y, const PoolAttrs& a) {
+  const Shape &xs = p.tensor(X).shape, &ys = p.tensor(Y).shape;
+  cpu::ConvShape s;
+  s.N = xs[0], s.H = xs[1], s.W = xs[2], s.C = xs[3];
+  s.K = xs[3], s.R = a.window_h, s.S = a.window_w;
+  s.P = ys[1], s.Q = ys[2];
+  s.pad_h = a.pad_h, s.pad_w = a.pad_w, s.stride_h = a.stride_h, s.stride_w = a.stride_w;
+  return s;
+}
+
 class CpuExecutable : public Executable {
  public:
   explicit CpuExecutable(std::vector<std::function<void()>> steps) : steps_(std::move(steps)) {}
@@ -84,6 +106,52 @@ class CpuBackend : public Backend {
         const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
         return [=] { cpu::dense_backward(dY, X, W, Y, Z, dX, dW, db, B, I, O, act, ax, aw, ab, br); };
+      }
+      case OpKind::Conv2d: {
+        const float *X = f(in[0]), *Wt = f(in[1]), *b = f(in[2]);
+        float* Y = f(out[0]);
+        const cpu::ConvShape s = conv_shape(p, in[0], in[1], out[0], op.attr<ConvAttrs>());
+        const Activation act = op.attr<ConvAttrs>().act;
+        return [=] { cpu::conv2d_forward(X, Wt, b, Y, s, act); };
+      }
+      case OpKind::Conv2dBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]), *Wt = f(in[2]), *Y = f(in[3]);
+        float *dX = f(out[0]), *dW = f(out[1]), *db = f(out[2]);
+        const cpu::ConvShape s = conv_shape(p, in[1], in[2], in[3], op.attr<ConvAttrs>());
+        const Activation act = op.attr<ConvAttrs>().act;
+        const bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
+        return [=] { cpu::conv2d_backward(dY, X, Wt, Y, dX, dW, db, s, act, ax, aw, ab); };
+      }
+      case OpKind::MaxPool2d: {
+        const float* X = f(in[0]);
+        float* Y = f(out[0]);
+        const cpu::ConvShape s = pool_shape(p, in[0], out[0], op.attr<PoolAttrs>());
+        return [=] { cpu::max_pool2d(X, Y, s); };
+      }
+      case OpKind::MaxPool2dBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]);
+        float* dX = f(out[0]);
+        const cpu::ConvShape s = pool_shape(p, in[1], in[2], op.attr<PoolAttrs>());
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::max_pool2d_backward(dY, X, dX, s, acc); };
+      }
+      case OpKind::GlobalAvgPool:
+      case OpKind::GlobalAvgPoolBackward: {
+        const bool fwd = op.kind == OpKind::GlobalAvgPool;
+        const TensorId image = fwd ? in[0] : out[0];
+        const int64_t N = dim(image, 0), HW = dim(image, 1) * dim(image, 2), C = dim(image, 3);
+        const float* X = f(in[0]);
+        float* Y = f(out[0]);
+        if (fwd) return [=] { cpu::global_avg_pool(X, Y, N, HW, C); };
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::global_avg_pool_backward(X, Y, N, HW, C, acc); };
+      }
+      case OpKind::Reshape: {
+        const float* X = f(in[0]);
+        float* Y = f(out[0]);
+        const int64_t n = count(out[0]);
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::copy(X, Y, n, acc); };
       }
       case OpKind::ExpressionLoss: {
         const float *U = f(in[0]), *X = f(in[1]);

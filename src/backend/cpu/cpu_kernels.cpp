@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 #include "backend/activation_math.h"
+#include "backend/cpu/parallel.h"
 #include "backend/jet_math.h"
 #include "data/feistel.h"
 
@@ -29,29 +29,6 @@ void gather_batch(const float* dataX, const void* dataY, const int32_t* step, fl
   }
 }
 
-namespace {
-// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per hardware thread, when
-// the work (n * work_per_item multiply-adds) is large enough to pay for the threads. Each item's
-// output is computed by one thread in the same order as alone, so results do not depend on the
-// thread count.
-template <class Fn>
-void parallel_for(int64_t n, int64_t work_per_item, Fn fn) {
-  const int64_t hw = std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
-  const int64_t threads = n * work_per_item < (int64_t{1} << 20) ? 1 : std::min(hw, n);
-  if (threads <= 1) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + threads - 1) / threads;
-  for (int64_t t = 1; t < threads; ++t) {
-    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
-    if (begin < end) pool.emplace_back([=] { fn(begin, end); });
-  }
-  fn(int64_t{0}, std::min(n, chunk));
-  for (std::thread& th : pool) th.join();
-}
-}  // namespace
 
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
                    int64_t I, int64_t O, Activation act, int64_t bias_rows) {

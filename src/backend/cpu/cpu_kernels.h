@@ -43,6 +43,28 @@ void mean_squared_error(const float* pred, const float* target, const int32_t* v
                         float* dpred, int64_t B, int64_t T, Reduction r);
 void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a);
 
+// Convolution and pooling (conv_kernels.cpp), NHWC images and KRSC filters as ir.h.
+struct ConvShape {
+  int64_t N = 0, H = 0, W = 0, C = 0;  // input
+  int64_t K = 0, R = 0, S = 0;         // filters (pooling: K = C, R x S the window)
+  int64_t P = 0, Q = 0;                // output height and width
+  int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+};
+// Y[N,P,Q,K] = act(conv(X, Wt) + b); b may be null.
+void conv2d_forward(const float* X, const float* Wt, const float* b, float* Y, const ConvShape& s, Activation act);
+// dZ = dY * act'(Y); dX = dgrad(dZ), dW = wgrad(dZ, X), db = sum of dZ over N, P, Q. Null
+// outputs are skipped; acc_* adds into the output.
+void conv2d_backward(const float* dY, const float* X, const float* Wt, const float* Y, float* dX, float* dW,
+                     float* db, const ConvShape& s, Activation act, bool acc_dx, bool acc_dw, bool acc_db);
+void max_pool2d(const float* X, float* Y, const ConvShape& s);
+// dX = the sum of the dY whose window's first maximum (scan order) is that element.
+void max_pool2d_backward(const float* dY, const float* X, float* dX, const ConvShape& s, bool acc);
+// X [N, HW, C] -> Y [N, C]: the mean over the HW positions; backward spreads dY / HW.
+void global_avg_pool(const float* X, float* Y, int64_t N, int64_t HW, int64_t C);
+void global_avg_pool_backward(const float* dY, float* dX, int64_t N, int64_t HW, int64_t C, bool acc);
+// Y = X (acc: Y += X) over n elements.
+void copy(const float* X, float* Y, int64_t n, bool acc);
+
 struct ParamSlice {
   float* p;
   const float* g;

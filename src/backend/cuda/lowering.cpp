@@ -271,6 +271,16 @@ class Lowering {
       }
       case OpKind::SgdUpdate:
       case OpKind::AdamUpdate: return optimizer(op);
+      case OpKind::Conv2d:
+      case OpKind::Conv2dBackward:
+      case OpKind::MaxPool2d:
+      case OpKind::MaxPool2dBackward:
+      case OpKind::GlobalAvgPool:
+      case OpKind::GlobalAvgPoolBackward:
+      case OpKind::Reshape:
+        throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
+                        "): convolution, pooling and reshape ops run on the CPU backend in this version "
+                        "(the cuDNN lowering is not written yet); use --device cpu"));
     }
     throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
   }
