@@ -151,7 +151,7 @@ TEST(Config, UnknownKeysAtEveryLevelNameTheAllowedKeys) {
   const std::vector<Case> cases = {
       {[](json& j) { j["trian"] = json::object(); }, "trian",
        "model, loss, optimizer, data, train"},
-      {[](json& j) { j["model"]["layer"] = 1; }, "model.layer", "type, inputs, layers"},
+      {[](json& j) { j["model"]["layer"] = 1; }, "model.layer", "type, inputs, input_shape, layers"},
       {[](json& j) { j["model"]["layers"][1]["unit"] = 10; }, "model.layers[1].unit",
        "type, units, activation, init, std, bias"},
       {[](json& j) {
@@ -260,8 +260,9 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
       {[](json& j) { j["model"]["layers"][1] = 5; }, {"model.layers[1]: expected an object", "got the integer 5"}},
       {[](json& j) { j["model"]["layers"][1].erase("type"); },
        {"model.layers[1].type: missing", "allowed: dense, residual, sequential"}},
-      {[](json& j) { j["model"]["layers"][1]["type"] = "conv2d"; },
-       {"model.layers[1].type: ", "\"conv2d\"", "allowed: dense, residual, sequential"}},
+      {[](json& j) { j["model"]["layers"][1]["type"] = "conv3d"; },
+       {"model.layers[1].type: ", "\"conv3d\"",
+        "allowed: dense, residual, sequential, fourier_features, conv2d, max_pool2d, global_avg_pool, flatten"}},
       {[](json& j) { j["model"]["layers"][1].erase("units"); }, {"model.layers[1].units: missing"}},
       {[](json& j) { j["model"]["type"] = "residual"; }, {"model.type: ", "\"residual\"", "allowed: sequential"}},
       {[](json& j) { j["model"]["inputs"] = 0; }, {"model.inputs: ", "got 0", "positive integer"}},
@@ -319,6 +320,88 @@ TEST(Config, ModelInputsMismatchNamesBothNumbers) {
   // Matching numbers train.
   j["model"]["inputs"] = 12;
   EXPECT_EQ(quiet_run(parse_config(j)).steps, 5);
+}
+
+// A small CNN on the digits images.
+json cnn() {
+  return json::parse(R"({
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1, "activation": "relu"},
+      {"type": "max_pool2d", "window": 2},
+      {"type": "flatten"},
+      {"type": "dense", "units": 10}
+    ]},
+    "train": {"steps": 5, "batch_size": 16, "log_every": 0, "device": "cpu"}
+  })");
+}
+
+TEST(Config, ImageLayersAndInputShapeNameThePath) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j["model"]["layers"][0].erase("filters"); },
+       {"model.layers[0].filters: missing (the number of output channels)"}},
+      {[](json& j) { j["model"]["layers"][0].erase("kernel"); }, {"model.layers[0].kernel: missing"}},
+      {[](json& j) { j["model"]["layers"][0]["filters"] = 0; }, {"model.layers[0].filters: ", "got 0"}},
+      {[](json& j) { j["model"]["layers"][0]["stride"] = 0; },
+       {"model.layers[0].stride: expected an integer in [1, 4096], got 0"}},
+      {[](json& j) { j["model"]["layers"][0]["padding"] = -1; },
+       {"model.layers[0].padding: expected an integer in [0, 4096], got -1"}},
+      {[](json& j) { j["model"]["layers"][0]["dilation"] = "2"; },
+       {"model.layers[0].dilation: ", "got the string \"2\""}},
+      {[](json& j) { j["model"]["layers"][0]["activation"] = "gelu"; },
+       {"model.layers[0].activation: unknown value \"gelu\"; allowed: none, relu"}},
+      {[](json& j) { j["model"]["layers"][0]["kernel_size"] = 3; },
+       {"model.layers[0].kernel_size: unknown key; allowed keys here: type, filters, kernel, stride, padding, "
+        "dilation, activation, init, std, bias"}},
+      {[](json& j) { j["model"]["layers"][1].erase("window"); }, {"model.layers[1].window: missing"}},
+      {[](json& j) { j["model"]["layers"][1]["padding"] = 2; },
+       {"model.layers[1].padding: expected an integer in [0, 1], got 2"}},
+      {[](json& j) { j["model"]["layers"][1]["size"] = 2; },
+       {"model.layers[1].size: unknown key; allowed keys here: type, window, stride, padding"}},
+      {[](json& j) { j["model"]["layers"][2]["units"] = 2; },
+       {"model.layers[2].units: unknown key; allowed keys here: type"}},
+      {[](json& j) { j["model"]["input_shape"] = 64; },
+       {"model.input_shape: expected [height, width, channels]", "got the integer 64"}},
+      {[](json& j) { j["model"]["input_shape"] = {8, 8}; },
+       {"model.input_shape: expected [height, width, channels]", "got 2 values"}},
+      {[](json& j) { j["model"]["input_shape"] = {8, 0, 1}; },
+       {"model.input_shape[1]: expected an integer in [1, ", "got the integer 0"}},
+      {[](json& j) { j["model"]["input_shape"] = {8, "8", 1}; },
+       {"model.input_shape[1]: expected an integer", "got the string \"8\""}},
+      {[](json& j) { j["model"]["inputs"] = 60; },
+       {"model.inputs: 60 does not match model.input_shape [8, 8, 1] (64 values per sample)"}},
+  };
+  for (const Case& c : cases) {
+    json j = cnn();
+    c.edit(j);
+    EXPECT_TRUE(contains_all(parse_error(j), c.parts)) << j.dump();
+  }
+}
+
+TEST(Config, ImageModelsCheckTheDataAndTheirGeometry) {
+  json j = cnn();
+  j["model"]["input_shape"] = {7, 7, 1};
+  EXPECT_ERROR(quiet_run(parse_config(j)), "model.input_shape [7, 7, 1] holds 49 values per sample",
+               "data 'digits'", "has 64 features per sample");
+  j = cnn();
+  j["model"].erase("input_shape");
+  EXPECT_ERROR(quiet_run(parse_config(j)), "conv2d layer '0' expects NHWC images [batch, height, width, channels], got "
+               "[16, 64]; give the model an input_shape");
+  j = cnn();
+  j["model"]["layers"][0]["kernel"] = 11;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "conv2d layer '0': a 11x11 kernel with dilation 1 and padding 1 does not fit",
+               "8x8 input [16, 8, 8, 1]");
+  j = cnn();
+  j["model"]["layers"][1]["window"] = 9;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "max_pool2d layer '1': a 9x9 window does not fit its input [16, 8, 8, 4]");
+  // The valid one trains, and describes its input shape.
+  RunConfig ok = parse_config(cnn());
+  EXPECT_EQ(ok.model_input_shape, (Shape{8, 8, 1}));
+  EXPECT_NE(ok.model->describe().find("sequential(input_shape=[8, 8, 1], conv2d(4, 3x3"), std::string::npos);
+  EXPECT_EQ(quiet_run(ok).steps, 5);
 }
 
 TEST(Config, LastLayerSmallerThanTheClassCount) {

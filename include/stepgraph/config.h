@@ -46,6 +46,9 @@ struct RunConfig {
   nlohmann::json json;  // the configuration as given, defaults filled in
   LayerPtr model;
   int64_t model_inputs = 0;  // model.inputs: the feature count the model expects (0: the data's)
+  // model.input_shape: each sample's features viewed as an NHWC image [height, width, channels]
+  // (row-major: digits' 64 features are an 8x8 image, [8, 8, 1]); empty: feature rows as given.
+  Shape model_input_shape;
   LossPtr loss;
   OptimizerPtr optimizer;
   DataConfig data;
@@ -66,6 +69,9 @@ nlohmann::json default_config();
 
 // Loads the data set a config names.
 Dataset load_data(const DataConfig& d);
+// Checks model.inputs and model.input_shape against the data's features (before compiling: an
+// input shape that does not fit would fail in the model's first layer with a vaguer message).
+void check_model_inputs(const RunConfig& cfg, const Dataset& d);
 // Checks that the data fits the model: model.inputs (when given) against the data's features,
 // the model's outputs against the classes or regression targets. Errors name both sides.
 void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t model_outputs);
