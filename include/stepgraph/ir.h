@@ -71,12 +71,15 @@ enum class OpKind : uint8_t {
   // Collocation points drawn on the device: uniform in the box (or on one face of it), redrawn
   // every `every` steps from (seed, step / every); every = 0 draws once (step 0's points).
   SamplePoints,         // in {step i32[1]}       out {X[M,d]}
+  // Dense also takes X [B, ..., I] (each row of the leading dimensions: sequences of tokens).
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
   Add,                  // in {A, B}                     out {Y}                  Y = A + B
   AddBackward,          // in {dY}                       out {dA|-, dB|-}
   // Losses: rows >= valid_rows (an i32 [1] input, optional) are padding: no loss, no gradient,
   // and a mean divides by the valid count. That is how a padded last batch trains exactly.
+  // Cross-entropy also takes logits [B, ..., C] with labels [B, ...] (per token); valid then
+  // counts batch rows B. A mean divides by the counted labels.
   SoftmaxCrossEntropy,  // in {logits[B,C], labels i32[B], valid|-}  out {loss[1], dlogits[B,C]}
   MeanSquaredError,     // in {pred[B,T], target[B,T], valid|-}      out {loss[1], dpred[B,T]}
   Schedule,             // in {step i32[1], hyper[2]}   out {step, sched[4]}   (step += 1, then lr)
@@ -97,6 +100,21 @@ enum class OpKind : uint8_t {
   // The same elements in another shape (flatten, an image view of feature rows): a copy, since
   // every tensor has its own place in the plan. Backward is a reshape back (accumulating).
   Reshape,              // in {X}                   out {Y}   numel(X) == numel(Y)
+  // Sequence models: token tensors are [B, S, E] (batch, position, feature).
+  // Layer norm over the last dimension E of R = numel / E rows; mean and rstd = 1 / sqrt(var +
+  // eps) per row are kept for backward.
+  LayerNorm,            // in {X[..., E], gamma[E], beta[E]}   out {Y[..., E], mean[R], rstd[R]}
+  LayerNormBackward,    // in {dY, X, gamma, mean, rstd}      out {dX|-, dgamma, dbeta}
+  // Y[b,s,:] = table[ids[b,s], :] + pos[s, :]. Ids are i32, or f32 holding integers (batches
+  // are f32 feature rows); each must be in [0, V) (the CPU reference checks). pos: [P >= S, E].
+  Embedding,            // in {ids[B,S], table[V,E], pos[P,E]|-}  out {Y[B,S,E]}
+  EmbeddingBackward,    // in {dY, ids}                           out {dtable|-, dpos|-}   (scatter-add)
+  // Scaled dot-product attention over H heads. Q, K, V, O are [B, S, H*D] (BSHD: head h is
+  // columns [h*D, (h+1)*D)). O = softmax(scale Q K^T (+ causal mask: key j > query i is
+  // excluded)) V per batch and head; L [B, H, S] keeps each row's log-sum-exp of the scaled,
+  // masked scores, from which backward recomputes the probabilities.
+  Attention,            // in {Q, K, V}               out {O, L[B,H,S]}
+  AttentionBackward,    // in {dO, Q, K, V, O, L}     out {dQ|-, dK|-, dV|-}
 };
 const char* op_kind_name(OpKind k);
 
@@ -135,8 +153,19 @@ struct PoolAttrs {
 // Output size of a convolution or pooling window along one dimension (<= 0: the window does not
 // fit): (in + 2 pad - dilation (window - 1) - 1) / stride + 1.
 int64_t conv_output_size(int64_t in, int64_t window, int64_t pad, int64_t stride, int64_t dilation = 1);
+struct NormAttrs {
+  double eps = 1e-5;
+};
+struct AttentionAttrs {
+  int32_t heads = 1;
+  bool causal = false;
+  double scale = 0;  // 0: 1 / sqrt(head dimension)
+};
 struct LossAttrs {
   Reduction reduction = Reduction::Mean;
+  // Softmax cross-entropy over sequences (logits [B, S, C], labels [B, S]): a label < 0 marks a
+  // position without a target (no loss, no gradient, not counted by the mean).
+  bool ignore_negative = false;
 };
 enum class ScheduleKind : uint8_t { Constant, Step, Cosine };
 struct ScheduleAttrs {
@@ -188,7 +217,8 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
-                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs>;
+                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
+                             NormAttrs, AttentionAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -17,9 +17,9 @@ namespace sg {
 //   he:     N(0, 2 / fan_in)                      (Kaiming normal, for relu/gelu layers)
 //   xavier: U(-a, a), a = sqrt(6 / (fan_in + fan_out))   (Glorot uniform)
 //   normal: N(0, std^2)
-//   zeros
+//   zeros, ones
 struct Init {
-  enum class Kind : uint8_t { He, Xavier, Normal, Zeros };
+  enum class Kind : uint8_t { He, Xavier, Normal, Zeros, Ones };
   Kind kind = Kind::He;
   double std = 0.0;  // normal only
 
@@ -27,7 +27,8 @@ struct Init {
   static Init xavier() { return {Kind::Xavier, 0}; }
   static Init normal(double std) { return {Kind::Normal, std}; }
   static Init zeros() { return {Kind::Zeros, 0}; }
-  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros"
+  static Init ones() { return {Kind::Ones, 0}; }
+  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros", "ones"
 };
 
 // How a parameter is initialised: its (fixed) name, shape and rule.
@@ -204,6 +205,49 @@ class Flatten : public Layer {
   std::string describe() const override { return "flatten"; }
 };
 
+// Sequence models: tokens are [batch, positions, features] tensors.
+
+// Token ids [batch, positions] (f32 holding integers, as batches are f32 feature rows) ->
+// vectors [batch, positions, dim]: a learned table [vocab, dim] (N(0, 0.02^2)) plus, with
+// `positions` > 0, a learned position table [positions, dim] (N(0, 0.02^2); sequences up to that
+// length). Ids outside [0, vocab) are an Error when the step runs.
+class Embedding : public Layer {
+ public:
+  Embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t vocab_, dim_, positions_;
+};
+
+// Normalises each row over the last dimension: (x - mean) / sqrt(var + eps) * gain + shift, gain
+// starting at 1 and shift at 0.
+class LayerNorm : public Layer {
+ public:
+  explicit LayerNorm(double eps = 1e-5);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  double eps_;
+};
+
+// Multi-head self-attention on [batch, positions, dim]: query, key and value projections
+// (dense, dim -> dim, xavier), scaled dot-product attention over `heads` heads of dim / heads
+// (causal: a position attends to itself and earlier ones only), and an output projection.
+// Compose it with residual and layer_norm for a transformer block.
+class SelfAttention : public Layer {
+ public:
+  SelfAttention(int64_t heads, bool causal, bool bias = true);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t heads_;
+  bool causal_, bias_;
+};
+
 // Short constructors for readable model definitions:
 //   auto model = sg::sequential({sg::dense(256, Activation::ReLU), sg::dense(11)});
 std::shared_ptr<Dense> dense(int64_t units, Activation act = Activation::None,
@@ -215,6 +259,9 @@ std::shared_ptr<MaxPool2d> max_pool2d(int64_t window, std::optional<int64_t> str
                                       int64_t padding = 0);
 std::shared_ptr<GlobalAvgPool> global_avg_pool();
 std::shared_ptr<Flatten> flatten();
+std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
+std::shared_ptr<LayerNorm> layer_norm(double eps = 1e-5);
+std::shared_ptr<SelfAttention> self_attention(int64_t heads, bool causal, bool bias = true);
 
 // Emits a Reshape op: x [batch, ...] viewed as [batch, per_sample...] (same element count).
 TensorId reshape_rows(GraphBuilder& g, TensorId x, const Shape& per_sample, const std::string& name);

@@ -31,6 +31,10 @@ std::string print_program(const Program& p) {
       os << "(window " << a.window_h << "x" << a.window_w << ", stride " << a.stride_h << "x" << a.stride_w
          << ", pad " << a.pad_h << "x" << a.pad_w << ")";
     }
+    if (op.kind == OpKind::Attention || op.kind == OpKind::AttentionBackward) {
+      const AttentionAttrs& a = op.attr<AttentionAttrs>();
+      os << "(" << a.heads << (a.heads == 1 ? " head" : " heads") << (a.causal ? ", causal" : "") << ")";
+    }
     if (op.kind == OpKind::SoftmaxCrossEntropy || op.kind == OpKind::MeanSquaredError)
       os << "(" << reduction_name(op.attr<LossAttrs>().reduction) << ")";
     if (op.kind == OpKind::SgdUpdate || op.kind == OpKind::AdamUpdate) {

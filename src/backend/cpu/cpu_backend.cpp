@@ -1,4 +1,5 @@
 // The CPU reference backend: host memory, and per op a closure over its bound pointers.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -93,7 +94,8 @@ class CpuBackend : public Backend {
       }
       case OpKind::Dense: {
         auto [X, W, b, Y, Z] = std::make_tuple(f(in[0]), f(in[1]), f(in[2]), f(out[0]), f(out[1]));
-        int64_t B = dim(in[0], 0), I = dim(in[0], 1), O = dim(in[1], 0);
+        // Rows: every leading index of X [B, ..., I].
+        int64_t I = dim(in[1], 1), B = count(in[0]) / I, O = dim(in[1], 0);
         Activation act = op.attr<DenseAttrs>().act;
         const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         return [=] { cpu::dense_forward(X, W, b, Y, Z, B, I, O, act, br); };
@@ -101,7 +103,7 @@ class CpuBackend : public Backend {
       case OpKind::DenseBackward: {
         const float *dY = f(in[0]), *X = f(in[1]), *W = f(in[2]), *Y = f(in[3]), *Z = f(in[4]);
         float *dX = f(out[0]), *dW = f(out[1]), *db = f(out[2]);
-        int64_t B = dim(in[1], 0), I = dim(in[1], 1), O = dim(in[2], 0);
+        int64_t I = dim(in[2], 1), B = count(in[1]) / I, O = dim(in[2], 0);
         Activation act = op.attr<DenseAttrs>().act;
         const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
@@ -152,6 +154,58 @@ class CpuBackend : public Backend {
         const int64_t n = count(out[0]);
         const bool acc = op.accumulate[0];
         return [=] { cpu::copy(X, Y, n, acc); };
+      }
+      case OpKind::LayerNorm: {
+        const float *X = f(in[0]), *g = f(in[1]), *b = f(in[2]);
+        float *Y = f(out[0]), *mean = f(out[1]), *rstd = f(out[2]);
+        const int64_t E = dim(in[1], 0), R = count(in[0]) / E;
+        const double eps = op.attr<NormAttrs>().eps;
+        return [=] { cpu::layer_norm(X, g, b, Y, mean, rstd, R, E, eps); };
+      }
+      case OpKind::LayerNormBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]), *g = f(in[2]), *mean = f(in[3]), *rstd = f(in[4]);
+        float *dX = f(out[0]), *dg = f(out[1]), *db = f(out[2]);
+        const int64_t E = dim(in[2], 0), R = count(in[1]) / E;
+        const bool ax = op.accumulate[0], ag = op.accumulate[1], ab = op.accumulate[2];
+        return [=] { cpu::layer_norm_backward(dY, X, g, mean, rstd, dX, dg, db, R, E, ax, ag, ab); };
+      }
+      case OpKind::Embedding: {
+        const bool i32_ids = p.tensor(in[0]).dtype == DType::I32;
+        const int32_t* ids_i = i32_ids ? i32(in[0]) : nullptr;
+        const float* ids_f = i32_ids ? nullptr : f(in[0]);
+        const float *table = f(in[1]), *pos = f(in[2]);
+        float* Y = f(out[0]);
+        const int64_t B = dim(in[0], 0), S = dim(in[0], 1), V = dim(in[1], 0), E = dim(in[1], 1);
+        return [=] { cpu::embedding(ids_i, ids_f, table, pos, Y, B, S, V, E); };
+      }
+      case OpKind::EmbeddingBackward: {
+        const bool i32_ids = p.tensor(in[1]).dtype == DType::I32;
+        const int32_t* ids_i = i32_ids ? i32(in[1]) : nullptr;
+        const float* ids_f = i32_ids ? nullptr : f(in[1]);
+        const float* dY = f(in[0]);
+        float *dtable = f(out[0]), *dpos = f(out[1]);
+        const int64_t B = dim(in[0], 0), S = dim(in[0], 1), E = dim(in[0], 2);
+        const int64_t V = out[0] == kNone ? 0 : dim(out[0], 0), P = out[1] == kNone ? 0 : dim(out[1], 0);
+        const bool at = op.accumulate[0], ap = op.accumulate[1];
+        return [=] { cpu::embedding_backward(dY, ids_i, ids_f, dtable, dpos, B, S, V, P, E, at, ap); };
+      }
+      case OpKind::Attention:
+      case OpKind::AttentionBackward: {
+        const AttentionAttrs& at = op.attr<AttentionAttrs>();
+        const TensorId Qt = op.kind == OpKind::Attention ? in[0] : in[1];
+        cpu::AttentionShape a;
+        a.B = dim(Qt, 0), a.S = dim(Qt, 1), a.H = at.heads, a.D = dim(Qt, 2) / at.heads;
+        a.causal = at.causal;
+        a.scale = at.scale > 0 ? at.scale : 1.0 / std::sqrt(static_cast<double>(a.D));
+        if (op.kind == OpKind::Attention) {
+          const float *Q = f(in[0]), *K = f(in[1]), *V = f(in[2]);
+          float *O = f(out[0]), *L = f(out[1]);
+          return [=] { cpu::attention(Q, K, V, O, L, a); };
+        }
+        const float *dO = f(in[0]), *Q = f(in[1]), *K = f(in[2]), *V = f(in[3]), *O = f(in[4]), *L = f(in[5]);
+        float *dQ = f(out[0]), *dK = f(out[1]), *dV = f(out[2]);
+        const bool aq = op.accumulate[0], ak = op.accumulate[1], av = op.accumulate[2];
+        return [=] { cpu::attention_backward(dO, Q, K, V, O, L, dQ, dK, dV, a, aq, ak, av); };
       }
       case OpKind::ExpressionLoss: {
         const float *U = f(in[0]), *X = f(in[1]);
@@ -213,9 +267,11 @@ class CpuBackend : public Backend {
         const int32_t* y = i32(in[1]);
         const int32_t* valid = in[2] == kNone ? nullptr : i32(in[2]);
         float *loss = f(out[0]), *dz = f(out[1]);
-        int64_t B = dim(in[0], 0), C = dim(in[0], 1);
-        Reduction r = op.attr<LossAttrs>().reduction;
-        return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r); };
+        // Logits [B, ..., C]: per_row labels per batch row.
+        const int64_t B = dim(in[0], 0), C = p.tensor(in[0]).shape.back(), per_row = count(in[1]) / B;
+        const Reduction r = op.attr<LossAttrs>().reduction;
+        const bool ignore = op.attr<LossAttrs>().ignore_negative;
+        return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r, per_row, ignore); };
       }
       case OpKind::MeanSquaredError: {
         const float *pred = f(in[0]), *tgt = f(in[1]);

@@ -187,14 +187,21 @@ int64_t valid_rows(const int32_t* valid, int64_t B) {
 }  // namespace
 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
-                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r) {
-  const int64_t V = valid_rows(valid, B);
-  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(V, 1)) : 1.0;
+                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r, int64_t per_row,
+                           bool ignore_negative) {
+  const int64_t V = valid_rows(valid, B) * per_row;  // label rows that are not padding
+  int64_t counted = 0;
+  for (int64_t i = 0; i < V; ++i) counted += !(ignore_negative && labels[i] < 0);
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(counted, 1)) : 1.0;
   double total = 0;
-  std::fill(dlogits + V * C, dlogits + B * C, 0.0f);
+  std::fill(dlogits + V * C, dlogits + B * per_row * C, 0.0f);
   for (int64_t i = 0; i < V; ++i) {
     const float* z = logits + i * C;
     int32_t y = labels[i];
+    if (ignore_negative && y < 0) {
+      std::fill(dlogits + i * C, dlogits + (i + 1) * C, 0.0f);
+      continue;
+    }
     SG_REQUIRE(y >= 0 && y < C, "softmax_cross_entropy: label ", y, " of row ", i,
                " is outside [0, ", C, ")");
     double mx = z[0];
