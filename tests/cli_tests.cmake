@@ -158,6 +158,21 @@ sg_cli_ok(cli_explain_digits_cnn
   ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4
   STDOUT "input_shape=\\[8, 8, 1\\], conv2d\\(16, 3x3.*input: \\[4, 64\\], output: \\[4, 10\\].*reshape  'input.shaped.reshape': input\\[4, 64\\] -> input.shaped\\[4, 8, 8, 1\\].*conv2d_backward\\(relu")
 
+# The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
+# answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).
+sg_cli_ok(cli_example_reverse_transformer
+  ARGS train "${SG_CONFIGS}/reverse_transformer.json" --steps 150 --json
+  OUT "${SG_RUNS}/example_reverse_transformer"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=150|task=classification|val_size=1000|device=cpu"
+  MIN "accuracy=0.95"
+  MAX "val_loss=0.2"
+  FILES "${SG_RUNS}/example_reverse_transformer/checkpoint.safetensors"
+  TIMEOUT 300)
+sg_cli_ok(cli_explain_reverse_transformer
+  ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --batch 2
+  STDOUT "transformer_block\\(4 heads, causal, mlp 64\\).*input: \\[2, 24\\], output: \\[2, 24, 21\\].*attention\\(4 heads, causal\\).*attention_backward\\(4 heads, causal\\).*embedding_backward")
+
 # Regression: from a validation MSE of about 0.7 untrained to well under 0.1.
 sg_cli_ok(cli_example_synthetic_regression
   ARGS train "${SG_CONFIGS}/synthetic_regression.json" --steps 300 --json
@@ -221,6 +236,16 @@ sg_cli_fail(cli_cnn_kernel_too_large
   ARGS train "${SG_DATA}/cnn_kernel_too_large.json" --steps 2
   EXIT 1
   STDERR "^stepgraph: error: conv2d layer '2': a 5x5 kernel with dilation 1 and padding 0 does not fit its 4x4 input \\[64, 4, 4, 8\\]")
+
+sg_cli_fail(cli_sequence_vocab_too_small
+  ARGS train "${SG_DATA}/seq_vocab_too_small.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: embedding: token id 8 at batch row [0-9]+, position [0-9]+ is not an integer in \\[0, 8\\), the embedding's vocabulary")
+
+sg_cli_fail(cli_sequence_heads_do_not_divide
+  ARGS train "${SG_DATA}/seq_heads_do_not_divide.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: self_attention layer '1\\.0\\.1': width 30 does not split into 4 heads")
 
 sg_cli_fail(cli_missing_config
   ARGS train "${SG_RUNS}/no_such_config.json"

@@ -404,6 +404,76 @@ TEST(Config, ImageModelsCheckTheDataAndTheirGeometry) {
   EXPECT_EQ(quiet_run(ok).steps, 5);
 }
 
+// A tiny decoder-only transformer on the generated reverse task.
+json seq() {
+  return json::parse(R"({
+    "model": {"layers": [
+      {"type": "embedding", "vocab": 6, "dim": 8, "positions": 6},
+      {"type": "transformer_block", "heads": 2, "causal": true, "mlp": 16},
+      {"type": "residual", "layers": [{"type": "layer_norm"}, {"type": "self_attention", "heads": 2, "causal": true}]},
+      {"type": "layer_norm", "eps": 1e-6},
+      {"type": "dense", "units": 6}
+    ]},
+    "data": {"source": "sequence_task", "kind": "reverse", "length": 3, "symbols": 5, "samples": 200},
+    "train": {"steps": 5, "batch_size": 16, "log_every": 0, "device": "cpu"}
+  })");
+}
+
+TEST(Config, SequenceLayersAndTaskNameThePath) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j["model"]["layers"][0].erase("vocab"); }, {"model.layers[0].vocab: missing"}},
+      {[](json& j) { j["model"]["layers"][0].erase("dim"); }, {"model.layers[0].dim: missing"}},
+      {[](json& j) { j["model"]["layers"][0]["positions"] = -1; }, {"model.layers[0].positions: ", "got -1"}},
+      {[](json& j) { j["model"]["layers"][0]["units"] = 3; },
+       {"model.layers[0].units: unknown key; allowed keys here: type, vocab, dim, positions"}},
+      {[](json& j) { j["model"]["layers"][1].erase("mlp"); }, {"model.layers[1].mlp: missing"}},
+      {[](json& j) { j["model"]["layers"][1]["heads"] = 0; }, {"model.layers[1].heads: ", "got 0"}},
+      {[](json& j) { j["model"]["layers"][1]["causal"] = "yes"; },
+       {"model.layers[1].causal: expected true or false", "got the string \"yes\""}},
+      {[](json& j) { j["model"]["layers"][2]["layers"][1].erase("heads"); },
+       {"model.layers[2].layers[1].heads: missing (the number of attention heads)"}},
+      {[](json& j) { j["model"]["layers"][2]["layers"][1]["dropout"] = 0.1; },
+       {"model.layers[2].layers[1].dropout: unknown key; allowed keys here: type, heads, causal, bias"}},
+      {[](json& j) { j["model"]["layers"][3]["eps"] = 0; }, {"model.layers[3].eps: ", "got 0"}},
+      {[](json& j) { j["data"]["kind"] = "sort"; }, {"data.kind: unknown value \"sort\"; allowed: copy, reverse"}},
+      {[](json& j) { j["data"]["length"] = 0; }, {"data.length: ", "got 0"}},
+      {[](json& j) { j["data"]["task"] = "regression"; },
+       {"data.task: source \"sequence_task\" is a classification set"}},
+      {[](json& j) { j["data"] = {{"source", "digits"}, {"symbols", 5}}; },
+       {"data.symbols: \"symbols\" is a setting of source \"sequence_task\", not of \"digits\""}},
+  };
+  for (const Case& c : cases) {
+    json j = seq();
+    c.edit(j);
+    EXPECT_TRUE(contains_all(parse_error(j), c.parts)) << j.dump();
+  }
+}
+
+TEST(Config, SequenceModelsTrainAndCheckTheirData) {
+  RunConfig ok = parse_config(seq());
+  EXPECT_EQ(ok.data.sequence_kind, "reverse");
+  RunSummary s = quiet_run(ok);
+  EXPECT_EQ(s.steps, 5);
+  EXPECT_EQ(s.task, "classification");
+  // Output units below the vocabulary: named by sample and position.
+  json j = seq();
+  j["model"]["layers"][4]["units"] = 4;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "model output has 4 units", "has 6 classes",
+               "label 4 of sample 0 position 3 (0-based) is out of range [0, 4)", "set the last layer's units to at least 6");
+  // Ids beyond the embedding's vocabulary: found when the step runs, naming the id.
+  j = seq();
+  j["model"]["layers"][0]["vocab"] = 3;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "embedding: token id ", "is not an integer in [0, 3), the embedding's vocabulary");
+  // Sequences longer than the position table.
+  j = seq();
+  j["model"]["layers"][0]["positions"] = 4;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "embedding layer '0': sequences of 6 tokens are longer than its 4 positions");
+}
+
 TEST(Config, LastLayerSmallerThanTheClassCount) {
   json j = base();
   j["model"]["layers"][1]["units"] = 5;
@@ -667,6 +737,16 @@ TEST(Config, ExampleConfigsLoad) {
   RunConfig reg = load_config((configs / "synthetic_regression.json").string());
   EXPECT_EQ(reg.data.task, Task::Regression);
   EXPECT_EQ(reg.loss->describe(), "mse(mean)");
+
+  RunConfig cnn = load_config((configs / "digits_cnn.json").string());
+  EXPECT_EQ(cnn.model_input_shape, (Shape{8, 8, 1}));
+  EXPECT_NE(cnn.model->describe().find("conv2d(32, 3x3"), std::string::npos) << cnn.model->describe();
+
+  RunConfig tr = load_config((configs / "reverse_transformer.json").string());
+  EXPECT_EQ(tr.data.source, "sequence_task");
+  EXPECT_EQ(tr.data.sequence_kind, "reverse");
+  EXPECT_NE(tr.model->describe().find("transformer_block(4 heads, causal, mlp 64)"), std::string::npos)
+      << tr.model->describe();
 
   RunConfig sgd = load_config((configs / "digits_sgd_cosine.json").string());
   const std::string opt = sgd.optimizer->describe();

@@ -2,6 +2,7 @@
 // finite differences (causal and not), embedding and layer norm values and errors, per-token
 // cross-entropy with positions without a target.
 #include "backend/cpu/cpu_kernels.h"
+#include "stepgraph/trainer.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -159,7 +160,7 @@ TEST(Embedding, ValuesIdsOfBothTypesAndBadIds) {
     cpu::embedding(nullptr, bad_f, table, pos, Yf, 2, 2, 3, 2);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("token id 0.5 at [0, 1] is not an integer in [0, 3)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("token id 0.5 at batch row 0, position 1 is not an integer in [0, 3), the embedding's vocabulary"), std::string::npos)
         << e.what();
   }
   const int32_t bad_i[] = {2, 0, 3, 1};
@@ -220,6 +221,55 @@ TEST(Sequence, LayersCheckTheirInputs) {
   EXPECT_EQ(p.tensor(y).shape, (Shape{4, 9, 6}));
   EXPECT_EQ(p.tensor(p.find("1.query.weight")).shape, (Shape{6, 6}));
   EXPECT_NE(print_program(p).find("attention(3 heads, causal)"), std::string::npos);
+}
+
+LayerPtr tiny_transformer(int64_t vocab, int64_t positions) {
+  return sequential({embedding(vocab, 16, positions), transformer_block(2, true, 32), layer_norm(), dense(vocab)});
+}
+
+TEST(SequenceTrainer, LearnsTheReverseTaskAndEvaluatesPerLabelledToken) {
+  const Dataset data = make_sequence_task("reverse", 600, 4, 6, 5);
+  auto [train, val] = train_val_split(data, 0.2, 0);
+  Trainer t(tiny_transformer(7, 8), std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<AdamW>(0.01), Device::CPU, 1);
+  t.compile({32, 8});
+  EXPECT_EQ(t.output_shape(), (Shape{32, 8, 7}));
+  const EvalResult before = t.evaluate(val.X, val.y);
+  BatchSampler sampler(train.size(), 32, true, 7);
+  for (int64_t s = 0; s < 250; ++s) {
+    Dataset b = gather(train, sampler.indices(s));
+    t.one_step(b.X, b.y);
+  }
+  const EvalResult after = t.evaluate(val.X, val.y);
+  EXPECT_GT(before.loss, 1.5);      // about log(7) untrained
+  EXPECT_LT(after.loss, 0.2 * before.loss);
+  EXPECT_GT(after.accuracy, 0.9);   // of the 4 answer tokens per sample; chance is 1/6
+  // Evaluating in chunks of another size weights each chunk by its labelled tokens.
+  Trainer u(tiny_transformer(7, 8), std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<AdamW>(0.01), Device::CPU, 1);
+  u.compile({7, 8});
+  u.set_params(t.params());
+  const EvalResult chunked = u.evaluate(val.X, val.y);
+  EXPECT_NEAR(chunked.loss, after.loss, 1e-5);
+  EXPECT_DOUBLE_EQ(chunked.accuracy, after.accuracy);
+  // predict keeps the per-position shape.
+  EXPECT_EQ(t.predict(val.X).shape(), (Shape{val.size(), 8, 7}));
+}
+
+TEST(SequenceTrainer, BatchLabelsAreChecked) {
+  Trainer t(tiny_transformer(7, 8), std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<AdamW>(0.01), Device::CPU, 1);
+  t.compile({2, 8});
+  HostArray X(DType::F32, {2, 8}), y(DType::I32, {2, 8});
+  for (int64_t i = 0; i < 16; ++i) y.data<int32_t>()[i] = i % 2 ? -1 : 3;
+  EXPECT_NO_THROW(t.one_step(X, y));
+  y.data<int32_t>()[11] = -2;
+  try {
+    t.one_step(X, y);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label -2 at row 1, position 3 is outside [-1, 7)"), std::string::npos) << e.what();
+  }
+  y.data<int32_t>()[11] = 7;
+  EXPECT_THROW(t.one_step(X, y), Error);
+  EXPECT_THROW(t.one_step(X, HostArray(DType::I32, {2})), Error);  // one label per row is not per token
 }
 
 }  // namespace

@@ -248,6 +248,22 @@ class SelfAttention : public Layer {
   bool causal_, bias_;
 };
 
+// A pre-norm transformer block on [batch, positions, dim]:
+//   x + self_attention(layer_norm(x)), then h + dense(dim)(gelu(dense(mlp)(layer_norm(h)))).
+// Its sub-layers are made on the first build (the width comes from the input) and reused after.
+class TransformerBlock : public Layer {
+ public:
+  TransformerBlock(int64_t heads, bool causal, int64_t mlp);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t heads_, mlp_;
+  bool causal_;
+  int64_t dim_ = 0;
+  LayerPtr body_;
+};
+
 // Short constructors for readable model definitions:
 //   auto model = sg::sequential({sg::dense(256, Activation::ReLU), sg::dense(11)});
 std::shared_ptr<Dense> dense(int64_t units, Activation act = Activation::None,
@@ -262,6 +278,7 @@ std::shared_ptr<Flatten> flatten();
 std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
 std::shared_ptr<LayerNorm> layer_norm(double eps = 1e-5);
 std::shared_ptr<SelfAttention> self_attention(int64_t heads, bool causal, bool bias = true);
+std::shared_ptr<TransformerBlock> transformer_block(int64_t heads, bool causal, int64_t mlp);
 
 // Emits a Reshape op: x [batch, ...] viewed as [batch, per_sample...] (same element count).
 TensorId reshape_rows(GraphBuilder& g, TensorId x, const Shape& per_sample, const std::string& name);

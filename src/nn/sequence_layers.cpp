@@ -118,6 +118,33 @@ std::string SelfAttention::describe() const {
   return cat("self_attention(", heads_, " heads", causal_ ? ", causal" : "", bias_ ? ", bias)" : ", no bias)");
 }
 
+TransformerBlock::TransformerBlock(int64_t heads, bool causal, int64_t mlp) : heads_(heads), mlp_(mlp), causal_(causal) {
+  SG_REQUIRE(heads > 0 && heads <= (1 << 16), "transformer_block: heads must be in [1, 65536], got ", heads);
+  SG_REQUIRE(mlp > 0, "transformer_block: mlp must be positive, got ", mlp);
+}
+
+TensorId TransformerBlock::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
+  const Shape& xs = g.program().tensor(x).shape;
+  SG_REQUIRE(xs.size() == 3, "transformer_block layer '", prefix, "' expects [batch, positions, features], got ",
+             shape_str(xs));
+  if (!body_) {
+    dim_ = xs[2];
+    body_ = sequential({residual(sequential({layer_norm(), self_attention(heads_, causal_)})),
+                        residual(sequential({layer_norm(), dense(mlp_, Activation::GELU), dense(dim_)}))});
+  }
+  SG_REQUIRE(xs[2] == dim_, "transformer_block layer '", prefix, "' was built for width ", dim_, ", got ",
+             shape_str(xs));
+  return body_->build(g, x, prefix);
+}
+
+std::string TransformerBlock::describe() const {
+  return cat("transformer_block(", heads_, " heads", causal_ ? ", causal" : "", ", mlp ", mlp_, ")");
+}
+
+std::shared_ptr<TransformerBlock> transformer_block(int64_t heads, bool causal, int64_t mlp) {
+  return std::make_shared<TransformerBlock>(heads, causal, mlp);
+}
+
 std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, int64_t positions) {
   return std::make_shared<Embedding>(vocab, dim, positions);
 }

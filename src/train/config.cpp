@@ -162,13 +162,40 @@ LayerPtr parse_image_layer(const Node& n, const std::string& type) {
   return flatten();
 }
 
+LayerPtr parse_sequence_layer(const Node& n, const std::string& type) {
+  if (type == "embedding") {
+    n.only({"type", "vocab", "dim", "positions"});
+    SG_REQUIRE(n.has("vocab"), n.at("vocab"), ": missing (the number of token ids)");
+    SG_REQUIRE(n.has("dim"), n.at("dim"), ": missing (the width of the token vectors)");
+    return embedding(n.integer("vocab", 0, 1, kMaxUnits), n.integer("dim", 0, 1, kMaxUnits),
+                     n.integer("positions", 0, 0, kMaxUnits));
+  }
+  if (type == "layer_norm") {
+    n.only({"type", "eps"});
+    return layer_norm(n.number("eps", 1e-5, 1e-12, 1.0));
+  }
+  if (type == "self_attention") {
+    n.only({"type", "heads", "causal", "bias"});
+    SG_REQUIRE(n.has("heads"), n.at("heads"), ": missing (the number of attention heads)");
+    return self_attention(n.integer("heads", 1, 1, 1 << 16), n.boolean("causal", false), n.boolean("bias", true));
+  }
+  n.only({"type", "heads", "causal", "mlp"});
+  SG_REQUIRE(n.has("heads"), n.at("heads"), ": missing (the number of attention heads)");
+  SG_REQUIRE(n.has("mlp"), n.at("mlp"), ": missing (the hidden width of the block's feed-forward part)");
+  return transformer_block(n.integer("heads", 1, 1, 1 << 16), n.boolean("causal", false),
+                           n.integer("mlp", 0, 1, kMaxUnits));
+}
+
 LayerPtr parse_layer(const Node& n) {
   SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential, fourier_features, conv2d, "
-             "max_pool2d, global_avg_pool, flatten");
+             "max_pool2d, global_avg_pool, flatten, embedding, layer_norm, self_attention, transformer_block");
   std::string type = n.string("type", "", {"dense", "residual", "sequential", "fourier_features", "conv2d",
-                                           "max_pool2d", "global_avg_pool", "flatten"});
+                                           "max_pool2d", "global_avg_pool", "flatten", "embedding", "layer_norm",
+                                           "self_attention", "transformer_block"});
   if (type == "conv2d" || type == "max_pool2d" || type == "global_avg_pool" || type == "flatten")
     return parse_image_layer(n, type);
+  if (type == "embedding" || type == "layer_norm" || type == "self_attention" || type == "transformer_block")
+    return parse_sequence_layer(n, type);
   if (type == "fourier_features") {
     n.only({"type", "features", "sigma", "trainable"});
     SG_REQUIRE(n.has("features"), n.at("features"), ": missing (the number of frequencies; the output has twice as many)");
@@ -245,16 +272,25 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
 DataConfig parse_data(const Node& n) {
   n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
           "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
-          "standardize", "device_resident"});
+          "standardize", "device_resident", "kind", "length", "symbols"});
   DataConfig d;
   d.source = n.string("source", "digits",
-                      {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv"});
+                      {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv",
+                       "sequence_task"});
+  if (d.source == "sequence_task") {
+    d.sequence_kind = n.string("kind", "reverse", {"copy", "reverse"});
+    d.sequence_length = n.integer("length", 8, 1, 4096);
+    d.symbols = n.integer("symbols", 10, 1, 1 << 20);
+  } else {
+    for (const char* k : {"kind", "length", "symbols"})
+      SG_REQUIRE(!n.has(k), n.at(k), ": \"", k, "\" is a setting of source \"sequence_task\", not of \"", d.source, "\"");
+  }
   bool regression_source = d.source == "synthetic_regression";
   std::string default_task = regression_source ? "regression" : "classification";
   d.task = n.string("task", default_task, {"classification", "regression"}) == "classification"
                ? Task::Classification
                : Task::Regression;
-  if (d.source == "digits" || d.source == "synthetic_classification")
+  if (d.source == "digits" || d.source == "synthetic_classification" || d.source == "sequence_task")
     SG_REQUIRE(d.task == Task::Classification, n.at("task"), ": source \"", d.source, "\" is a classification set");
   if (regression_source)
     SG_REQUIRE(d.task == Task::Regression, n.at("task"), ": source \"", d.source, "\" is a regression set");
@@ -451,14 +487,15 @@ void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t outputs) {
   const std::string src = cat("data '", d.name, "' (data.source \"", cfg.data.source, "\")");
   check_model_inputs(cfg, d);
   if (d.task == Task::Classification && outputs < d.num_classes) {
-    // Name the first sample whose label the model cannot predict.
-    int64_t row = 0;
+    // Name the first sample whose label the model cannot predict (labels per token: [N, T]).
+    int64_t i = 0;
     const int32_t* y = d.y.data<int32_t>();
-    while (row < d.size() && y[row] < outputs) ++row;
+    const int64_t per_row = d.y.numel() / std::max<int64_t>(d.size(), 1);
+    while (i < d.y.numel() && y[i] < outputs) ++i;
     const std::string first =
-        row < d.size() ? cat("label ", y[row], " of sample ", row, " (0-based) is out of range [0, ",
-                             outputs, "); ")
-                       : std::string();
+        i < d.y.numel() ? cat("label ", y[i], " of sample ", i / per_row, per_row > 1 ? cat(" position ", i % per_row) : "",
+                              " (0-based) is out of range [0, ", outputs, "); ")
+                        : std::string();
     throw Error(cat("model output has ", outputs, " units but ", src, " has ", d.num_classes,
                     " classes (labels 0..", d.num_classes - 1, "): ", first,
                     "set the last layer's units to at least ", d.num_classes));
@@ -474,6 +511,7 @@ Dataset load_data(const DataConfig& d) {
     return make_classification(d.samples, d.features, d.classes, d.seed);
   if (d.source == "synthetic_regression")
     return make_regression(d.samples, d.features, d.targets, d.seed, d.noise);
+  if (d.source == "sequence_task") return make_sequence_task(d.sequence_kind, d.samples, d.sequence_length, d.symbols, d.seed);
   if (d.source == "csv") return load_csv(d.path, d.csv);
   HostArray X, y;
   std::string where;

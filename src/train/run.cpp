@@ -234,7 +234,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed, cfg.trainer);
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, t.output_shape()[1]);
+  check_data_fits(cfg, data.all, t.output_shape().back());
   if (!opt.resume.empty()) t.load(opt.resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
@@ -349,7 +349,7 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, t.output_shape()[1]);
+  check_data_fits(cfg, data.all, t.output_shape().back());
   t.load(checkpoint);
   RunSummary sum;
   sum.task = task_name(data.train.task);

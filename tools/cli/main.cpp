@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
       sg::check_model_inputs(cfg, data);
       sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed, cfg.trainer);
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
-      sg::check_data_fits(cfg, data, t.output_shape()[1]);
+      sg::check_data_fits(cfg, data, t.output_shape().back());
       std::cout << t.explain();
     }
   } catch (const std::bad_alloc&) {

@@ -77,12 +77,13 @@ namespace {
 int64_t token_id(const int32_t* ids_i32, const float* ids_f32, int64_t k, int64_t S, int64_t V) {
   if (ids_i32) {
     const int32_t id = ids_i32[k];
-    SG_REQUIRE(id >= 0 && id < V, "embedding: token id ", id, " at [", k / S, ", ", k % S, "] is outside [0, ", V, ")");
+    SG_REQUIRE(id >= 0 && id < V, "embedding: token id ", id, " at batch row ", k / S, ", position ", k % S,
+               " is outside [0, ", V, "), the embedding's vocabulary");
     return id;
   }
   const float f = ids_f32[k];
-  SG_REQUIRE(f >= 0 && f < static_cast<float>(V) && f == std::floor(f), "embedding: token id ", f, " at [", k / S,
-             ", ", k % S, "] is not an integer in [0, ", V, ")");
+  SG_REQUIRE(f >= 0 && f < static_cast<float>(V) && f == std::floor(f), "embedding: token id ", f, " at batch row ",
+             k / S, ", position ", k % S, " is not an integer in [0, ", V, "), the embedding's vocabulary");
   return static_cast<int64_t>(f);
 }
 }  // namespace
