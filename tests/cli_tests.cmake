@@ -137,6 +137,42 @@ foreach(example digits_mlp digits_residual digits_sgd_cosine)
 endforeach()
 set_tests_properties(cli_example_digits_residual PROPERTIES FIXTURES_SETUP cli_residual_run)
 
+# The CNN example end to end (about 20 s on 2 CPU cores): at least 97% validation accuracy, and
+# eval of its checkpoint with the same config rebuilds the image model (input_shape included).
+sg_cli_ok(cli_example_digits_cnn_reaches_97_percent
+  ARGS train "${SG_CONFIGS}/digits_cnn.json" --device cpu --json
+  OUT "${SG_RUNS}/example_digits_cnn"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=600|task=classification|val_size=360|device=cpu"
+  MIN "accuracy=0.97"
+  FILES "${SG_RUNS}/example_digits_cnn/checkpoint.safetensors|${SG_RUNS}/example_digits_cnn/config.json"
+  SETUP cli_cnn_run
+  TIMEOUT 300)
+sg_cli_ok(cli_eval_digits_cnn_checkpoint
+  ARGS eval "${SG_CONFIGS}/digits_cnn.json" --checkpoint "${SG_RUNS}/example_digits_cnn/checkpoint.safetensors" --json
+  KEYS "event|steps|accuracy|val_loss|val_size"
+  EQUAL "event=summary|steps=600|val_size=360"
+  MIN "accuracy=0.97"
+  REQUIRES cli_cnn_run)
+sg_cli_ok(cli_explain_digits_cnn
+  ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4
+  STDOUT "input_shape=\\[8, 8, 1\\], conv2d\\(16, 3x3.*input: \\[4, 64\\], output: \\[4, 10\\].*reshape  'input.shaped.reshape': input\\[4, 64\\] -> input.shaped\\[4, 8, 8, 1\\].*conv2d_backward\\(relu")
+
+# The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
+# answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).
+sg_cli_ok(cli_example_reverse_transformer
+  ARGS train "${SG_CONFIGS}/reverse_transformer.json" --steps 150 --json
+  OUT "${SG_RUNS}/example_reverse_transformer"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=150|task=classification|val_size=1000|device=cpu"
+  MIN "accuracy=0.95"
+  MAX "val_loss=0.2"
+  FILES "${SG_RUNS}/example_reverse_transformer/checkpoint.safetensors"
+  TIMEOUT 300)
+sg_cli_ok(cli_explain_reverse_transformer
+  ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --batch 2
+  STDOUT "transformer_block\\(4 heads, causal, mlp 64\\).*input: \\[2, 24\\], output: \\[2, 24, 21\\].*attention\\(4 heads, causal\\).*attention_backward\\(4 heads, causal\\).*embedding_backward")
+
 # Regression: from a validation MSE of about 0.7 untrained to well under 0.1.
 sg_cli_ok(cli_example_synthetic_regression
   ARGS train "${SG_CONFIGS}/synthetic_regression.json" --steps 300 --json
@@ -180,6 +216,36 @@ sg_cli_fail(cli_sgd_with_adam_keys
   ARGS train "${SG_DATA}/sgd_with_adam_keys.json"
   EXIT 1
   STDERR "^stepgraph: error: .*optimizer\\.beta1: \"beta1\" is an Adam setting.*\"sgd\" takes lr, momentum")
+
+sg_cli_fail(cli_cnn_without_input_shape
+  ARGS train "${SG_DATA}/cnn_no_input_shape.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: conv2d layer '0' expects NHWC images \\[batch, height, width, channels\\], got \\[64, 64\\]; give the model an input_shape")
+
+sg_cli_fail(cli_cnn_input_shape_mismatch
+  ARGS train "${SG_DATA}/cnn_input_shape_mismatch.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: model\\.input_shape \\[7, 7, 1\\] holds 49 values per sample but data 'digits' \\(data\\.source \"digits\"\\) has 64 features per sample")
+
+sg_cli_fail(cli_cnn_bad_activation
+  ARGS train "${SG_DATA}/cnn_bad_activation.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: config '[^']*cnn_bad_activation\\.json': model\\.layers\\[0\\]\\.activation: unknown value \"tanh\"; allowed: none, relu")
+
+sg_cli_fail(cli_cnn_kernel_too_large
+  ARGS train "${SG_DATA}/cnn_kernel_too_large.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: conv2d layer '2': a 5x5 kernel with dilation 1 and padding 0 does not fit its 4x4 input \\[64, 4, 4, 8\\]")
+
+sg_cli_fail(cli_sequence_vocab_too_small
+  ARGS train "${SG_DATA}/seq_vocab_too_small.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: embedding: token id 8 at batch row [0-9]+, position [0-9]+ is not an integer in \\[0, 8\\), the embedding's vocabulary")
+
+sg_cli_fail(cli_sequence_heads_do_not_divide
+  ARGS train "${SG_DATA}/seq_heads_do_not_divide.json" --steps 2
+  EXIT 1
+  STDERR "^stepgraph: error: self_attention layer '1\\.0\\.1': width 30 does not split into 4 heads")
 
 sg_cli_fail(cli_missing_config
   ARGS train "${SG_RUNS}/no_such_config.json"

@@ -151,7 +151,7 @@ TEST(Config, UnknownKeysAtEveryLevelNameTheAllowedKeys) {
   const std::vector<Case> cases = {
       {[](json& j) { j["trian"] = json::object(); }, "trian",
        "model, loss, optimizer, data, train"},
-      {[](json& j) { j["model"]["layer"] = 1; }, "model.layer", "type, inputs, layers"},
+      {[](json& j) { j["model"]["layer"] = 1; }, "model.layer", "type, inputs, input_shape, layers"},
       {[](json& j) { j["model"]["layers"][1]["unit"] = 10; }, "model.layers[1].unit",
        "type, units, activation, init, std, bias"},
       {[](json& j) {
@@ -260,8 +260,9 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
       {[](json& j) { j["model"]["layers"][1] = 5; }, {"model.layers[1]: expected an object", "got the integer 5"}},
       {[](json& j) { j["model"]["layers"][1].erase("type"); },
        {"model.layers[1].type: missing", "allowed: dense, residual, sequential"}},
-      {[](json& j) { j["model"]["layers"][1]["type"] = "conv2d"; },
-       {"model.layers[1].type: ", "\"conv2d\"", "allowed: dense, residual, sequential"}},
+      {[](json& j) { j["model"]["layers"][1]["type"] = "conv3d"; },
+       {"model.layers[1].type: ", "\"conv3d\"",
+        "allowed: dense, residual, sequential, fourier_features, conv2d, max_pool2d, global_avg_pool, flatten"}},
       {[](json& j) { j["model"]["layers"][1].erase("units"); }, {"model.layers[1].units: missing"}},
       {[](json& j) { j["model"]["type"] = "residual"; }, {"model.type: ", "\"residual\"", "allowed: sequential"}},
       {[](json& j) { j["model"]["inputs"] = 0; }, {"model.inputs: ", "got 0", "positive integer"}},
@@ -319,6 +320,158 @@ TEST(Config, ModelInputsMismatchNamesBothNumbers) {
   // Matching numbers train.
   j["model"]["inputs"] = 12;
   EXPECT_EQ(quiet_run(parse_config(j)).steps, 5);
+}
+
+// A small CNN on the digits images.
+json cnn() {
+  return json::parse(R"({
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1, "activation": "relu"},
+      {"type": "max_pool2d", "window": 2},
+      {"type": "flatten"},
+      {"type": "dense", "units": 10}
+    ]},
+    "train": {"steps": 5, "batch_size": 16, "log_every": 0, "device": "cpu"}
+  })");
+}
+
+TEST(Config, ImageLayersAndInputShapeNameThePath) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j["model"]["layers"][0].erase("filters"); },
+       {"model.layers[0].filters: missing (the number of output channels)"}},
+      {[](json& j) { j["model"]["layers"][0].erase("kernel"); }, {"model.layers[0].kernel: missing"}},
+      {[](json& j) { j["model"]["layers"][0]["filters"] = 0; }, {"model.layers[0].filters: ", "got 0"}},
+      {[](json& j) { j["model"]["layers"][0]["stride"] = 0; },
+       {"model.layers[0].stride: expected an integer in [1, 4096], got 0"}},
+      {[](json& j) { j["model"]["layers"][0]["padding"] = -1; },
+       {"model.layers[0].padding: expected an integer in [0, 4096], got -1"}},
+      {[](json& j) { j["model"]["layers"][0]["dilation"] = "2"; },
+       {"model.layers[0].dilation: ", "got the string \"2\""}},
+      {[](json& j) { j["model"]["layers"][0]["activation"] = "gelu"; },
+       {"model.layers[0].activation: unknown value \"gelu\"; allowed: none, relu"}},
+      {[](json& j) { j["model"]["layers"][0]["kernel_size"] = 3; },
+       {"model.layers[0].kernel_size: unknown key; allowed keys here: type, filters, kernel, stride, padding, "
+        "dilation, activation, init, std, bias"}},
+      {[](json& j) { j["model"]["layers"][1].erase("window"); }, {"model.layers[1].window: missing"}},
+      {[](json& j) { j["model"]["layers"][1]["padding"] = 2; },
+       {"model.layers[1].padding: expected an integer in [0, 1], got 2"}},
+      {[](json& j) { j["model"]["layers"][1]["size"] = 2; },
+       {"model.layers[1].size: unknown key; allowed keys here: type, window, stride, padding"}},
+      {[](json& j) { j["model"]["layers"][2]["units"] = 2; },
+       {"model.layers[2].units: unknown key; allowed keys here: type"}},
+      {[](json& j) { j["model"]["input_shape"] = 64; },
+       {"model.input_shape: expected [height, width, channels]", "got the integer 64"}},
+      {[](json& j) { j["model"]["input_shape"] = {8, 8}; },
+       {"model.input_shape: expected [height, width, channels]", "got 2 values"}},
+      {[](json& j) { j["model"]["input_shape"] = {8, 0, 1}; },
+       {"model.input_shape[1]: expected an integer in [1, ", "got the integer 0"}},
+      {[](json& j) { j["model"]["input_shape"] = {8, "8", 1}; },
+       {"model.input_shape[1]: expected an integer", "got the string \"8\""}},
+      {[](json& j) { j["model"]["inputs"] = 60; },
+       {"model.inputs: 60 does not match model.input_shape [8, 8, 1] (64 values per sample)"}},
+  };
+  for (const Case& c : cases) {
+    json j = cnn();
+    c.edit(j);
+    EXPECT_TRUE(contains_all(parse_error(j), c.parts)) << j.dump();
+  }
+}
+
+TEST(Config, ImageModelsCheckTheDataAndTheirGeometry) {
+  json j = cnn();
+  j["model"]["input_shape"] = {7, 7, 1};
+  EXPECT_ERROR(quiet_run(parse_config(j)), "model.input_shape [7, 7, 1] holds 49 values per sample",
+               "data 'digits'", "has 64 features per sample");
+  j = cnn();
+  j["model"].erase("input_shape");
+  EXPECT_ERROR(quiet_run(parse_config(j)), "conv2d layer '0' expects NHWC images [batch, height, width, channels], got "
+               "[16, 64]; give the model an input_shape");
+  j = cnn();
+  j["model"]["layers"][0]["kernel"] = 11;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "conv2d layer '0': a 11x11 kernel with dilation 1 and padding 1 does not fit",
+               "8x8 input [16, 8, 8, 1]");
+  j = cnn();
+  j["model"]["layers"][1]["window"] = 9;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "max_pool2d layer '1': a 9x9 window does not fit its input [16, 8, 8, 4]");
+  // The valid one trains, and describes its input shape.
+  RunConfig ok = parse_config(cnn());
+  EXPECT_EQ(ok.model_input_shape, (Shape{8, 8, 1}));
+  EXPECT_NE(ok.model->describe().find("sequential(input_shape=[8, 8, 1], conv2d(4, 3x3"), std::string::npos);
+  EXPECT_EQ(quiet_run(ok).steps, 5);
+}
+
+// A tiny decoder-only transformer on the generated reverse task.
+json seq() {
+  return json::parse(R"({
+    "model": {"layers": [
+      {"type": "embedding", "vocab": 6, "dim": 8, "positions": 6},
+      {"type": "transformer_block", "heads": 2, "causal": true, "mlp": 16},
+      {"type": "residual", "layers": [{"type": "layer_norm"}, {"type": "self_attention", "heads": 2, "causal": true}]},
+      {"type": "layer_norm", "eps": 1e-6},
+      {"type": "dense", "units": 6}
+    ]},
+    "data": {"source": "sequence_task", "kind": "reverse", "length": 3, "symbols": 5, "samples": 200},
+    "train": {"steps": 5, "batch_size": 16, "log_every": 0, "device": "cpu"}
+  })");
+}
+
+TEST(Config, SequenceLayersAndTaskNameThePath) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j["model"]["layers"][0].erase("vocab"); }, {"model.layers[0].vocab: missing"}},
+      {[](json& j) { j["model"]["layers"][0].erase("dim"); }, {"model.layers[0].dim: missing"}},
+      {[](json& j) { j["model"]["layers"][0]["positions"] = -1; }, {"model.layers[0].positions: ", "got -1"}},
+      {[](json& j) { j["model"]["layers"][0]["units"] = 3; },
+       {"model.layers[0].units: unknown key; allowed keys here: type, vocab, dim, positions"}},
+      {[](json& j) { j["model"]["layers"][1].erase("mlp"); }, {"model.layers[1].mlp: missing"}},
+      {[](json& j) { j["model"]["layers"][1]["heads"] = 0; }, {"model.layers[1].heads: ", "got 0"}},
+      {[](json& j) { j["model"]["layers"][1]["causal"] = "yes"; },
+       {"model.layers[1].causal: expected true or false", "got the string \"yes\""}},
+      {[](json& j) { j["model"]["layers"][2]["layers"][1].erase("heads"); },
+       {"model.layers[2].layers[1].heads: missing (the number of attention heads)"}},
+      {[](json& j) { j["model"]["layers"][2]["layers"][1]["dropout"] = 0.1; },
+       {"model.layers[2].layers[1].dropout: unknown key; allowed keys here: type, heads, causal, bias"}},
+      {[](json& j) { j["model"]["layers"][3]["eps"] = 0; }, {"model.layers[3].eps: ", "got 0"}},
+      {[](json& j) { j["data"]["kind"] = "sort"; }, {"data.kind: unknown value \"sort\"; allowed: copy, reverse"}},
+      {[](json& j) { j["data"]["length"] = 0; }, {"data.length: ", "got 0"}},
+      {[](json& j) { j["data"]["task"] = "regression"; },
+       {"data.task: source \"sequence_task\" is a classification set"}},
+      {[](json& j) { j["data"] = {{"source", "digits"}, {"symbols", 5}}; },
+       {"data.symbols: \"symbols\" is a setting of source \"sequence_task\", not of \"digits\""}},
+  };
+  for (const Case& c : cases) {
+    json j = seq();
+    c.edit(j);
+    EXPECT_TRUE(contains_all(parse_error(j), c.parts)) << j.dump();
+  }
+}
+
+TEST(Config, SequenceModelsTrainAndCheckTheirData) {
+  RunConfig ok = parse_config(seq());
+  EXPECT_EQ(ok.data.sequence_kind, "reverse");
+  RunSummary s = quiet_run(ok);
+  EXPECT_EQ(s.steps, 5);
+  EXPECT_EQ(s.task, "classification");
+  // Output units below the vocabulary: named by sample and position.
+  json j = seq();
+  j["model"]["layers"][4]["units"] = 4;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "model output has 4 units", "has 6 classes",
+               "label 4 of sample 0 position 3 (0-based) is out of range [0, 4)", "set the last layer's units to at least 6");
+  // Ids beyond the embedding's vocabulary: found when the step runs, naming the id.
+  j = seq();
+  j["model"]["layers"][0]["vocab"] = 3;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "embedding: token id ", "is not an integer in [0, 3), the embedding's vocabulary");
+  // Sequences longer than the position table.
+  j = seq();
+  j["model"]["layers"][0]["positions"] = 4;
+  EXPECT_ERROR(quiet_run(parse_config(j)), "embedding layer '0': sequences of 6 tokens are longer than its 4 positions");
 }
 
 TEST(Config, LastLayerSmallerThanTheClassCount) {
@@ -584,6 +737,16 @@ TEST(Config, ExampleConfigsLoad) {
   RunConfig reg = load_config((configs / "synthetic_regression.json").string());
   EXPECT_EQ(reg.data.task, Task::Regression);
   EXPECT_EQ(reg.loss->describe(), "mse(mean)");
+
+  RunConfig cnn = load_config((configs / "digits_cnn.json").string());
+  EXPECT_EQ(cnn.model_input_shape, (Shape{8, 8, 1}));
+  EXPECT_NE(cnn.model->describe().find("conv2d(32, 3x3"), std::string::npos) << cnn.model->describe();
+
+  RunConfig tr = load_config((configs / "reverse_transformer.json").string());
+  EXPECT_EQ(tr.data.source, "sequence_task");
+  EXPECT_EQ(tr.data.sequence_kind, "reverse");
+  EXPECT_NE(tr.model->describe().find("transformer_block(4 heads, causal, mlp 64)"), std::string::npos)
+      << tr.model->describe();
 
   RunConfig sgd = load_config((configs / "digits_sgd_cosine.json").string());
   const std::string opt = sgd.optimizer->describe();

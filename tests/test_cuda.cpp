@@ -421,5 +421,24 @@ TEST(Cuda, ExplainShowsLoweringAndGraph) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
 }
 
+// Image and sequence ops have only their CPU reference so far: the CUDA backend must refuse
+// them at compile time with a message naming the op, never run something else.
+TEST(Cuda, ImageAndSequenceOpsAreRefusedWithAMessage) {
+  REQUIRE_GPU();
+  auto cnn = sequential({conv2d(4, {3, 1, 1, 1, Activation::ReLU}), max_pool2d(2), flatten(), dense(10)});
+  cnn->set_input_shape({8, 8, 1});
+  auto seq = sequential({embedding(6, 8, 4), transformer_block(2, true, 16), dense(6)});
+  for (auto [model, input] : {std::make_pair(LayerPtr(cnn), Shape{16, 64}), std::make_pair(LayerPtr(seq), Shape{16, 4})}) {
+    Trainer t(model, std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<AdamW>(), Device::CUDA);
+    try {
+      t.compile(input);
+      FAIL() << "compiled on CUDA: " << model->describe();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("run on the CPU backend in this version"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("use --device cpu"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sg::test

@@ -637,6 +637,46 @@ TEST(MakeDataset, ValidatesShapesTypesAndLabels) {
   EXPECT_STREQ(sg::task_name(sg::Task::Classification), "classification");
 }
 
+TEST(MakeDataset, PerTokenLabels) {
+  const HostArray X = HostArray::f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  const sg::Dataset d = sg::make_dataset("t", sg::Task::Classification, X, HostArray::i32({2, 3}, {-1, 2, 0, -1, -1, 3}));
+  EXPECT_EQ(d.num_classes, 4);
+  expect_error(
+      [&] { sg::make_dataset("t", sg::Task::Classification, X, HostArray::i32({2, 3}, {-1, 2, 0, -2, -1, 3})); },
+      {"'t'", "y[1, 0] = -2", "[-1, num_classes)", "-1: no target"});
+  expect_error(
+      [&] { sg::make_dataset("t", sg::Task::Classification, X, HostArray::i32({2, 3}, {-1, 2, 0, 1, 1, 3}), 3); },
+      {"y[1, 2] = 3", "[-1, 3)"});
+}
+
+TEST(SequenceTask, CopyAndReverseLayout) {
+  for (const std::string kind : {"copy", "reverse"}) {
+    const sg::Dataset d = sg::make_sequence_task(kind, 50, 4, 6, 3);
+    ASSERT_EQ(d.X.shape(), (sg::Shape{50, 8}));
+    ASSERT_EQ(d.y.shape(), (sg::Shape{50, 8}));
+    EXPECT_EQ(d.num_classes, 7);
+    for (int64_t n = 0; n < 50; ++n) {
+      const float* x = d.X.data<float>() + n * 8;
+      const int32_t* y = d.y.data<int32_t>() + n * 8;
+      EXPECT_EQ(x[4], 0.0f);  // the separator
+      for (int64_t i = 0; i < 4; ++i) {
+        EXPECT_GE(x[i], 1.0f);
+        EXPECT_LE(x[i], 6.0f);
+        EXPECT_EQ(y[i], -1);  // no target before the separator
+        const float want = kind == "copy" ? x[i] : x[3 - i];
+        EXPECT_EQ(y[4 + i], static_cast<int32_t>(want)) << kind;  // answer token i + 1
+        if (i < 3) EXPECT_EQ(x[5 + i], static_cast<float>(y[4 + i]));  // teacher forcing: the next input
+      }
+    }
+  }
+  // Deterministic by seed; another seed gives other strings.
+  EXPECT_EQ(std::memcmp(sg::make_sequence_task("copy", 20, 5, 9, 1).X.raw(),
+                        sg::make_sequence_task("copy", 20, 5, 9, 1).X.raw(), 20 * 10 * 4), 0);
+  EXPECT_NE(std::memcmp(sg::make_sequence_task("copy", 20, 5, 9, 1).X.raw(),
+                        sg::make_sequence_task("copy", 20, 5, 9, 2).X.raw(), 20 * 10 * 4), 0);
+  expect_error([] { sg::make_sequence_task("sort", 20, 5, 9, 1); }, {"unknown kind 'sort'", "copy or reverse"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Splitting and gathering
 

@@ -17,12 +17,14 @@
 namespace sg {
 
 struct DataConfig {
-  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv
+  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv | sequence_task
   std::string path, x_path, y_path;        // npz/csv: path; npy: x_path + y_path
   std::string x_key = "X", y_key = "y";    // npz member names
   Task task = Task::Classification;
   CsvOptions csv;
-  int64_t samples = 1000, features = 16, classes = 4, targets = 1;  // synthetic
+  int64_t samples = 1000, features = 16, classes = 4, targets = 1;  // synthetic (samples: sequence_task too)
+  std::string sequence_kind = "reverse";  // sequence_task: copy | reverse
+  int64_t sequence_length = 8, symbols = 10;  // sequence_task (see make_sequence_task)
   double noise = 0.0;
   uint64_t seed = 0;           // synthetic data and the train/validation split
   double validation_split = 0.2;
@@ -46,6 +48,9 @@ struct RunConfig {
   nlohmann::json json;  // the configuration as given, defaults filled in
   LayerPtr model;
   int64_t model_inputs = 0;  // model.inputs: the feature count the model expects (0: the data's)
+  // model.input_shape: each sample's features viewed as an NHWC image [height, width, channels]
+  // (row-major: digits' 64 features are an 8x8 image, [8, 8, 1]); empty: feature rows as given.
+  Shape model_input_shape;
   LossPtr loss;
   OptimizerPtr optimizer;
   DataConfig data;
@@ -66,6 +71,9 @@ nlohmann::json default_config();
 
 // Loads the data set a config names.
 Dataset load_data(const DataConfig& d);
+// Checks model.inputs and model.input_shape against the data's features (before compiling: an
+// input shape that does not fit would fail in the model's first layer with a vaguer message).
+void check_model_inputs(const RunConfig& cfg, const Dataset& d);
 // Checks that the data fits the model: model.inputs (when given) against the data's features,
 // the model's outputs against the classes or regression targets. Errors name both sides.
 void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t model_outputs);

@@ -16,7 +16,8 @@ const char* task_name(Task t);  // "classification" | "regression"
 
 // A whole data set in host memory.
 //   X: f32 [N, D]
-//   y: i32 [N] class labels in [0, num_classes) for classification,
+//   y: i32 [N] class labels in [0, num_classes) for classification (or i32 [N, T]: one label
+//      per position of a sequence, -1 where a position has no target),
 //      f32 [N, T] targets for regression.
 struct Dataset {
   std::string name;
@@ -46,6 +47,14 @@ Dataset make_classification(int64_t samples, int64_t features, int64_t classes, 
                             double separation = 3.0);
 Dataset make_regression(int64_t samples, int64_t features, int64_t targets, uint64_t seed,
                         double noise = 0.0);
+
+// A generated character-level sequence task for decoder-only models. Each sample is a random
+// string x of `length` symbols (tokens 1..symbols) followed by the separator token 0 and its
+// answer: x itself ("copy") or x reversed ("reverse"). X holds the first 2 * length tokens of
+// that 2 * length + 1 token sequence (as f32 ids), y the next token at each position (i32
+// [N, 2 * length]) with -1 before the separator, so only the answer is predicted (length targets
+// per sample). Vocabulary: symbols + 1 tokens.
+Dataset make_sequence_task(const std::string& kind, int64_t samples, int64_t length, int64_t symbols, uint64_t seed);
 
 // NumPy files. .npy: little-endian f4/f8/i4/i8/u1/i1/b1 (f8 and i8 converted to f32/i32, with
 // range checks), C order. .npz: zip archive of .npy files, stored or deflated.

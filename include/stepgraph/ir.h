@@ -71,17 +71,50 @@ enum class OpKind : uint8_t {
   // Collocation points drawn on the device: uniform in the box (or on one face of it), redrawn
   // every `every` steps from (seed, step / every); every = 0 draws once (step 0's points).
   SamplePoints,         // in {step i32[1]}       out {X[M,d]}
+  // Dense also takes X [B, ..., I] (each row of the leading dimensions: sequences of tokens).
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
   Add,                  // in {A, B}                     out {Y}                  Y = A + B
   AddBackward,          // in {dY}                       out {dA|-, dB|-}
   // Losses: rows >= valid_rows (an i32 [1] input, optional) are padding: no loss, no gradient,
   // and a mean divides by the valid count. That is how a padded last batch trains exactly.
+  // Cross-entropy also takes logits [B, ..., C] with labels [B, ...] (per token); valid then
+  // counts batch rows B. A mean divides by the counted labels.
   SoftmaxCrossEntropy,  // in {logits[B,C], labels i32[B], valid|-}  out {loss[1], dlogits[B,C]}
   MeanSquaredError,     // in {pred[B,T], target[B,T], valid|-}      out {loss[1], dpred[B,T]}
   Schedule,             // in {step i32[1], hyper[2]}   out {step, sched[4]}   (step += 1, then lr)
   SgdUpdate,            // in {hyper, sched, P..., G..., M...}  out {P..., M...}   in place
   AdamUpdate,           // in {hyper, sched, P..., G..., M..., V...}  out {P..., M..., V...}
+  // Images are NHWC (channels last); filters KRSC (cuDNN's filter layout for NHWC): both keep
+  // the channels contiguous. Output size per dimension: see conv_output_size.
+  // Y[n,p,q,k] = act(b[k] + sum_{r,s,c} X[n, p*sh - ph + r*dh, q*sw - pw + s*dw, c] W[k,r,s,c]),
+  // act none or relu; taps outside the image read zero.
+  Conv2d,               // in {X[N,H,W,C], W[K,R,S,C], b[K]|-}  out {Y[N,P,Q,K]}
+  Conv2dBackward,       // in {dY, X, W, Y}                     out {dX|-, dW, db|-}  (relu' from Y)
+  // Max over each window (padding never wins). Backward routes each dY to the first maximum of
+  // its window in scan order (r, then s); Y is read as cuDNN's pooling backward does.
+  MaxPool2d,            // in {X[N,H,W,C]}          out {Y[N,P,Q,C]}
+  MaxPool2dBackward,    // in {dY, X, Y}            out {dX}
+  GlobalAvgPool,        // in {X[N,H,W,C]}          out {Y[N,C]}      mean over H and W
+  GlobalAvgPoolBackward,  // in {dY[N,C]}           out {dX[N,H,W,C]}
+  // The same elements in another shape (flatten, an image view of feature rows): a copy, since
+  // every tensor has its own place in the plan. Backward is a reshape back (accumulating).
+  Reshape,              // in {X}                   out {Y}   numel(X) == numel(Y)
+  // Sequence models: token tensors are [B, S, E] (batch, position, feature).
+  // Layer norm over the last dimension E of R = numel / E rows; mean and rstd = 1 / sqrt(var +
+  // eps) per row are kept for backward.
+  LayerNorm,            // in {X[..., E], gamma[E], beta[E]}   out {Y[..., E], mean[R], rstd[R]}
+  LayerNormBackward,    // in {dY, X, gamma, mean, rstd}      out {dX|-, dgamma, dbeta}
+  // Y[b,s,:] = table[ids[b,s], :] + pos[s, :]. Ids are i32, or f32 holding integers (batches
+  // are f32 feature rows); each must be in [0, V) (the CPU reference checks). pos: [P >= S, E].
+  Embedding,            // in {ids[B,S], table[V,E], pos[P,E]|-}  out {Y[B,S,E]}
+  EmbeddingBackward,    // in {dY, ids}                           out {dtable|-, dpos|-}   (scatter-add)
+  // Scaled dot-product attention over H heads. Q, K, V, O are [B, S, H*D] (BSHD: head h is
+  // columns [h*D, (h+1)*D)). O = softmax(scale Q K^T (+ causal mask: key j > query i is
+  // excluded)) V per batch and head; L [B, H, S] keeps each row's log-sum-exp of the scaled,
+  // masked scores, from which backward recomputes the probabilities.
+  Attention,            // in {Q, K, V}               out {O, L[B,H,S]}
+  AttentionBackward,    // in {dO, Q, K, V, O, L}     out {dQ|-, dK|-, dV|-}
 };
 const char* op_kind_name(OpKind k);
 
@@ -105,8 +138,34 @@ struct JetAttrs {
   JetSpec jet;
   Activation act = Activation::None;  // JetActivation
 };
+// Convolution and pooling geometry per spatial dimension (h, w).
+struct ConvAttrs {
+  int32_t pad_h = 0, pad_w = 0;
+  int32_t stride_h = 1, stride_w = 1;
+  int32_t dil_h = 1, dil_w = 1;
+  Activation act = Activation::None;  // Conv2d: none or relu
+};
+struct PoolAttrs {
+  int32_t window_h = 2, window_w = 2;
+  int32_t stride_h = 2, stride_w = 2;
+  int32_t pad_h = 0, pad_w = 0;  // at most half the window, so every window holds a real element
+};
+// Output size of a convolution or pooling window along one dimension (<= 0: the window does not
+// fit): (in + 2 pad - dilation (window - 1) - 1) / stride + 1.
+int64_t conv_output_size(int64_t in, int64_t window, int64_t pad, int64_t stride, int64_t dilation = 1);
+struct NormAttrs {
+  double eps = 1e-5;
+};
+struct AttentionAttrs {
+  int32_t heads = 1;
+  bool causal = false;
+  double scale = 0;  // 0: 1 / sqrt(head dimension)
+};
 struct LossAttrs {
   Reduction reduction = Reduction::Mean;
+  // Softmax cross-entropy over sequences (logits [B, S, C], labels [B, S]): a label < 0 marks a
+  // position without a target (no loss, no gradient, not counted by the mean).
+  bool ignore_negative = false;
 };
 enum class ScheduleKind : uint8_t { Constant, Step, Cosine };
 struct ScheduleAttrs {
@@ -158,7 +217,8 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
-                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs>;
+                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
+                             NormAttrs, AttentionAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

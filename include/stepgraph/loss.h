@@ -37,11 +37,13 @@ class Loss {
 using LossPtr = std::shared_ptr<Loss>;
 
 // Softmax + cross-entropy on logits [B, C] with integer labels [B]; mean over the batch or sum.
+// Sequences: logits [B, S, C] with labels [B, S], one per token; a negative label marks a
+// position without a target (no loss, no gradient; the mean is over the labelled tokens).
 class SoftmaxCrossEntropy : public Loss {
  public:
   explicit SoftmaxCrossEntropy(Reduction r = Reduction::Mean) : Loss(r) {}
   LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const override;
-  Shape target_shape(const Shape& pred) const override { return {pred[0]}; }
+  Shape target_shape(const Shape& pred) const override;
   DType target_dtype() const override { return DType::I32; }
   Task task() const override { return Task::Classification; }
   std::string describe() const override;

@@ -17,9 +17,9 @@ namespace sg {
 //   he:     N(0, 2 / fan_in)                      (Kaiming normal, for relu/gelu layers)
 //   xavier: U(-a, a), a = sqrt(6 / (fan_in + fan_out))   (Glorot uniform)
 //   normal: N(0, std^2)
-//   zeros
+//   zeros, ones
 struct Init {
-  enum class Kind : uint8_t { He, Xavier, Normal, Zeros };
+  enum class Kind : uint8_t { He, Xavier, Normal, Zeros, Ones };
   Kind kind = Kind::He;
   double std = 0.0;  // normal only
 
@@ -27,7 +27,8 @@ struct Init {
   static Init xavier() { return {Kind::Xavier, 0}; }
   static Init normal(double std) { return {Kind::Normal, std}; }
   static Init zeros() { return {Kind::Zeros, 0}; }
-  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros"
+  static Init ones() { return {Kind::Ones, 0}; }
+  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros", "ones"
 };
 
 // How a parameter is initialised: its (fixed) name, shape and rule.
@@ -114,12 +115,18 @@ class Sequential : public Layer {
   Sequential() = default;
   explicit Sequential(std::vector<LayerPtr> layers);
   Sequential& add(LayerPtr layer);
+  // Views each input row as a sample of this shape before the first layer: {8, 8, 1} makes
+  // [batch, 64] feature rows NHWC images [batch, 8, 8, 1] (the config's model.input_shape).
+  // Empty: the input as given.
+  Sequential& set_input_shape(Shape per_sample);
+  const Shape& input_shape() const { return input_shape_; }
   TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
   std::string describe() const override;
   const std::vector<LayerPtr>& layers() const { return layers_; }
 
  private:
   std::vector<LayerPtr> layers_;
+  Shape input_shape_;
 };
 
 // y = x + body(x): the body must keep the width. Makes the program a DAG (x has two consumers).
@@ -147,11 +154,133 @@ class FourierFeatures : public Layer {
   bool trainable_;
 };
 
+// Convolution over NHWC images [batch, height, width, channels] with `filters` square
+// kernel x kernel filters (weight [filters, kernel, kernel, channels], KRSC), bias and a fused
+// activation (none or relu). Output [batch, P, Q, filters] with P = (H + 2 padding -
+// dilation (kernel - 1) - 1) / stride + 1 (Q likewise). init defaults to he for relu and xavier
+// otherwise, with fan_in = kernel^2 * channels and fan_out = kernel^2 * filters.
+struct Conv2dOptions {
+  int64_t kernel = 3, stride = 1, padding = 0, dilation = 1;
+  Activation act = Activation::None;
+  std::optional<Init> init;
+  bool bias = true;
+};
+class Conv2d : public Layer {
+ public:
+  Conv2d(int64_t filters, Conv2dOptions options = {});
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+  int64_t filters() const { return filters_; }
+
+ private:
+  int64_t filters_;
+  Conv2dOptions o_;
+  Init init_;
+};
+
+// Max over window x window patches of NHWC images, moving by `stride` (default: the window);
+// `padding` (at most window / 2) pads with -infinity. Channels are kept.
+class MaxPool2d : public Layer {
+ public:
+  explicit MaxPool2d(int64_t window, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t window_, stride_, padding_;
+};
+
+// The mean over height and width: NHWC [batch, H, W, C] -> [batch, C].
+class GlobalAvgPool : public Layer {
+ public:
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override { return "global_avg_pool"; }
+};
+
+// [batch, d1, d2, ...] -> [batch, d1 * d2 * ...] in row-major (NHWC: h, then w, then channel)
+// order; a [batch, features] input passes through unchanged.
+class Flatten : public Layer {
+ public:
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override { return "flatten"; }
+};
+
+// Sequence models: tokens are [batch, positions, features] tensors.
+
+// Token ids [batch, positions] (f32 holding integers, as batches are f32 feature rows) ->
+// vectors [batch, positions, dim]: a learned table [vocab, dim] (N(0, 0.02^2)) plus, with
+// `positions` > 0, a learned position table [positions, dim] (N(0, 0.02^2); sequences up to that
+// length). Ids outside [0, vocab) are an Error when the step runs.
+class Embedding : public Layer {
+ public:
+  Embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t vocab_, dim_, positions_;
+};
+
+// Normalises each row over the last dimension: (x - mean) / sqrt(var + eps) * gain + shift, gain
+// starting at 1 and shift at 0.
+class LayerNorm : public Layer {
+ public:
+  explicit LayerNorm(double eps = 1e-5);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  double eps_;
+};
+
+// Multi-head self-attention on [batch, positions, dim]: query, key and value projections
+// (dense, dim -> dim, xavier), scaled dot-product attention over `heads` heads of dim / heads
+// (causal: a position attends to itself and earlier ones only), and an output projection.
+// Compose it with residual and layer_norm for a transformer block.
+class SelfAttention : public Layer {
+ public:
+  SelfAttention(int64_t heads, bool causal, bool bias = true);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t heads_;
+  bool causal_, bias_;
+};
+
+// A pre-norm transformer block on [batch, positions, dim]:
+//   x + self_attention(layer_norm(x)), then h + dense(dim)(gelu(dense(mlp)(layer_norm(h)))).
+// Its sub-layers are made on the first build (the width comes from the input) and reused after.
+class TransformerBlock : public Layer {
+ public:
+  TransformerBlock(int64_t heads, bool causal, int64_t mlp);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+
+ private:
+  int64_t heads_, mlp_;
+  bool causal_;
+  int64_t dim_ = 0;
+  LayerPtr body_;
+};
+
 // Short constructors for readable model definitions:
 //   auto model = sg::sequential({sg::dense(256, Activation::ReLU), sg::dense(11)});
 std::shared_ptr<Dense> dense(int64_t units, Activation act = Activation::None,
                              std::optional<Init> init = std::nullopt, bool bias = true);
 std::shared_ptr<Sequential> sequential(std::vector<LayerPtr> layers);
 std::shared_ptr<Residual> residual(LayerPtr body);
+std::shared_ptr<Conv2d> conv2d(int64_t filters, Conv2dOptions options = {});
+std::shared_ptr<MaxPool2d> max_pool2d(int64_t window, std::optional<int64_t> stride = std::nullopt,
+                                      int64_t padding = 0);
+std::shared_ptr<GlobalAvgPool> global_avg_pool();
+std::shared_ptr<Flatten> flatten();
+std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
+std::shared_ptr<LayerNorm> layer_norm(double eps = 1e-5);
+std::shared_ptr<SelfAttention> self_attention(int64_t heads, bool causal, bool bias = true);
+std::shared_ptr<TransformerBlock> transformer_block(int64_t heads, bool causal, int64_t mlp);
+
+// Emits a Reshape op: x [batch, ...] viewed as [batch, per_sample...] (same element count).
+TensorId reshape_rows(GraphBuilder& g, TensorId x, const Shape& per_sample, const std::string& name);
 
 }  // namespace sg

@@ -49,7 +49,9 @@ struct TrainerOptions {
 
 struct EvalResult {
   double loss = 0;      // over all rows, with the loss's reduction (mean: per row / element)
-  double accuracy = 0;  // classification only: fraction of rows whose argmax is the label
+  // Classification only: the fraction of labels matched by the argmax (per row, or per labelled
+  // position of a sequence).
+  double accuracy = 0;
   int64_t count = 0;
 };
 
@@ -84,7 +86,7 @@ class Trainer {
   void compile(const Shape& input_shape);
   bool is_compiled() const { return current_ != nullptr; }
   const Shape& input_shape() const;
-  const Shape& output_shape() const;  // the model's prediction [batch, out]
+  const Shape& output_shape() const;  // the model's prediction [batch, out] (sequences: [batch, positions, out])
 
   // The seed's workflow: copy a batch into the input slots and run one step; returns the loss
   // (which waits for the step to finish).
@@ -121,7 +123,8 @@ class Trainer {
   bool is_resident() const;
   HostArray logits() const;  // the last step's predictions [B, out]
 
-  // Forward (+ loss) only, in batches of the compiled size; parameters are not changed.
+  // Forward (+ loss) only, in batches of the compiled size; parameters are not changed. predict
+  // returns [rows, ...] in the model's output shape.
   HostArray predict(const HostArray& X);
   EvalResult evaluate(const HostArray& X, const HostArray& y);
 

@@ -160,6 +160,7 @@ NB_MODULE(_stepgraph, m) {
             case sg::Init::Kind::Xavier: return "xavier";
             case sg::Init::Kind::Normal: return "normal";
             case sg::Init::Kind::Zeros: return "zeros";
+            case sg::Init::Kind::Ones: return "ones";
           }
           return "?";
         }, "'he', 'xavier', 'normal' or 'zeros'.")

@@ -27,6 +27,21 @@ class Differentiator {
         case OpKind::Add: add(op); break;
         case OpKind::JetActivation: elementwise(op, OpKind::JetActivationBackward); break;
         case OpKind::FourierFeatures: elementwise(op, OpKind::FourierFeaturesBackward); break;
+        case OpKind::Conv2d: conv2d(op); break;
+        case OpKind::MaxPool2d: single_input(op, OpKind::MaxPool2dBackward, {op.in[0], op.out[0]}); break;
+        case OpKind::GlobalAvgPool: single_input(op, OpKind::GlobalAvgPoolBackward, {}); break;
+        case OpKind::Reshape: single_input(op, OpKind::Reshape, {}); break;
+        case OpKind::LayerNorm:
+          fused(op, OpKind::LayerNormBackward, {grad_[op.out[0]], op.in[0], op.in[1], op.out[1], op.out[2]},
+                {op.in[0], op.in[1], op.in[2]});
+          break;
+        case OpKind::Embedding:  // the ids have no gradient
+          fused(op, OpKind::EmbeddingBackward, {grad_[op.out[0]], op.in[0]}, {op.in[1], op.in[2]});
+          break;
+        case OpKind::Attention:
+          fused(op, OpKind::AttentionBackward, {grad_[op.out[0]], op.in[0], op.in[1], op.in[2], op.out[0], op.out[1]},
+                {op.in[0], op.in[1], op.in[2]});
+          break;
         default:
           throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
                           ") has no gradient rule and cannot be in a forward pass"));
@@ -89,6 +104,52 @@ class Differentiator {
     b.accumulate.resize(3);
     for (int k = 0; k < 3; ++k) b.out[k] = slot(op.in[k], &b.accumulate[k]);
     p_.add_op(std::move(b));
+  }
+
+  // d(act(conv(X, W) + b)): one coarse op computes dX (dgrad), dW (wgrad) and db; relu' from Y.
+  void conv2d(const Op& op) {
+    Op b;
+    b.kind = OpKind::Conv2dBackward;
+    b.name = "backward " + op.name;
+    b.attrs = op.attrs;
+    b.in = {grad_[op.out[0]], op.in[0], op.in[1], op.out[0]};
+    b.out.resize(3);
+    b.accumulate.resize(3);
+    for (int k = 0; k < 3; ++k) b.out[k] = slot(op.in[k], &b.accumulate[k]);
+    p_.add_op(std::move(b));
+  }
+
+  // A backward op reading `in` and writing the gradients of `wrt` (kNone where one needs none);
+  // skipped when none does.
+  void fused(const Op& op, OpKind backward, std::vector<TensorId> in, const std::vector<TensorId>& wrt) {
+    Op b;
+    b.kind = backward;
+    b.name = "backward " + op.name;
+    b.attrs = op.attrs;
+    b.in = std::move(in);
+    b.out.resize(wrt.size());
+    b.accumulate.resize(wrt.size());
+    bool any = false;
+    for (size_t k = 0; k < wrt.size(); ++k) {
+      b.out[k] = slot(wrt[k], &b.accumulate[k]);
+      any = any || b.out[k] != kNone;
+    }
+    if (any) p_.add_op(std::move(b));
+  }
+
+  // Ops with one differentiable input: backward in {dY, extra...} out {dX}; skipped when the
+  // input needs no gradient (an image reshaped from the input batch).
+  void single_input(const Op& op, OpKind backward, std::vector<TensorId> extra) {
+    Op b;
+    b.kind = backward;
+    b.name = "backward " + op.name;
+    b.attrs = op.attrs;
+    b.in = {grad_[op.out[0]]};
+    b.in.insert(b.in.end(), extra.begin(), extra.end());
+    b.out.resize(1);
+    b.accumulate.resize(1);
+    b.out[0] = slot(op.in[0], &b.accumulate[0]);
+    if (b.out[0] != kNone) p_.add_op(std::move(b));
   }
 
   // Jet activations and Fourier features: in {A} out {Y} -> backward in {dY, A} out {dA}.

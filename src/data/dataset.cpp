@@ -38,18 +38,24 @@ void require_finite(const HostArray& a, const std::string& what, const std::stri
                ", column ", i % cols, " is ", v[i], "; values must be finite");
 }
 
+// Labels i32 [N] in [0, classes), or per-token labels i32 [N, T] in [-1, classes) where -1 marks
+// a position without a target.
 void check_labels(const HostArray& y, int64_t& num_classes, const std::string& name) {
-  SG_REQUIRE(y.dtype() == DType::I32 && y.shape().size() == 1, "data set '", name,
-             "': classification labels y must be i32 [N], got ", array_desc(y));
+  SG_REQUIRE(y.dtype() == DType::I32 && (y.shape().size() == 1 || y.shape().size() == 2), "data set '", name,
+             "': classification labels y must be i32 [N] (or [N, T] per token), got ", array_desc(y));
   SG_REQUIRE(num_classes >= 0, "data set '", name, "': num_classes must be >= 0 (0 = infer), got ",
              num_classes);
   const int32_t* labels = y.data<int32_t>();
-  const int64_t n = y.shape()[0];
+  const bool tokens = y.shape().size() == 2;
+  const int64_t T = tokens ? y.shape()[1] : 1;
+  const int32_t lowest = tokens ? -1 : 0;
   int32_t max_label = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    SG_REQUIRE(labels[i] >= 0 && (num_classes == 0 || labels[i] < num_classes), "data set '",
-               name, "': label y[", i, "] = ", labels[i], " is outside the allowed range [0, ",
-               num_classes == 0 ? std::string("num_classes") : std::to_string(num_classes), ")");
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    SG_REQUIRE(labels[i] >= lowest && (num_classes == 0 || labels[i] < num_classes), "data set '", name,
+               "': label y[", tokens ? cat(i / T, ", ", i % T) : cat(i), "] = ", labels[i],
+               " is outside the allowed range [", lowest, ", ",
+               num_classes == 0 ? std::string("num_classes") : std::to_string(num_classes), ")",
+               tokens ? " (-1: no target at that position)" : "");
     max_label = std::max(max_label, labels[i]);
   }
   if (num_classes == 0) num_classes = static_cast<int64_t>(max_label) + 1;

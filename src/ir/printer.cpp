@@ -21,6 +21,20 @@ std::string print_program(const Program& p) {
     os << "  " << i << "  " << op_kind_name(op.kind);
     if (op.kind == OpKind::Dense || op.kind == OpKind::DenseBackward)
       os << "(" << activation_name(op.attr<DenseAttrs>().act) << ")";
+    if (op.kind == OpKind::Conv2d || op.kind == OpKind::Conv2dBackward) {
+      const ConvAttrs& a = op.attr<ConvAttrs>();
+      os << "(" << activation_name(a.act) << ", stride " << a.stride_h << "x" << a.stride_w << ", pad " << a.pad_h
+         << "x" << a.pad_w << ", dilation " << a.dil_h << "x" << a.dil_w << ")";
+    }
+    if (op.kind == OpKind::MaxPool2d || op.kind == OpKind::MaxPool2dBackward) {
+      const PoolAttrs& a = op.attr<PoolAttrs>();
+      os << "(window " << a.window_h << "x" << a.window_w << ", stride " << a.stride_h << "x" << a.stride_w
+         << ", pad " << a.pad_h << "x" << a.pad_w << ")";
+    }
+    if (op.kind == OpKind::Attention || op.kind == OpKind::AttentionBackward) {
+      const AttentionAttrs& a = op.attr<AttentionAttrs>();
+      os << "(" << a.heads << (a.heads == 1 ? " head" : " heads") << (a.causal ? ", causal" : "") << ")";
+    }
     if (op.kind == OpKind::SoftmaxCrossEntropy || op.kind == OpKind::MeanSquaredError)
       os << "(" << reduction_name(op.attr<LossAttrs>().reduction) << ")";
     if (op.kind == OpKind::SgdUpdate || op.kind == OpKind::AdamUpdate) {

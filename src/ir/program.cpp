@@ -61,6 +61,11 @@ int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last) {
   return partial_last ? (n + batch - 1) / batch : n / batch;
 }
 
+int64_t conv_output_size(int64_t in, int64_t window, int64_t pad, int64_t stride, int64_t dilation) {
+  const int64_t span = in + 2 * pad - dilation * (window - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
 const char* op_kind_name(OpKind k) {
   switch (k) {
     case OpKind::GatherBatch: return "gather_batch";
@@ -80,6 +85,19 @@ const char* op_kind_name(OpKind k) {
     case OpKind::Schedule: return "schedule";
     case OpKind::SgdUpdate: return "sgd_update";
     case OpKind::AdamUpdate: return "adam_update";
+    case OpKind::Conv2d: return "conv2d";
+    case OpKind::Conv2dBackward: return "conv2d_backward";
+    case OpKind::MaxPool2d: return "max_pool2d";
+    case OpKind::MaxPool2dBackward: return "max_pool2d_backward";
+    case OpKind::GlobalAvgPool: return "global_avg_pool";
+    case OpKind::GlobalAvgPoolBackward: return "global_avg_pool_backward";
+    case OpKind::Reshape: return "reshape";
+    case OpKind::LayerNorm: return "layer_norm";
+    case OpKind::LayerNormBackward: return "layer_norm_backward";
+    case OpKind::Embedding: return "embedding";
+    case OpKind::EmbeddingBackward: return "embedding_backward";
+    case OpKind::Attention: return "attention";
+    case OpKind::AttentionBackward: return "attention_backward";
   }
   return "?";
 }
@@ -130,6 +148,8 @@ struct OpChecker {
   const Op& op;
 
   const Shape& shape(TensorId t) const { return p.tensor(t).shape; }
+  const std::string& name(TensorId t) const { return p.tensor(t).name; }
+  std::string desc(TensorId t) const { return cat("'", name(t), "' ", shape_str(shape(t))); }
   void expect(bool ok, const std::string& what) const {
     SG_REQUIRE(ok, "op '", op.name, "' (", op_kind_name(op.kind), "): ", what);
   }
@@ -144,16 +164,62 @@ struct OpChecker {
                                      ", expected rank ", r));
   }
 
+  // X [..., I] (rank >= 2: [batch, I], or [batch, positions, I] for sequences), W [O, I].
   void dense(TensorId X, TensorId W, TensorId b, TensorId Y) const {
-    rank(X, 2);
+    expect(shape(X).size() >= 2, cat("input ", desc(X), " must be [batch, features] or [batch, ..., features]"));
     rank(W, 2);
-    expect(shape(X)[1] == shape(W)[1],
-           cat("input '", p.tensor(X).name, "' ", shape_str(shape(X)), " has ", shape(X)[1],
+    expect(shape(X).back() == shape(W)[1],
+           cat("input '", p.tensor(X).name, "' ", shape_str(shape(X)), " has ", shape(X).back(),
                " features but weight '", p.tensor(W).name, "' ", shape_str(shape(W)),
                " expects ", shape(W)[1]));
     if (b != kNone) expect(shape(b) == Shape{shape(W)[0]}, "bias must have shape [out]");
-    expect(shape(Y) == Shape{shape(X)[0], shape(W)[0]},
-           cat("output ", shape_str(shape(Y)), " must be [batch, out]"));
+    Shape ys = shape(X);
+    ys.back() = shape(W)[0];
+    expect(shape(Y) == ys, cat("output ", shape_str(shape(Y)), " must be ", shape_str(ys), " ([batch, ..., out])"));
+  }
+
+  void conv2d() const {
+    const auto& in = op.in;
+    const ConvAttrs& a = op.attr<ConvAttrs>();
+    expect(in.size() == 3 && op.out.size() == 1, "expects 3 inputs and 1 output");
+    rank(in[0], 4);
+    rank(in[1], 4);
+    rank(op.out[0], 4);
+    expect(a.act == Activation::None || a.act == Activation::ReLU,
+           cat("activation ", activation_name(a.act), " is not fused: conv2d takes none or relu"));
+    expect(a.stride_h >= 1 && a.stride_w >= 1 && a.dil_h >= 1 && a.dil_w >= 1 && a.pad_h >= 0 && a.pad_w >= 0,
+           cat("strides (", a.stride_h, ", ", a.stride_w, ") and dilations (", a.dil_h, ", ", a.dil_w,
+               ") must be >= 1 and paddings (", a.pad_h, ", ", a.pad_w, ") >= 0"));
+    const Shape &xs = shape(in[0]), &ws = shape(in[1]);
+    expect(xs[3] == ws[3], cat("input ", desc(in[0]), " has ", xs[3], " channels but filter ", desc(in[1]),
+                               " (KRSC) expects ", ws[3]));
+    if (in[2] != kNone)
+      expect(shape(in[2]) == Shape{ws[0]}, cat("bias ", desc(in[2]), " must have shape [", ws[0], "]"));
+    const int64_t P = conv_output_size(xs[1], ws[1], a.pad_h, a.stride_h, a.dil_h);
+    const int64_t Q = conv_output_size(xs[2], ws[2], a.pad_w, a.stride_w, a.dil_w);
+    expect(P > 0 && Q > 0, cat("a ", ws[1], "x", ws[2], " filter with dilation (", a.dil_h, ", ", a.dil_w,
+                               ") and padding (", a.pad_h, ", ", a.pad_w, ") does not fit the ", xs[1], "x",
+                               xs[2], " input ", desc(in[0])));
+    const Shape ys{xs[0], P, Q, ws[0]};
+    expect(shape(op.out[0]) == ys, cat("output ", desc(op.out[0]), " must be ", shape_str(ys)));
+  }
+
+  void max_pool2d() const {
+    const PoolAttrs& a = op.attr<PoolAttrs>();
+    expect(op.in.size() == 1 && op.out.size() == 1, "expects 1 input and 1 output");
+    rank(op.in[0], 4);
+    rank(op.out[0], 4);
+    expect(a.window_h >= 1 && a.window_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1,
+           cat("window (", a.window_h, ", ", a.window_w, ") and stride (", a.stride_h, ", ", a.stride_w,
+               ") must be >= 1"));
+    expect(a.pad_h >= 0 && a.pad_w >= 0 && 2 * a.pad_h <= a.window_h && 2 * a.pad_w <= a.window_w,
+           cat("padding (", a.pad_h, ", ", a.pad_w, ") must be in [0, window / 2]"));
+    const Shape& xs = shape(op.in[0]);
+    const int64_t P = conv_output_size(xs[1], a.window_h, a.pad_h, a.stride_h);
+    const int64_t Q = conv_output_size(xs[2], a.window_w, a.pad_w, a.stride_w);
+    expect(P > 0 && Q > 0, cat("a ", a.window_h, "x", a.window_w, " window does not fit the input ", desc(op.in[0])));
+    const Shape ys{xs[0], P, Q, xs[3]};
+    expect(shape(op.out[0]) == ys, cat("output ", desc(op.out[0]), " must be ", shape_str(ys)));
   }
 
   void run() const {
@@ -181,14 +247,16 @@ struct OpChecker {
         same(in[0], out[0]);
         same(in[0], out[1]);
         break;
-      case OpKind::SoftmaxCrossEntropy:
+      case OpKind::SoftmaxCrossEntropy: {
         expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
-        rank(in[0], 2);
-        expect(shape(in[1]) == Shape{shape(in[0])[0]} && p.tensor(in[1]).dtype == DType::I32,
-               cat("labels must be i32 [", shape(in[0])[0], "], got ", dtype_name(p.tensor(in[1]).dtype),
+        expect(shape(in[0]).size() >= 2, cat("logits ", desc(in[0]), " must be [batch, classes] or [batch, ..., classes]"));
+        const Shape ls(shape(in[0]).begin(), shape(in[0]).end() - 1);
+        expect(shape(in[1]) == ls && p.tensor(in[1]).dtype == DType::I32,
+               cat("labels must be i32 ", shape_str(ls), ", got ", dtype_name(p.tensor(in[1]).dtype),
                    " ", shape_str(shape(in[1]))));
         same(in[0], out[1]);
         break;
+      }
       case OpKind::MeanSquaredError:
         expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
         same(in[0], in[1]);
@@ -222,6 +290,99 @@ struct OpChecker {
         same(in[0], out[2]);
         break;
       }
+      case OpKind::Conv2d: conv2d(); break;
+      case OpKind::Conv2dBackward:
+        expect(in.size() == 4 && out.size() == 3, "expects 4 inputs and 3 outputs");
+        rank(in[2], 4);
+        same(in[0], in[3]);
+        same(out[0], in[1]);
+        same(out[1], in[2]);
+        if (out[2] != kNone)
+          expect(shape(out[2]) == Shape{shape(in[2])[0]}, cat("bias gradient ", desc(out[2]), " must be [filters]"));
+        break;
+      case OpKind::MaxPool2d: max_pool2d(); break;
+      case OpKind::MaxPool2dBackward:
+        expect(in.size() == 3 && out.size() == 1, "expects 3 inputs and 1 output");
+        same(in[0], in[2]);
+        same(out[0], in[1]);
+        break;
+      case OpKind::GlobalAvgPool:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        rank(in[0], 4);
+        expect(shape(out[0]) == Shape{shape(in[0])[0], shape(in[0])[3]},
+               cat("output ", desc(out[0]), " must be [batch, channels] of the input ", desc(in[0])));
+        break;
+      case OpKind::GlobalAvgPoolBackward:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        rank(out[0], 4);
+        expect(shape(in[0]) == Shape{shape(out[0])[0], shape(out[0])[3]},
+               cat("gradient ", desc(in[0]), " must be [batch, channels] of ", desc(out[0])));
+        break;
+      case OpKind::Reshape:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        expect(numel(shape(in[0])) == numel(shape(out[0])),
+               cat(desc(in[0]), " and ", desc(out[0]), " must have the same number of elements"));
+        expect(p.tensor(in[0]).dtype == DType::F32 && p.tensor(out[0]).dtype == DType::F32, "reshapes f32 tensors only");
+        break;
+      case OpKind::LayerNorm: {
+        expect(in.size() == 3 && out.size() == 3, "expects 3 inputs and 3 outputs");
+        expect(!shape(in[0]).empty(), cat("input ", desc(in[0]), " has no feature dimension"));
+        const int64_t E = shape(in[0]).back(), R = numel(shape(in[0])) / E;
+        expect(shape(in[1]) == Shape{E} && shape(in[2]) == Shape{E},
+               cat("gain ", desc(in[1]), " and shift ", desc(in[2]), " must be [", E, "] for the input ", desc(in[0])));
+        same(in[0], out[0]);
+        expect(shape(out[1]) == Shape{R} && shape(out[2]) == Shape{R}, cat("row statistics must be [", R, "]"));
+        expect(op.attr<NormAttrs>().eps > 0, "eps must be positive");
+        break;
+      }
+      case OpKind::LayerNormBackward:
+        expect(in.size() == 5 && out.size() == 3, "expects 5 inputs and 3 outputs");
+        same(in[0], in[1]);
+        same(out[0], in[1]);
+        same(out[1], in[2]);
+        same(out[2], in[2]);
+        break;
+      case OpKind::Embedding: {
+        expect(in.size() == 3 && out.size() == 1, "expects 3 inputs and 1 output");
+        rank(in[0], 2);
+        rank(in[1], 2);
+        const DType it = p.tensor(in[0]).dtype;
+        expect(it == DType::I32 || it == DType::F32, cat("ids ", desc(in[0]), " must be i32 or f32, got ", dtype_name(it)));
+        const int64_t B = shape(in[0])[0], S = shape(in[0])[1], E = shape(in[1])[1];
+        if (in[2] != kNone) {
+          rank(in[2], 2);
+          expect(shape(in[2])[1] == E && shape(in[2])[0] >= S,
+                 cat("position table ", desc(in[2]), " must be [P >= ", S, ", ", E, "] for ids ", desc(in[0])));
+        }
+        expect(shape(out[0]) == Shape{B, S, E}, cat("output ", desc(out[0]), " must be ", shape_str({B, S, E})));
+        break;
+      }
+      case OpKind::EmbeddingBackward:
+        expect(in.size() == 2 && out.size() == 2, "expects 2 inputs and 2 outputs");
+        rank(in[0], 3);
+        for (TensorId t : out)
+          if (t != kNone) expect(shape(t).size() == 2 && shape(t)[1] == shape(in[0])[2], cat("gradient ", desc(t), " must be [rows, ", shape(in[0])[2], "]"));
+        break;
+      case OpKind::Attention: {
+        const AttentionAttrs& a = op.attr<AttentionAttrs>();
+        expect(in.size() == 3 && out.size() == 2, "expects 3 inputs and 2 outputs");
+        rank(in[0], 3);
+        same(in[0], in[1]);
+        same(in[0], in[2]);
+        same(in[0], out[0]);
+        const Shape& qs = shape(in[0]);
+        expect(a.heads >= 1 && qs[2] % a.heads == 0,
+               cat("width ", qs[2], " of ", desc(in[0]), " does not split into ", a.heads, " heads"));
+        expect(shape(out[1]) == Shape{qs[0], a.heads, qs[1]},
+               cat("log-sum-exp ", desc(out[1]), " must be ", shape_str({qs[0], a.heads, qs[1]})));
+        expect(a.scale >= 0, "scale must be >= 0 (0: 1 / sqrt(head dimension))");
+        break;
+      }
+      case OpKind::AttentionBackward:
+        expect(in.size() == 6 && out.size() == 3, "expects 6 inputs and 3 outputs");
+        for (size_t k = 1; k < 5; ++k) same(in[0], in[k]);
+        for (size_t k = 0; k < 3; ++k) same(out[k], in[1 + k]);
+        break;
       case OpKind::SamplePoints:
       case OpKind::Schedule:
       case OpKind::SgdUpdate:

@@ -3,7 +3,7 @@
 namespace sg {
 
 namespace {
-LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, Reduction r, TensorId pred,
+LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, LossAttrs attrs, TensorId pred,
                        TensorId target, TensorId valid) {
   Program& p = g.program();
   TensorId loss = g.tensor("loss", {1}, Role::Activation);
@@ -14,28 +14,31 @@ LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, Reduction
   op.name = name;
   op.in = {pred, target, valid};
   op.out = {loss, dpred};
-  op.attrs = LossAttrs{r};
+  op.attrs = attrs;
   p.add_op(std::move(op));
   return {loss, dpred};
 }
 }  // namespace
 
 LossOutputs SoftmaxCrossEntropy::build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const {
-  SG_REQUIRE(g.program().tensor(pred).shape.size() == 2,
-             "softmax_cross_entropy needs [batch, classes] logits, got ",
-             shape_str(g.program().tensor(pred).shape));
-  return build_loss(g, OpKind::SoftmaxCrossEntropy, "loss.softmax_cross_entropy", reduction_, pred,
-                    target, valid);
+  const Shape& ps = g.program().tensor(pred).shape;
+  SG_REQUIRE(ps.size() >= 2, "softmax_cross_entropy needs [batch, classes] (or [batch, positions, classes]) logits, got ",
+             shape_str(ps));
+  // Per-token targets mark positions without a target with a negative label.
+  return build_loss(g, OpKind::SoftmaxCrossEntropy, "loss.softmax_cross_entropy", LossAttrs{reduction_, ps.size() > 2},
+                    pred, target, valid);
 }
+Shape SoftmaxCrossEntropy::target_shape(const Shape& pred) const { return Shape(pred.begin(), pred.end() - 1); }
 std::string SoftmaxCrossEntropy::describe() const {
   return cat("softmax_cross_entropy(", reduction_name(reduction_), ")");
 }
 double SoftmaxCrossEntropy::grad_scale(const Shape& pred) const {
-  return reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(pred[0]) : 1.0;
+  // Per token: at most (positions without a target are not counted).
+  return reduction_ == Reduction::Mean ? static_cast<double>(pred.back()) / static_cast<double>(numel(pred)) : 1.0;
 }
 
 LossOutputs MeanSquaredError::build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const {
-  return build_loss(g, OpKind::MeanSquaredError, "loss.mse", reduction_, pred, target, valid);
+  return build_loss(g, OpKind::MeanSquaredError, "loss.mse", LossAttrs{reduction_}, pred, target, valid);
 }
 std::string MeanSquaredError::describe() const { return cat("mse(", reduction_name(reduction_), ")"); }
 double MeanSquaredError::grad_scale(const Shape& pred) const {

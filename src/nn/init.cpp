@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "stepgraph/nn.h"
@@ -11,6 +12,7 @@ std::string Init::str() const {
     case Kind::Xavier: return "xavier";
     case Kind::Normal: return cat("normal(", std, ")");
     case Kind::Zeros: return "zeros";
+    case Kind::Ones: return "ones";
   }
   return "?";
 }
@@ -35,6 +37,7 @@ HostArray init_parameter(const ParamSpec& spec, uint64_t seed) {
       for (int64_t k = 0; k < n; ++k) v[k] = static_cast<float>(spec.init.std * rng.normal());
       break;
     case Init::Kind::Zeros: break;
+    case Init::Kind::Ones: std::fill(v, v + n, 1.0f); break;
   }
   return a;
 }

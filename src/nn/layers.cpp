@@ -12,10 +12,12 @@ Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias)
 }
 
 TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
-  const Shape& xs = g.program().tensor(x).shape;
-  SG_REQUIRE(xs.size() == 2, "dense layer '", prefix, "' expects a [batch, features] input, got ",
-             shape_str(xs));
-  const int64_t B = xs[0], I = xs[1];
+  const Shape xs = g.program().tensor(x).shape;
+  SG_REQUIRE(xs.size() == 2 || (xs.size() > 2 && !g.jet()), "dense layer '", prefix,
+             "' expects a [batch, features] (or [batch, positions, features]) input, got ", shape_str(xs));
+  const int64_t B = xs[0], I = xs.back();
+  Shape ys = xs;  // each row of the leading dimensions maps I features to units
+  ys.back() = units_;
   TensorId W = g.parameter(this, "weight", join_name(prefix, "weight"), {units_, I}, init_, I, units_);
   TensorId b = bias_ ? g.parameter(this, "bias", join_name(prefix, "bias"), {units_}, Init::zeros(), I, units_)
                      : kNone;
@@ -42,9 +44,8 @@ TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
     g.program().add_op(std::move(a));
     return Y;
   }
-  TensorId Y = g.tensor(base + ".out", {B, units_}, Role::Activation);
-  TensorId Z = activation_needs_preact(act_) ? g.tensor(base + ".preact", {B, units_}, Role::Activation)
-                                             : kNone;
+  TensorId Y = g.tensor(base + ".out", ys, Role::Activation);
+  TensorId Z = activation_needs_preact(act_) ? g.tensor(base + ".preact", ys, Role::Activation) : kNone;
   Op op;
   op.kind = OpKind::Dense;
   op.name = base + ".dense";
@@ -71,8 +72,22 @@ Sequential& Sequential::add(LayerPtr layer) {
   return *this;
 }
 
+Sequential& Sequential::set_input_shape(Shape per_sample) {
+  for (int64_t d : per_sample)
+    SG_REQUIRE(d > 0, "sequential: input shape ", shape_str(per_sample), " must have positive dimensions");
+  input_shape_ = std::move(per_sample);
+  return *this;
+}
+
 TensorId Sequential::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
   SG_REQUIRE(!layers_.empty(), "sequential '", prefix, "' has no layers");
+  if (!input_shape_.empty()) {
+    const Shape& xs = g.program().tensor(x).shape;
+    SG_REQUIRE(xs.size() >= 2 && numel(xs) / xs[0] == numel(input_shape_), "the model's input shape ",
+               shape_str(input_shape_), " holds ", numel(input_shape_), " values per sample, but the input is ",
+               shape_str(xs));
+    x = reshape_rows(g, x, input_shape_, prefix.empty() ? "input.shaped" : prefix + ".input_shaped");
+  }
   for (size_t i = 0; i < layers_.size(); ++i)
     x = layers_[i]->build(g, x, join_name(prefix, std::to_string(i)));
   return x;
@@ -80,6 +95,7 @@ TensorId Sequential::build(GraphBuilder& g, TensorId x, const std::string& prefi
 
 std::string Sequential::describe() const {
   std::string s = "sequential(";
+  if (!input_shape_.empty()) s += "input_shape=" + shape_str(input_shape_) + ", ";
   for (size_t i = 0; i < layers_.size(); ++i) s += (i ? ", " : "") + layers_[i]->describe();
   return s + ")";
 }

@@ -97,6 +97,7 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
       tp->compile_custom();
       r.batch = cfg.problem->terms[0].points;
     } else {
+      check_model_inputs(cfg, batch);
       tp = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, options_for(cfg, mode));
       tp->compile({B, batch.features()});
       tp->set_batch(batch.X, batch.y);
@@ -130,6 +131,7 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   Trainer eager(cfg.model, cfg.loss, cfg.optimizer, Device::CUDA, seed, options_for(cfg, ExecMode::Eager));
   Trainer graph(cfg.model, cfg.loss, cfg.optimizer, Device::CUDA, seed, options_for(cfg, ExecMode::Graph));
   Trainer cpu(cfg.model, cfg.loss, cfg.optimizer, Device::CPU, seed, options_for(cfg, ExecMode::Eager));
+  check_model_inputs(cfg, data);
   for (Trainer* t : {&eager, &graph, &cpu}) t->compile({B, data.features()});
   BatchSampler sampler(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
   VerifyResult r;

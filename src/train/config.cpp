@@ -130,9 +130,72 @@ Init parse_init(const Node& n, std::optional<Init> def) {
   return Init::normal(n.number("std", 0.02, 1e-12, 1e6));
 }
 
+// Convolution and pooling sizes: kernel, stride, dilation in [1, kMaxWindow], padding in [0, kMaxWindow].
+constexpr int64_t kMaxWindow = 4096;
+
+LayerPtr parse_image_layer(const Node& n, const std::string& type) {
+  if (type == "conv2d") {
+    n.only({"type", "filters", "kernel", "stride", "padding", "dilation", "activation", "init", "std", "bias"});
+    SG_REQUIRE(n.has("filters"), n.at("filters"), ": missing (the number of output channels)");
+    SG_REQUIRE(n.has("kernel"), n.at("kernel"), ": missing (the filter size: 3 for 3x3 filters)");
+    Conv2dOptions o;
+    const int64_t filters = n.integer("filters", 0, 1, kMaxUnits);
+    o.kernel = n.integer("kernel", 3, 1, kMaxWindow);
+    o.stride = n.integer("stride", 1, 1, kMaxWindow);
+    o.padding = n.integer("padding", 0, 0, kMaxWindow);
+    o.dilation = n.integer("dilation", 1, 1, kMaxWindow);
+    o.act = parse_activation(n.string("activation", "none", {"none", "relu"}));
+    if (n.has("init")) o.init = parse_init(n, std::nullopt);
+    o.bias = n.boolean("bias", true);
+    return conv2d(filters, o);
+  }
+  if (type == "max_pool2d") {
+    n.only({"type", "window", "stride", "padding"});
+    SG_REQUIRE(n.has("window"), n.at("window"), ": missing (the pooling window: 2 for 2x2)");
+    const int64_t window = n.integer("window", 2, 1, kMaxWindow);
+    const int64_t stride = n.integer("stride", window, 1, kMaxWindow);
+    const int64_t padding = n.integer("padding", 0, 0, window / 2);
+    return max_pool2d(window, stride, padding);
+  }
+  n.only({"type"});
+  if (type == "global_avg_pool") return global_avg_pool();
+  return flatten();
+}
+
+LayerPtr parse_sequence_layer(const Node& n, const std::string& type) {
+  if (type == "embedding") {
+    n.only({"type", "vocab", "dim", "positions"});
+    SG_REQUIRE(n.has("vocab"), n.at("vocab"), ": missing (the number of token ids)");
+    SG_REQUIRE(n.has("dim"), n.at("dim"), ": missing (the width of the token vectors)");
+    return embedding(n.integer("vocab", 0, 1, kMaxUnits), n.integer("dim", 0, 1, kMaxUnits),
+                     n.integer("positions", 0, 0, kMaxUnits));
+  }
+  if (type == "layer_norm") {
+    n.only({"type", "eps"});
+    return layer_norm(n.number("eps", 1e-5, 1e-12, 1.0));
+  }
+  if (type == "self_attention") {
+    n.only({"type", "heads", "causal", "bias"});
+    SG_REQUIRE(n.has("heads"), n.at("heads"), ": missing (the number of attention heads)");
+    return self_attention(n.integer("heads", 1, 1, 1 << 16), n.boolean("causal", false), n.boolean("bias", true));
+  }
+  n.only({"type", "heads", "causal", "mlp"});
+  SG_REQUIRE(n.has("heads"), n.at("heads"), ": missing (the number of attention heads)");
+  SG_REQUIRE(n.has("mlp"), n.at("mlp"), ": missing (the hidden width of the block's feed-forward part)");
+  return transformer_block(n.integer("heads", 1, 1, 1 << 16), n.boolean("causal", false),
+                           n.integer("mlp", 0, 1, kMaxUnits));
+}
+
 LayerPtr parse_layer(const Node& n) {
-  SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential, fourier_features");
-  std::string type = n.string("type", "", {"dense", "residual", "sequential", "fourier_features"});
+  SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential, fourier_features, conv2d, "
+             "max_pool2d, global_avg_pool, flatten, embedding, layer_norm, self_attention, transformer_block");
+  std::string type = n.string("type", "", {"dense", "residual", "sequential", "fourier_features", "conv2d",
+                                           "max_pool2d", "global_avg_pool", "flatten", "embedding", "layer_norm",
+                                           "self_attention", "transformer_block"});
+  if (type == "conv2d" || type == "max_pool2d" || type == "global_avg_pool" || type == "flatten")
+    return parse_image_layer(n, type);
+  if (type == "embedding" || type == "layer_norm" || type == "self_attention" || type == "transformer_block")
+    return parse_sequence_layer(n, type);
   if (type == "fourier_features") {
     n.only({"type", "features", "sigma", "trainable"});
     SG_REQUIRE(n.has("features"), n.at("features"), ": missing (the number of frequencies; the output has twice as many)");
@@ -209,16 +272,25 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
 DataConfig parse_data(const Node& n) {
   n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
           "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
-          "standardize", "device_resident"});
+          "standardize", "device_resident", "kind", "length", "symbols"});
   DataConfig d;
   d.source = n.string("source", "digits",
-                      {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv"});
+                      {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv",
+                       "sequence_task"});
+  if (d.source == "sequence_task") {
+    d.sequence_kind = n.string("kind", "reverse", {"copy", "reverse"});
+    d.sequence_length = n.integer("length", 8, 1, 4096);
+    d.symbols = n.integer("symbols", 10, 1, 1 << 20);
+  } else {
+    for (const char* k : {"kind", "length", "symbols"})
+      SG_REQUIRE(!n.has(k), n.at(k), ": \"", k, "\" is a setting of source \"sequence_task\", not of \"", d.source, "\"");
+  }
   bool regression_source = d.source == "synthetic_regression";
   std::string default_task = regression_source ? "regression" : "classification";
   d.task = n.string("task", default_task, {"classification", "regression"}) == "classification"
                ? Task::Classification
                : Task::Regression;
-  if (d.source == "digits" || d.source == "synthetic_classification")
+  if (d.source == "digits" || d.source == "synthetic_classification" || d.source == "sequence_task")
     SG_REQUIRE(d.task == Task::Classification, n.at("task"), ": source \"", d.source, "\" is a classification set");
   if (regression_source)
     SG_REQUIRE(d.task == Task::Regression, n.at("task"), ": source \"", d.source, "\" is a regression set");
@@ -257,6 +329,26 @@ DataConfig parse_data(const Node& n) {
   d.standardize = n.boolean("standardize", false);
   d.device_resident = n.boolean("device_resident", false);
   return d;
+}
+
+// model.input_shape: [height, width, channels], each sample's features as an NHWC image.
+Shape parse_input_shape(const Node& model) {
+  const json& v = model.raw()["input_shape"];
+  const std::string at = model.at("input_shape");
+  const char* expected = "expected [height, width, channels], three positive integers (e.g. [8, 8, 1])";
+  SG_REQUIRE(v.is_array(), at, ": ", expected, ", got ", type_of(v));
+  SG_REQUIRE(v.size() == 3, at, ": ", expected, ", got ", v.size(), " values");
+  Shape s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& d = v[i];
+    const bool fits = d.is_number_unsigned() ? d.get<uint64_t>() >= 1 && d.get<uint64_t>() <= uint64_t{kMaxWidth}
+                      : d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= kMaxWidth;
+    SG_REQUIRE(fits, at, "[", i, "]: expected an integer in [1, ", kMaxWidth, "], got ", type_of(d));
+    s.push_back(d.get<int64_t>());
+  }
+  SG_REQUIRE(numel(s) <= kMaxWidth, at, ": ", shape_str(s), " holds ", numel(s), " values per sample, more than ",
+             kMaxWidth);
+  return s;
 }
 
 TrainerOptions parse_trainer_options(const Node& n) {
@@ -299,12 +391,20 @@ RunConfig parse_config(const json& j) {
   auto section = [&](const char* k) { return root.has(k) ? root.object(k) : Node(empty, k); };
   SG_REQUIRE(root.has("model"), "model: missing (the network, e.g. {\"layers\": [{\"type\": \"dense\", \"units\": 10}]})");
   Node model = root.object("model");
-  model.only({"type", "inputs", "layers"});
+  model.only({"type", "inputs", "input_shape", "layers"});
   rc.model_inputs = model.integer("inputs", 0, 1);
   if (model.has("type"))
     SG_REQUIRE(model.string("type", "sequential", {"sequential"}) == "sequential", model.at("type"),
                ": the top-level model is a sequential");
-  rc.model = sequential(parse_layers(model));
+  if (model.has("input_shape")) {
+    rc.model_input_shape = parse_input_shape(model);
+    SG_REQUIRE(rc.model_inputs == 0 || rc.model_inputs == numel(rc.model_input_shape), model.at("inputs"), ": ",
+               rc.model_inputs, " does not match model.input_shape ", shape_str(rc.model_input_shape), " (",
+               numel(rc.model_input_shape), " values per sample)");
+  }
+  auto seq = sequential(parse_layers(model));
+  if (!rc.model_input_shape.empty()) seq->set_input_shape(rc.model_input_shape);
+  rc.model = seq;
   if (root.has("problem")) {
     SG_REQUIRE(!root.has("data") && !root.has("loss"), "problem: a physics-informed problem defines its own points ",
                "and loss; remove the \"data\" and \"loss\" sections");
@@ -374,19 +474,28 @@ json default_config() {
   })");
 }
 
-void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t outputs) {
+void check_model_inputs(const RunConfig& cfg, const Dataset& d) {
   const std::string src = cat("data '", d.name, "' (data.source \"", cfg.data.source, "\")");
   SG_REQUIRE(cfg.model_inputs == 0 || cfg.model_inputs == d.features(), "model.inputs is ",
              cfg.model_inputs, " but ", src, " has ", d.features(), " features per sample");
+  SG_REQUIRE(cfg.model_input_shape.empty() || numel(cfg.model_input_shape) == d.features(), "model.input_shape ",
+             shape_str(cfg.model_input_shape), " holds ", numel(cfg.model_input_shape), " values per sample but ", src,
+             " has ", d.features(), " features per sample");
+}
+
+void check_data_fits(const RunConfig& cfg, const Dataset& d, int64_t outputs) {
+  const std::string src = cat("data '", d.name, "' (data.source \"", cfg.data.source, "\")");
+  check_model_inputs(cfg, d);
   if (d.task == Task::Classification && outputs < d.num_classes) {
-    // Name the first sample whose label the model cannot predict.
-    int64_t row = 0;
+    // Name the first sample whose label the model cannot predict (labels per token: [N, T]).
+    int64_t i = 0;
     const int32_t* y = d.y.data<int32_t>();
-    while (row < d.size() && y[row] < outputs) ++row;
+    const int64_t per_row = d.y.numel() / std::max<int64_t>(d.size(), 1);
+    while (i < d.y.numel() && y[i] < outputs) ++i;
     const std::string first =
-        row < d.size() ? cat("label ", y[row], " of sample ", row, " (0-based) is out of range [0, ",
-                             outputs, "); ")
-                       : std::string();
+        i < d.y.numel() ? cat("label ", y[i], " of sample ", i / per_row, per_row > 1 ? cat(" position ", i % per_row) : "",
+                              " (0-based) is out of range [0, ", outputs, "); ")
+                        : std::string();
     throw Error(cat("model output has ", outputs, " units but ", src, " has ", d.num_classes,
                     " classes (labels 0..", d.num_classes - 1, "): ", first,
                     "set the last layer's units to at least ", d.num_classes));
@@ -402,6 +511,7 @@ Dataset load_data(const DataConfig& d) {
     return make_classification(d.samples, d.features, d.classes, d.seed);
   if (d.source == "synthetic_regression")
     return make_regression(d.samples, d.features, d.targets, d.seed, d.noise);
+  if (d.source == "sequence_task") return make_sequence_task(d.sequence_kind, d.samples, d.sequence_length, d.symbols, d.seed);
   if (d.source == "csv") return load_csv(d.path, d.csv);
   HostArray X, y;
   std::string where;

@@ -228,8 +228,9 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   SG_REQUIRE(B <= data.train.size(), "train.batch_size ", B, " is larger than the training split (",
              data.train.size(), " samples of '", data.train.name, "')");
   Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed, cfg.trainer);
+  check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, t.output_shape()[1]);
+  check_data_fits(cfg, data.all, t.output_shape().back());
   if (!opt.resume.empty()) t.load(opt.resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
@@ -345,8 +346,9 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   PreparedData data = prepare(cfg);
   const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train.size(), 1));
   Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, t.output_shape()[1]);
+  check_data_fits(cfg, data.all, t.output_shape().back());
   t.load(checkpoint);
   RunSummary sum;
   sum.task = task_name(data.train.task);

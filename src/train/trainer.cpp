@@ -301,11 +301,14 @@ void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray&
   SG_REQUIRE(got == want, "batch y has shape ", shape_str(y.shape()), " but ", shape_str(want),
              " is expected for X ", shape_str(X.shape()));
   if (yt.dtype == DType::I32) {
-    const int64_t C = p.tensor(v.pred).shape[1];
+    // Per-token labels ([batch, positions]) may be -1: no target at that position.
+    const int64_t C = p.tensor(v.pred).shape.back(), per_row = y.numel() / std::max<int64_t>(X.shape()[0], 1);
+    const int32_t lowest = yt.shape.size() > 1 ? -1 : 0;
     const int32_t* lab = y.data<int32_t>();
     for (int64_t i = 0; i < y.numel(); ++i)
-      SG_REQUIRE(lab[i] >= 0 && lab[i] < C, "label ", lab[i], " at row ", i, " is outside [0, ",
-                 C, ") for a model with ", C, " outputs");
+      SG_REQUIRE(lab[i] >= lowest && lab[i] < C, "label ", lab[i], " at row ", i / per_row,
+                 per_row > 1 ? cat(", position ", i % per_row) : std::string(), " is outside [", lowest, ", ", C,
+                 ") for a model with ", C, " outputs");
   }
 }
 
@@ -458,8 +461,9 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
   const int64_t chunk = current_->input_shape[0];
   EvalResult r;
   double loss_sum = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, labelled = 0;
   const bool classify = loss_->target_dtype() == DType::I32;
+  const int64_t per_row = y.numel() / N;  // labels per row: 1, or one per position of a sequence
   for (int64_t row0 = 0; row0 < N; row0 += chunk) {
     const int64_t rows = std::min(chunk, N - row0);
     Variant& v = eval_variant(rows);
@@ -468,23 +472,31 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
     float l = 0;
     backend_->download(&l, v.ptrs[v.loss], sizeof(float));
     const Shape ps = v.program.tensor(v.pred).shape;
-    // Mean losses are per row (cross-entropy) or per element (MSE): weight chunks accordingly.
-    const double units = classify ? static_cast<double>(rows) : static_cast<double>(numel(ps));
-    loss_sum += loss_->reduction() == Reduction::Mean ? l * units : l;
+    // Mean losses are per labelled row or token (cross-entropy) or per element (MSE): weight
+    // chunks accordingly.
+    int64_t units = numel(ps), chunk_correct = 0;
     if (classify) {
       HostArray out(DType::F32, ps);
       backend_->download(out.raw(), v.ptrs[v.pred], out.nbytes());
       const float* z = out.data<float>();
-      const int32_t* lab = y.data<int32_t>() + row0;
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* zi = z + i * ps[1];
-        if (std::max_element(zi, zi + ps[1]) - zi == lab[i]) ++correct;
+      const int64_t C = ps.back();
+      const int32_t* lab = y.data<int32_t>() + row0 * per_row;
+      units = 0;
+      for (int64_t i = 0; i < rows * per_row; ++i) {
+        if (lab[i] < 0) continue;  // a position without a target
+        ++units;
+        const float* zi = z + i * C;
+        if (std::max_element(zi, zi + C) - zi == lab[i]) ++chunk_correct;
       }
     }
+    correct += chunk_correct;
+    labelled += units;
+    loss_sum += loss_->reduction() == Reduction::Mean ? l * static_cast<double>(units) : l;
   }
-  const int64_t denom_units = classify ? N : y.numel();
-  r.loss = loss_->reduction() == Reduction::Mean ? loss_sum / static_cast<double>(denom_units) : loss_sum;
-  r.accuracy = classify ? static_cast<double>(correct) / static_cast<double>(N) : 0.0;
+  const int64_t denom_units = classify ? labelled : y.numel();
+  r.loss = loss_->reduction() == Reduction::Mean ? loss_sum / static_cast<double>(std::max<int64_t>(denom_units, 1))
+                                                 : loss_sum;
+  r.accuracy = classify ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(labelled, 1)) : 0.0;
   r.count = N;
   return r;
 }
@@ -500,8 +512,10 @@ HostArray Trainer::predict(const HostArray& X) {
   for (int64_t row0 = 0; row0 < N; row0 += chunk) {
     const int64_t rows = std::min(chunk, N - row0);
     Variant& v = eval_variant(rows);
-    const int64_t out_dim = v.program.tensor(v.pred).shape[1];
-    if (row0 == 0) out = HostArray(DType::F32, {N, out_dim});
+    Shape os = v.program.tensor(v.pred).shape;  // [rows, ...]: per row, out_dim values
+    const int64_t out_dim = numel(os) / os[0];
+    os[0] = N;
+    if (row0 == 0) out = HostArray(DType::F32, os);
     backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * X.shape()[1] * 4,
                      rows * X.shape()[1] * 4);
     if (v.y != kNone) {  // the loss op needs valid targets; zeros are valid for both losses

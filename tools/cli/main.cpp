@@ -200,9 +200,10 @@ int main(int argc, char** argv) {
         return 0;
       }
       sg::Dataset data = sg::load_data(cfg.data);
+      sg::check_model_inputs(cfg, data);
       sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed, cfg.trainer);
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
-      sg::check_data_fits(cfg, data, t.output_shape()[1]);
+      sg::check_data_fits(cfg, data, t.output_shape().back());
       std::cout << t.explain();
     }
   } catch (const std::bad_alloc&) {

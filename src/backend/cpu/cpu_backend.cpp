@@ -1,4 +1,5 @@
 // The CPU reference backend: host memory, and per op a closure over its bound pointers.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -10,6 +11,28 @@
 namespace sg {
 
 namespace {
+
+// Geometry of a convolution (X [N,H,W,C], filters [K,R,S,C], Y [N,P,Q,K]) or a pooling
+// (window R x S, K = C) as the kernels take it.
+cpu::ConvShape conv_shape(const Program& p, TensorId X, TensorId W, TensorId Y, const ConvAttrs& a) {
+  const Shape &xs = p.tensor(X).shape, &ws = p.tensor(W).shape, &ys = p.tensor(Y).shape;
+  cpu::ConvShape s;
+  s.N = xs[0], s.H = xs[1], s.W = xs[2], s.C = xs[3];
+  s.K = ws[0], s.R = ws[1], s.S = ws[2];
+  s.P = ys[1], s.Q = ys[2];
+  s.pad_h = a.pad_h, s.pad_w = a.pad_w, s.stride_h = a.stride_h, s.stride_w = a.stride_w;
+  s.dil_h = a.dil_h, s.dil_w = a.dil_w;
+  return s;
+}
+cpu::ConvShape pool_shape(const Program& p, TensorId X, TensorId Y, const PoolAttrs& a) {
+  const Shape &xs = p.tensor(X).shape, &ys = p.tensor(Y).shape;
+  cpu::ConvShape s;
+  s.N = xs[0], s.H = xs[1], s.W = xs[2], s.C = xs[3];
+  s.K = xs[3], s.R = a.window_h, s.S = a.window_w;
+  s.P = ys[1], s.Q = ys[2];
+  s.pad_h = a.pad_h, s.pad_w = a.pad_w, s.stride_h = a.stride_h, s.stride_w = a.stride_w;
+  return s;
+}
 
 class CpuExecutable : public Executable {
  public:
@@ -71,7 +94,8 @@ class CpuBackend : public Backend {
       }
       case OpKind::Dense: {
         auto [X, W, b, Y, Z] = std::make_tuple(f(in[0]), f(in[1]), f(in[2]), f(out[0]), f(out[1]));
-        int64_t B = dim(in[0], 0), I = dim(in[0], 1), O = dim(in[1], 0);
+        // Rows: every leading index of X [B, ..., I].
+        int64_t I = dim(in[1], 1), B = count(in[0]) / I, O = dim(in[1], 0);
         Activation act = op.attr<DenseAttrs>().act;
         const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         return [=] { cpu::dense_forward(X, W, b, Y, Z, B, I, O, act, br); };
@@ -79,11 +103,109 @@ class CpuBackend : public Backend {
       case OpKind::DenseBackward: {
         const float *dY = f(in[0]), *X = f(in[1]), *W = f(in[2]), *Y = f(in[3]), *Z = f(in[4]);
         float *dX = f(out[0]), *dW = f(out[1]), *db = f(out[2]);
-        int64_t B = dim(in[1], 0), I = dim(in[1], 1), O = dim(in[2], 0);
+        int64_t I = dim(in[2], 1), B = count(in[1]) / I, O = dim(in[2], 0);
         Activation act = op.attr<DenseAttrs>().act;
         const int64_t br = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
         bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
         return [=] { cpu::dense_backward(dY, X, W, Y, Z, dX, dW, db, B, I, O, act, ax, aw, ab, br); };
+      }
+      case OpKind::Conv2d: {
+        const float *X = f(in[0]), *Wt = f(in[1]), *b = f(in[2]);
+        float* Y = f(out[0]);
+        const cpu::ConvShape s = conv_shape(p, in[0], in[1], out[0], op.attr<ConvAttrs>());
+        const Activation act = op.attr<ConvAttrs>().act;
+        return [=] { cpu::conv2d_forward(X, Wt, b, Y, s, act); };
+      }
+      case OpKind::Conv2dBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]), *Wt = f(in[2]), *Y = f(in[3]);
+        float *dX = f(out[0]), *dW = f(out[1]), *db = f(out[2]);
+        const cpu::ConvShape s = conv_shape(p, in[1], in[2], in[3], op.attr<ConvAttrs>());
+        const Activation act = op.attr<ConvAttrs>().act;
+        const bool ax = op.accumulate[0], aw = op.accumulate[1], ab = op.accumulate[2];
+        return [=] { cpu::conv2d_backward(dY, X, Wt, Y, dX, dW, db, s, act, ax, aw, ab); };
+      }
+      case OpKind::MaxPool2d: {
+        const float* X = f(in[0]);
+        float* Y = f(out[0]);
+        const cpu::ConvShape s = pool_shape(p, in[0], out[0], op.attr<PoolAttrs>());
+        return [=] { cpu::max_pool2d(X, Y, s); };
+      }
+      case OpKind::MaxPool2dBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]);
+        float* dX = f(out[0]);
+        const cpu::ConvShape s = pool_shape(p, in[1], in[2], op.attr<PoolAttrs>());
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::max_pool2d_backward(dY, X, dX, s, acc); };
+      }
+      case OpKind::GlobalAvgPool:
+      case OpKind::GlobalAvgPoolBackward: {
+        const bool fwd = op.kind == OpKind::GlobalAvgPool;
+        const TensorId image = fwd ? in[0] : out[0];
+        const int64_t N = dim(image, 0), HW = dim(image, 1) * dim(image, 2), C = dim(image, 3);
+        const float* X = f(in[0]);
+        float* Y = f(out[0]);
+        if (fwd) return [=] { cpu::global_avg_pool(X, Y, N, HW, C); };
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::global_avg_pool_backward(X, Y, N, HW, C, acc); };
+      }
+      case OpKind::Reshape: {
+        const float* X = f(in[0]);
+        float* Y = f(out[0]);
+        const int64_t n = count(out[0]);
+        const bool acc = op.accumulate[0];
+        return [=] { cpu::copy(X, Y, n, acc); };
+      }
+      case OpKind::LayerNorm: {
+        const float *X = f(in[0]), *g = f(in[1]), *b = f(in[2]);
+        float *Y = f(out[0]), *mean = f(out[1]), *rstd = f(out[2]);
+        const int64_t E = dim(in[1], 0), R = count(in[0]) / E;
+        const double eps = op.attr<NormAttrs>().eps;
+        return [=] { cpu::layer_norm(X, g, b, Y, mean, rstd, R, E, eps); };
+      }
+      case OpKind::LayerNormBackward: {
+        const float *dY = f(in[0]), *X = f(in[1]), *g = f(in[2]), *mean = f(in[3]), *rstd = f(in[4]);
+        float *dX = f(out[0]), *dg = f(out[1]), *db = f(out[2]);
+        const int64_t E = dim(in[2], 0), R = count(in[1]) / E;
+        const bool ax = op.accumulate[0], ag = op.accumulate[1], ab = op.accumulate[2];
+        return [=] { cpu::layer_norm_backward(dY, X, g, mean, rstd, dX, dg, db, R, E, ax, ag, ab); };
+      }
+      case OpKind::Embedding: {
+        const bool i32_ids = p.tensor(in[0]).dtype == DType::I32;
+        const int32_t* ids_i = i32_ids ? i32(in[0]) : nullptr;
+        const float* ids_f = i32_ids ? nullptr : f(in[0]);
+        const float *table = f(in[1]), *pos = f(in[2]);
+        float* Y = f(out[0]);
+        const int64_t B = dim(in[0], 0), S = dim(in[0], 1), V = dim(in[1], 0), E = dim(in[1], 1);
+        return [=] { cpu::embedding(ids_i, ids_f, table, pos, Y, B, S, V, E); };
+      }
+      case OpKind::EmbeddingBackward: {
+        const bool i32_ids = p.tensor(in[1]).dtype == DType::I32;
+        const int32_t* ids_i = i32_ids ? i32(in[1]) : nullptr;
+        const float* ids_f = i32_ids ? nullptr : f(in[1]);
+        const float* dY = f(in[0]);
+        float *dtable = f(out[0]), *dpos = f(out[1]);
+        const int64_t B = dim(in[0], 0), S = dim(in[0], 1), E = dim(in[0], 2);
+        const int64_t V = out[0] == kNone ? 0 : dim(out[0], 0), P = out[1] == kNone ? 0 : dim(out[1], 0);
+        const bool at = op.accumulate[0], ap = op.accumulate[1];
+        return [=] { cpu::embedding_backward(dY, ids_i, ids_f, dtable, dpos, B, S, V, P, E, at, ap); };
+      }
+      case OpKind::Attention:
+      case OpKind::AttentionBackward: {
+        const AttentionAttrs& at = op.attr<AttentionAttrs>();
+        const TensorId Qt = op.kind == OpKind::Attention ? in[0] : in[1];
+        cpu::AttentionShape a;
+        a.B = dim(Qt, 0), a.S = dim(Qt, 1), a.H = at.heads, a.D = dim(Qt, 2) / at.heads;
+        a.causal = at.causal;
+        a.scale = at.scale > 0 ? at.scale : 1.0 / std::sqrt(static_cast<double>(a.D));
+        if (op.kind == OpKind::Attention) {
+          const float *Q = f(in[0]), *K = f(in[1]), *V = f(in[2]);
+          float *O = f(out[0]), *L = f(out[1]);
+          return [=] { cpu::attention(Q, K, V, O, L, a); };
+        }
+        const float *dO = f(in[0]), *Q = f(in[1]), *K = f(in[2]), *V = f(in[3]), *O = f(in[4]), *L = f(in[5]);
+        float *dQ = f(out[0]), *dK = f(out[1]), *dV = f(out[2]);
+        const bool aq = op.accumulate[0], ak = op.accumulate[1], av = op.accumulate[2];
+        return [=] { cpu::attention_backward(dO, Q, K, V, O, L, dQ, dK, dV, a, aq, ak, av); };
       }
       case OpKind::ExpressionLoss: {
         const float *U = f(in[0]), *X = f(in[1]);
@@ -145,9 +267,11 @@ class CpuBackend : public Backend {
         const int32_t* y = i32(in[1]);
         const int32_t* valid = in[2] == kNone ? nullptr : i32(in[2]);
         float *loss = f(out[0]), *dz = f(out[1]);
-        int64_t B = dim(in[0], 0), C = dim(in[0], 1);
-        Reduction r = op.attr<LossAttrs>().reduction;
-        return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r); };
+        // Logits [B, ..., C]: per_row labels per batch row.
+        const int64_t B = dim(in[0], 0), C = p.tensor(in[0]).shape.back(), per_row = count(in[1]) / B;
+        const Reduction r = op.attr<LossAttrs>().reduction;
+        const bool ignore = op.attr<LossAttrs>().ignore_negative;
+        return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r, per_row, ignore); };
       }
       case OpKind::MeanSquaredError: {
         const float *pred = f(in[0]), *tgt = f(in[1]);

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 #include "backend/activation_math.h"
+#include "backend/cpu/parallel.h"
 #include "backend/jet_math.h"
 #include "data/feistel.h"
 
@@ -29,29 +29,6 @@ void gather_batch(const float* dataX, const void* dataY, const int32_t* step, fl
   }
 }
 
-namespace {
-// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per hardware thread, when
-// the work (n * work_per_item multiply-adds) is large enough to pay for the threads. Each item's
-// output is computed by one thread in the same order as alone, so results do not depend on the
-// thread count.
-template <class Fn>
-void parallel_for(int64_t n, int64_t work_per_item, Fn fn) {
-  const int64_t hw = std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
-  const int64_t threads = n * work_per_item < (int64_t{1} << 20) ? 1 : std::min(hw, n);
-  if (threads <= 1) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + threads - 1) / threads;
-  for (int64_t t = 1; t < threads; ++t) {
-    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
-    if (begin < end) pool.emplace_back([=] { fn(begin, end); });
-  }
-  fn(int64_t{0}, std::min(n, chunk));
-  for (std::thread& th : pool) th.join();
-}
-}  // namespace
 
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
                    int64_t I, int64_t O, Activation act, int64_t bias_rows) {
@@ -210,14 +187,21 @@ int64_t valid_rows(const int32_t* valid, int64_t B) {
 }  // namespace
 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
-                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r) {
-  const int64_t V = valid_rows(valid, B);
-  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(V, 1)) : 1.0;
+                           float* loss, float* dlogits, int64_t B, int64_t C, Reduction r, int64_t per_row,
+                           bool ignore_negative) {
+  const int64_t V = valid_rows(valid, B) * per_row;  // label rows that are not padding
+  int64_t counted = 0;
+  for (int64_t i = 0; i < V; ++i) counted += !(ignore_negative && labels[i] < 0);
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(counted, 1)) : 1.0;
   double total = 0;
-  std::fill(dlogits + V * C, dlogits + B * C, 0.0f);
+  std::fill(dlogits + V * C, dlogits + B * per_row * C, 0.0f);
   for (int64_t i = 0; i < V; ++i) {
     const float* z = logits + i * C;
     int32_t y = labels[i];
+    if (ignore_negative && y < 0) {
+      std::fill(dlogits + i * C, dlogits + (i + 1) * C, 0.0f);
+      continue;
+    }
     SG_REQUIRE(y >= 0 && y < C, "softmax_cross_entropy: label ", y, " of row ", i,
                " is outside [0, ", C, ")");
     double mx = z[0];

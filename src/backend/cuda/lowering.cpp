@@ -100,7 +100,39 @@ class Lowering {
   Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
       : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()) {}
 
+  // Ops (and forms of ops) with only a CPU reference so far: refused before anything is planned.
+  [[noreturn]] static void refuse(const Op& op) {
+    throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
+                    "): convolution, pooling, reshape, layer norm, embedding and attention ops, and dense and "
+                    "cross-entropy ops on [batch, sequence, ...] tensors, run on the CPU backend in this version "
+                    "(their cuDNN lowering is not written yet); use --device cpu"));
+  }
+  void refuse_cpu_only_ops() const {
+    for (const Op& op : p_.ops()) {
+      switch (op.kind) {
+        case OpKind::Dense: if (p_.tensor(op.in[0]).shape.size() != 2) refuse(op); break;
+        case OpKind::DenseBackward: if (p_.tensor(op.in[1]).shape.size() != 2) refuse(op); break;
+        case OpKind::SoftmaxCrossEntropy: if (p_.tensor(op.in[0]).shape.size() != 2) refuse(op); break;
+        case OpKind::Conv2d:
+        case OpKind::Conv2dBackward:
+        case OpKind::MaxPool2d:
+        case OpKind::MaxPool2dBackward:
+        case OpKind::GlobalAvgPool:
+        case OpKind::GlobalAvgPoolBackward:
+        case OpKind::Reshape:
+        case OpKind::LayerNorm:
+        case OpKind::LayerNormBackward:
+        case OpKind::Embedding:
+        case OpKind::EmbeddingBackward:
+        case OpKind::Attention:
+        case OpKind::AttentionBackward: refuse(op);
+        default: break;
+      }
+    }
+  }
+
   std::unique_ptr<Executable> run() {
+    refuse_cpu_only_ops();
     plan_fusions();
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
@@ -314,6 +346,19 @@ class Lowering {
       }
       case OpKind::SgdUpdate:
       case OpKind::AdamUpdate: return optimizer(op);
+      case OpKind::Conv2d:
+      case OpKind::Conv2dBackward:
+      case OpKind::MaxPool2d:
+      case OpKind::MaxPool2dBackward:
+      case OpKind::GlobalAvgPool:
+      case OpKind::GlobalAvgPoolBackward:
+      case OpKind::Reshape:
+      case OpKind::LayerNorm:
+      case OpKind::LayerNormBackward:
+      case OpKind::Embedding:
+      case OpKind::EmbeddingBackward:
+      case OpKind::Attention:
+      case OpKind::AttentionBackward: refuse(op);
     }
     throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
   }
