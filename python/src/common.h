@@ -81,7 +81,8 @@ Imported import_array(nb::handle obj, const std::string& what);
 // Host copies with conversion (any strides): float32/float64 → f32; integers → i32 (range
 // checked). Raise InputError naming `what`, the expected and the given dtype.
 sg::HostArray host_f32(const Imported& a, const std::string& what);
-sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t classes);
+// allow_none: -1 is accepted (a sequence position without a target).
+sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t classes, bool allow_none = false);
 
 // ---- arrays out --------------------------------------------------------------------------------
 

@@ -221,7 +221,7 @@ sg::HostArray host_f32(const Imported& a, const std::string& what) {
   return h;
 }
 
-sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t classes) {
+sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t classes, bool allow_none) {
   if (!a.is_integer())
     throw InputError(what + ": expected integer class labels (int32, or int64 converted), got " +
                      a.describe());
@@ -235,7 +235,7 @@ sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t cl
     using V = decltype(v);
     bool in_range;
     if constexpr (std::is_unsigned_v<V>) in_range = static_cast<uint64_t>(v) < static_cast<uint64_t>(hi);
-    else in_range = static_cast<int64_t>(v) >= 0 && static_cast<int64_t>(v) < hi;
+    else in_range = static_cast<int64_t>(v) >= (allow_none ? -1 : 0) && static_cast<int64_t>(v) < hi;
     if (!in_range && !bad) {
       bad = true;
       bad_row = i;
@@ -245,8 +245,9 @@ sg::HostArray host_labels(const Imported& a, const std::string& what, int64_t cl
   });
   if (bad) {
     if (classes > 0)
-      throw InputError(sg::cat(what, ": label ", bad_value, " at row ", bad_row, " is outside [0, ", classes,
-                               ") for a model with ", classes, " outputs"));
+      throw InputError(sg::cat(what, ": label ", bad_value, " at ", allow_none ? "index " : "row ", bad_row,
+                               " is outside [", allow_none ? "-1" : "0", ", ", classes, ") for a model with ",
+                               classes, " outputs"));
     throw InputError(sg::cat(what, ": label ", bad_value, " at row ", bad_row,
                              " is not a valid class index (expected 0 <= label < 2^31)"));
   }

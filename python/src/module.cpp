@@ -221,6 +221,14 @@ NB_MODULE(_stepgraph, m) {
              return s.add(std::move(l));
            },
            "layer"_a, nb::rv_policy::reference, "Appends a layer; returns self.")
+      .def("set_input_shape",
+           [](sg::Sequential& s, std::vector<int64_t> shape) -> sg::Sequential& {
+             as_input_error([&] { s.set_input_shape(sg::Shape(shape.begin(), shape.end())); });
+             return s;
+           },
+           "shape"_a, nb::rv_policy::reference,
+           "Views each input row as this per-sample shape (e.g. (8, 8, 1): a 64-feature row as an NHWC "
+           "image) before the first layer; returns self.")
       .def_prop_ro("layers", &sg::Sequential::layers, "The layers, in order.")
       .def("__len__", [](const sg::Sequential& s) { return s.layers().size(); })
       .def("__getitem__", [](const sg::Sequential& s, int64_t i) {
@@ -250,6 +258,77 @@ NB_MODULE(_stepgraph, m) {
              as_input_error([&] { new (self) sg::FourierFeatures(features, sigma, trainable); });
            },
            "features"_a, "sigma"_a = 1.0, "trainable"_a = false);
+
+  nb::class_<sg::Conv2d, sg::Layer>(
+      m, "Conv2d",
+      "2-D convolution over NHWC images [batch, height, width, channels] with filters [filters, "
+      "kernel, kernel, channels] (KRSC) and a bias per filter, optionally followed by relu.")
+      .def("__init__",
+           [](sg::Conv2d* self, int64_t filters, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation,
+              const std::string& activation, nb::handle init, bool bias) {
+             sg::Conv2dOptions o;
+             o.kernel = kernel, o.stride = stride, o.padding = padding, o.dilation = dilation, o.bias = bias;
+             if (!init.is_none()) o.init = parse_init(init);
+             as_input_error([&] {
+               o.act = sg::parse_activation(activation);
+               new (self) sg::Conv2d(filters, o);
+             });
+           },
+           "filters"_a, "kernel"_a = 3, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1, "activation"_a = "none",
+           "init"_a = nb::none(), "bias"_a = true,
+           "filters: output channels. kernel: square window size. activation: 'none' or 'relu'.\n"
+           "init: None (he for relu, xavier otherwise; fan_in = kernel * kernel * channels) or as for Dense.")
+      .def_prop_ro("filters", &sg::Conv2d::filters, "The output channels.");
+
+  nb::class_<sg::MaxPool2d, sg::Layer>(m, "MaxPool2d",
+                                       "Max over windows of NHWC images; stride defaults to the window. "
+                                       "The gradient goes to the first maximum in scan order.")
+      .def("__init__",
+           [](sg::MaxPool2d* self, int64_t window, std::optional<int64_t> stride, int64_t padding) {
+             as_input_error([&] { new (self) sg::MaxPool2d(window, stride, padding); });
+           },
+           "window"_a, "stride"_a = nb::none(), "padding"_a = 0);
+
+  nb::class_<sg::GlobalAvgPool, sg::Layer>(m, "GlobalAvgPool",
+                                           "Mean over height and width: [batch, h, w, c] -> [batch, c].")
+      .def(nb::init<>());
+
+  nb::class_<sg::Flatten, sg::Layer>(m, "Flatten", "[batch, h, w, c] -> [batch, h * w * c] (NHWC order).")
+      .def(nb::init<>());
+
+  nb::class_<sg::Embedding, sg::Layer>(
+      m, "Embedding",
+      "Token ids [batch, positions] -> vectors [batch, positions, dim], plus a learned position "
+      "embedding when positions > 0.")
+      .def("__init__",
+           [](sg::Embedding* self, int64_t vocab, int64_t dim, int64_t positions) {
+             as_input_error([&] { new (self) sg::Embedding(vocab, dim, positions); });
+           },
+           "vocab"_a, "dim"_a, "positions"_a = 0);
+
+  nb::class_<sg::LayerNorm, sg::Layer>(m, "LayerNorm", "Normalizes the last dimension, with a gain and a bias.")
+      .def("__init__", [](sg::LayerNorm* self, double eps) { as_input_error([&] { new (self) sg::LayerNorm(eps); }); },
+           "eps"_a = 1e-5);
+
+  nb::class_<sg::SelfAttention, sg::Layer>(
+      m, "SelfAttention",
+      "Multi-head self-attention over [batch, positions, width]: q, k, v projections, scaled "
+      "dot-product attention (causal: each position sees itself and earlier ones), an output projection.")
+      .def("__init__",
+           [](sg::SelfAttention* self, int64_t heads, bool causal, bool bias) {
+             as_input_error([&] { new (self) sg::SelfAttention(heads, causal, bias); });
+           },
+           "heads"_a, "causal"_a = true, "bias"_a = true);
+
+  nb::class_<sg::TransformerBlock, sg::Layer>(
+      m, "TransformerBlock",
+      "A pre-norm decoder block: x + attention(layer_norm(x)), then + mlp(layer_norm(.)) with a gelu "
+      "hidden layer of width mlp.")
+      .def("__init__",
+           [](sg::TransformerBlock* self, int64_t heads, int64_t mlp, bool causal) {
+             as_input_error([&] { new (self) sg::TransformerBlock(heads, causal, mlp); });
+           },
+           "heads"_a, "mlp"_a, "causal"_a = true);
 
   // ---- losses ----
   nb::class_<sg::Loss>(m, "Loss", "Base class of the losses.")

@@ -24,6 +24,7 @@ struct Expect {
   bool compiled = false;
   int64_t features = 0;  // D
   int64_t outputs = 0;   // C (classification) or T (regression)
+  int64_t positions = 0; // sequence models: labels [rows, positions], -1 = no target
   bool labels = true;    // classification: i32 labels [rows]; else f32 targets [rows, T]
 };
 
@@ -34,7 +35,9 @@ Expect expect_of(PyTrainer& s) {
   e.compiled = s.t.is_compiled();
   if (e.compiled) {
     e.features = s.t.input_shape()[1];
-    e.outputs = s.t.output_shape()[1];
+    const sg::Shape& out = s.t.output_shape();
+    e.outputs = out.back();
+    if (out.size() == 3) e.positions = out[1];
   }
   return e;
 }
@@ -86,10 +89,16 @@ Imported prepare_y(PyTrainer& s, const Expect& e, nb::handle y, int64_t rows, co
                    bool allow_device) {
   Imported t = import_array(y, fn + ": y");
   check_device(s, t, fn, "y", allow_device);
-  if (e.labels) {
+  if (e.labels && e.positions > 0) {
+    if (t.ndim() != 2 || t.dim(0) != rows || t.dim(1) != e.positions)
+      throw InputError(sg::cat(fn, ": y: expected token labels of shape [", rows, ", ", e.positions,
+                               "] (one per position, -1 for none), got ", t.describe()));
+  } else if (e.labels) {
     if (t.ndim() != 1 || t.dim(0) != rows)
       throw InputError(sg::cat(fn, ": y: expected class labels of shape [", rows, "] (one per row of X), got ",
                                t.describe()));
+  }
+  if (e.labels) {
     if (t.on_device && t.is(kInt, 64)) {
       // int64 (torch.long) labels: converted to int32 on the device by their own framework.
       nb::object conv;
@@ -130,7 +139,7 @@ Batch prepare_batch(PyTrainer& s, nb::handle X, nb::handle y, const std::string&
   b.device = b.X.on_device;
   if (!b.device) {
     b.hX = host_f32(b.X, fn + ": X");
-    b.hy = e.labels ? host_labels(b.y, fn + ": y", e.outputs) : host_f32(b.y, fn + ": y");
+    b.hy = e.labels ? host_labels(b.y, fn + ": y", e.outputs, e.positions > 0) : host_f32(b.y, fn + ": y");
     if (!e.labels && b.hy.shape().size() == 1) b.hy = b.hy.reshaped({b.rows, 1});
   }
   return b;

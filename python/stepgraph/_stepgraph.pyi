@@ -135,6 +135,11 @@ class Sequential(Layer):
     def layers(self) -> list[Layer]:
         """The layers, in order."""
 
+    def set_input_shape(self, shape: Sequence[int]) -> Sequential:
+        """
+        Views each input row as this per-sample shape (e.g. (8, 8, 1): a 64-feature row as an NHWC image) before the first layer; returns self.
+        """
+
     def __len__(self) -> int: ...
 
     def __getitem__(self, arg: int, /) -> Layer: ...
@@ -152,6 +157,64 @@ class FourierFeatures(Layer):
     """
 
     def __init__(self, features: int, sigma: float = 1.0, trainable: bool = False) -> None: ...
+
+class Conv2d(Layer):
+    """
+    2-D convolution over NHWC images [batch, height, width, channels] with filters [filters, kernel, kernel, channels] (KRSC) and a bias per filter, optionally followed by relu.
+    """
+
+    def __init__(self, filters: int, kernel: int = 3, stride: int = 1, padding: int = 0, dilation: int = 1, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True) -> None:
+        """
+        filters: output channels. kernel: square window size. activation: 'none' or 'relu'.
+        init: None (he for relu, xavier otherwise; fan_in = kernel * kernel * channels) or as for Dense.
+        """
+
+    @property
+    def filters(self) -> int:
+        """The output channels."""
+
+class MaxPool2d(Layer):
+    """
+    Max over windows of NHWC images; stride defaults to the window. The gradient goes to the first maximum in scan order.
+    """
+
+    def __init__(self, window: int, stride: int | None = None, padding: int = 0) -> None: ...
+
+class GlobalAvgPool(Layer):
+    """Mean over height and width: [batch, h, w, c] -> [batch, c]."""
+
+    def __init__(self) -> None: ...
+
+class Flatten(Layer):
+    """[batch, h, w, c] -> [batch, h * w * c] (NHWC order)."""
+
+    def __init__(self) -> None: ...
+
+class Embedding(Layer):
+    """
+    Token ids [batch, positions] -> vectors [batch, positions, dim], plus a learned position embedding when positions > 0.
+    """
+
+    def __init__(self, vocab: int, dim: int, positions: int = 0) -> None: ...
+
+class LayerNorm(Layer):
+    """Normalizes the last dimension, with a gain and a bias."""
+
+    def __init__(self, eps: float = 1e-05) -> None: ...
+
+class SelfAttention(Layer):
+    """
+    Multi-head self-attention over [batch, positions, width]: q, k, v projections, scaled dot-product attention (causal: each position sees itself and earlier ones), an output projection.
+    """
+
+    def __init__(self, heads: int, causal: bool = True, bias: bool = True) -> None: ...
+
+class TransformerBlock(Layer):
+    """
+    A pre-norm decoder block: x + attention(layer_norm(x)), then + mlp(layer_norm(.)) with a gelu hidden layer of width mlp.
+    """
+
+    def __init__(self, heads: int, mlp: int, causal: bool = True) -> None: ...
 
 class Loss:
     """Base class of the losses."""

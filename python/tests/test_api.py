@@ -631,3 +631,73 @@ def test_plot_draws_the_solution_of_a_physics_informed_run(tmp_path):
     sg.plot(str(run))
     assert (run / "loss.png").stat().st_size > 1000
     assert (run / "solution.png").stat().st_size > 1000
+
+
+# ---- image and sequence layers --------------------------------------------------------------------
+
+
+def test_cnn_layers_train_on_images():
+    # Bright top half vs bright bottom half of 6 x 6 one-channel images, fed as 36-feature rows.
+    rng = np.random.default_rng(0)
+    n = 128
+    X = rng.normal(0.0, 0.3, (n, 6, 6, 1)).astype(np.float32)
+    y = (np.arange(n) % 2).astype(np.int32)
+    X[y == 0, :3] += 1.0
+    X[y == 1, 3:] += 1.0
+    model = sg.Sequential(
+        sg.Conv2d(8, kernel=3, padding=1, activation="relu"),
+        sg.MaxPool2d(2),
+        sg.Conv2d(8, kernel=3, stride=1, dilation=1, activation="relu", init="he"),
+        sg.Flatten(),
+        sg.Dense(2),
+    ).set_input_shape((6, 6, 1))
+    assert "conv2d" in repr(model[0]) and model[0].filters == 8
+    t = sg.Trainer(model, sg.SoftmaxCrossEntropy(), sg.Adam(1e-2), device="cpu", seed=0)
+    t.compile((32, 36))
+    flat = X.reshape(n, 36)
+    losses = [t.one_step(flat[i : i + 32], y[i : i + 32]) for _ in range(15) for i in range(0, n, 32)]
+    assert np.mean(losses[-4:]) < 0.3 * np.mean(losses[:4])
+    assert t.evaluate(flat, y).accuracy > 0.95
+    pooled = sg.Sequential(sg.Conv2d(4, kernel=3), sg.GlobalAvgPool(), sg.Dense(2)).set_input_shape((6, 6, 1))
+    p = sg.Trainer(pooled, sg.SoftmaxCrossEntropy(), sg.SGD(0.1), device="cpu")
+    p.compile((8, 36))
+    assert np.isfinite(p.one_step(flat[:8], y[:8]))
+
+
+def test_layer_arguments_are_checked():
+    with pytest.raises(ValueError):
+        sg.Conv2d(0)
+    with pytest.raises(ValueError):
+        sg.Conv2d(4, activation="softmax")
+    with pytest.raises(ValueError):
+        sg.MaxPool2d(0)
+    with pytest.raises(ValueError):
+        sg.SelfAttention(0)
+    with pytest.raises(ValueError):
+        sg.Sequential(sg.Dense(2)).set_input_shape((0, 3))
+
+
+def test_transformer_layers_build_and_step():
+    vocab, T, width = 7, 6, 16
+    model = sg.Sequential(sg.Embedding(vocab, width, positions=T), sg.TransformerBlock(2, mlp=32),
+                          sg.SelfAttention(2, causal=True), sg.LayerNorm(), sg.Dense(vocab))
+    t = sg.Trainer(model, sg.SoftmaxCrossEntropy(), sg.Adam(3e-3), device="cpu", seed=1)
+    t.compile((4, T))
+    assert t.output_shape == (4, T, vocab)
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, vocab, (4, T)).astype(np.float32)
+    labels = rng.integers(0, vocab, (4, T)).astype(np.int32)
+    losses = [t.one_step(ids, labels) for _ in range(30)]
+    assert losses[-1] < losses[0]
+
+
+def test_token_labels_are_checked():
+    model = sg.Sequential(sg.Embedding(5, 8, positions=3), sg.Dense(5))
+    t = sg.Trainer(model, sg.SoftmaxCrossEntropy(), sg.Adam(1e-2), device="cpu")
+    t.compile((2, 3))
+    ids = np.zeros((2, 3), np.float32)
+    assert np.isfinite(t.one_step(ids, np.array([[1, 2, -1], [0, -1, 4]], np.int32)))
+    with pytest.raises(ValueError, match=r"token labels of shape \[2, 3\]"):
+        t.one_step(ids, np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match="outside \\[-1, 5\\)"):
+        t.one_step(ids, np.full((2, 3), 5, np.int32))
