@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -30,6 +31,9 @@ void* cudnn_dlhandle = nullptr;
 #ifndef STEPGRAPH_CUDNN_LIB_DIR
 #define STEPGRAPH_CUDNN_LIB_DIR ""
 #endif
+#ifndef STEPGRAPH_CUDART_LIB_DIR
+#define STEPGRAPH_CUDART_LIB_DIR ""
+#endif
 
 namespace sg::cuda {
 
@@ -43,11 +47,29 @@ struct Loaded {
   std::string error;
 };
 
+// The frontend makes its few CUDA runtime calls through dlopen("libcudart.so.12" / ".13") (we
+// link the runtime statically). Point it at this build's major, 13: by name, else the toolkit's
+// copy CMake saw; without this it warns when both are on the path and takes 12. A value the
+// user set is kept.
+void choose_cudart_for_frontend() {
+  if (std::getenv("CUDNN_FRONTEND_CUDART_LIB_NAME")) return;
+  std::vector<std::string> names = {"libcudart.so.13"};
+  if (std::strlen(STEPGRAPH_CUDART_LIB_DIR) > 0) names.push_back(std::string(STEPGRAPH_CUDART_LIB_DIR) + "/libcudart.so.13");
+  for (const std::string& n : names) {
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      (void)h;  // stays loaded for the frontend
+      setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", n.c_str(), 0);
+      return;
+    }
+  }
+}
+
 // dlopen once: by name (LD_LIBRARY_PATH, the system's paths), then where CMake saw it.
 const Loaded& load_cudnn() {
   static Loaded loaded;
   static std::once_flag once;
   std::call_once(once, [] {
+    choose_cudart_for_frontend();
     std::vector<std::string> names = {"libcudnn.so.9"};
     if (std::strlen(STEPGRAPH_CUDNN_LIB_DIR) > 0) names.push_back(std::string(STEPGRAPH_CUDNN_LIB_DIR) + "/libcudnn.so.9");
     std::string tried;
