@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -533,6 +534,11 @@ TEST(Cuda, ConvolutionsMatchCpu) {
     auto model = image_model({conv2d(5, {3, 1, 1, 1, Activation::ReLU}), conv2d(7, c.o), flatten(), dense(4)}, c.image);
     Built b = train_program(*model, SoftmaxCrossEntropy(), {6, numel(c.image)}, Adam(1e-3));
     compare_backends(b.p, b.specs, ++seed, c.what);
+    // The other forward path: a plain convolution, then our bias+relu kernel (what runs when no
+    // engine supports the fused graph).
+    setenv("SG_CUDNN_FUSION", "0", 1);
+    compare_backends(b.p, b.specs, seed, cat(c.what, ", bias and relu unfused (SG_CUDNN_FUSION=0)"));
+    unsetenv("SG_CUDNN_FUSION");
   }
 }
 
