@@ -171,6 +171,19 @@ TEST(Cuda, LossesResidualSharedAndOptimizersMatchCpu) {
   compare_backends(sgd.p, sgd.specs, 23, "plain sgd, cosine schedule, 5 steps", 5, 1e-4);
 }
 
+TEST(Cuda, LastLayerFusedWithTheLossMatchesCpu) {
+  REQUIRE_GPU();
+  // Up to 32 classes the last dense layer runs inside the loss kernel; 33 takes the plain path.
+  for (int64_t classes : {1, 11, 32, 33})
+    for (int64_t inputs : {5, 300})
+      for (bool bias : {true, false}) {
+        auto model = sequential({dense(24, Activation::ReLU), dense(classes, Activation::None, std::nullopt, bias)});
+        Built b = train_program(*model, SoftmaxCrossEntropy(bias ? Reduction::Mean : Reduction::Sum),
+                                {classes == 11 ? 1000 : 7, inputs}, AdamW(1e-3));
+        compare_backends(b.p, b.specs, 37, cat(classes, " classes, ", inputs, " inputs", bias ? "" : ", no bias"));
+      }
+}
+
 TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   REQUIRE_GPU();
   // Weight gradients over 6000 rows onto 16-wide layers: our kernel splits k; the shared layer

@@ -244,7 +244,7 @@ NB_MODULE(_stepgraph, m) {
       m, "FourierFeatures",
       "Random Fourier features x -> [sin(2 pi x B^T), cos(2 pi x B^T)], B ~ N(0, sigma^2) of shape "
       "[features, inputs]; output width 2 * features. Fixed (a constant saved in checkpoints) unless "
-      "trainable. For physics-informed networks; runs on the CPU backend in this version.")
+      "trainable. For physics-informed networks (CPU and CUDA).")
       .def("__init__",
            [](sg::FourierFeatures* self, int64_t features, double sigma, bool trainable) {
              as_input_error([&] { new (self) sg::FourierFeatures(features, sigma, trainable); });

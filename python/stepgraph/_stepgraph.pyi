@@ -148,7 +148,7 @@ class Residual(Layer):
 
 class FourierFeatures(Layer):
     """
-    Random Fourier features x -> [sin(2 pi x B^T), cos(2 pi x B^T)], B ~ N(0, sigma^2) of shape [features, inputs]; output width 2 * features. Fixed (a constant saved in checkpoints) unless trainable. For physics-informed networks; runs on the CPU backend in this version.
+    Random Fourier features x -> [sin(2 pi x B^T), cos(2 pi x B^T)], B ~ N(0, sigma^2) of shape [features, inputs]; output width 2 * features. Fixed (a constant saved in checkpoints) unless trainable. For physics-informed networks (CPU and CUDA).
     """
 
     def __init__(self, features: int, sigma: float = 1.0, trainable: bool = False) -> None: ...

@@ -138,6 +138,89 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
   finish_reduction(block_sum(row_loss), scale, loss, sc);
 }
 
+// Copies n1 floats from src1 then n2 from src2 into shared memory at dst (contiguous), with
+// eight loads per thread in flight before any store (a plain loop waits for each load in turn).
+__device__ void stage_to_shared(float* dst, const float* src1, int64_t n1, const float* src2, int64_t n2) {
+  constexpr int kUnroll = 8;
+  const int64_t n = n1 + n2;
+  for (int64_t base = 0; base < n; base += int64_t(blockDim.x) * kUnroll) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t e = base + u * int64_t(blockDim.x) + threadIdx.x;
+      v[u] = e < n1 ? __ldg(src1 + e) : e < n ? __ldg(src2 + (e - n1)) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t e = base + u * int64_t(blockDim.x) + threadIdx.x;
+      if (e < n) dst[e] = v[u];
+    }
+  }
+}
+
+// The last dense layer and the loss in one launch, for up to 32 classes: one warp per row. The
+// block first stages W and its rows of X in shared memory with every load in flight at once
+// (these layers are small, see fused_loss_fits); then the lanes split the row's inputs,
+// each keeping a partial product for every class, and a butterfly sum gives every lane all
+// logits; lane c owns class c. Logits are written too (predictions read them).
+template <int CMAX>  // C <= CMAX: the class loops unroll to CMAX, so their warp sums interleave
+__global__ void dense_softmax_ce_kernel(const float* X, const float* W, const float* bias, float* logits,
+                                        const int32_t* labels, const int32_t* valid, float* loss, float* dlogits,
+                                        int64_t B, int64_t I, int C, bool mean, ReduceScratch sc) {
+  extern __shared__ float smem[];
+  float* Ws = smem;            // [C, I]
+  float* Xs = smem + C * I;    // [kRowsPerBlock, I]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t V = valid ? *valid : B;
+  const float scale = mean ? 1.0f / static_cast<float>(V > 0 ? V : 1) : 1.0f;
+  float row_loss = 0.0f;
+  bool first = true;
+  for (int64_t row0 = blockIdx.x * int64_t(kRowsPerBlock); row0 < B; row0 += int64_t(gridDim.x) * kRowsPerBlock) {
+    __syncthreads();  // the previous rows' Xs no longer read
+    const int64_t rows = B - row0 < kRowsPerBlock ? B - row0 : kRowsPerBlock;
+    if (first) stage_to_shared(Ws, W, C * I, X + row0 * I, rows * I);  // Xs follows Ws
+    else stage_to_shared(Xs, X + row0 * I, rows * I, nullptr, 0);
+    first = false;
+    __syncthreads();
+    const int64_t row = row0 + warp;
+    if (row >= B) continue;
+    float acc[CMAX];
+#pragma unroll
+    for (int c = 0; c < CMAX; ++c) acc[c] = 0.0f;
+    const float* x = Xs + warp * I;
+    for (int64_t k = lane; k < I; k += 32) {
+      const float xv = x[k];
+#pragma unroll
+      for (int c = 0; c < CMAX; ++c)
+        if (c < C) acc[c] = fmaf(xv, Ws[c * I + k], acc[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < CMAX; ++c) acc[c] = warp_sum(acc[c]);
+    float z = -INFINITY;  // this lane's class logit
+#pragma unroll
+    for (int c = 0; c < CMAX; ++c)
+      if (c < C && lane == c) z = acc[c] + (bias ? bias[c] : 0.0f);
+    if (lane < C) logits[row * C + lane] = z;
+    float* dz = dlogits + row * C;
+    if (row >= V) {
+      if (lane < C) dz[lane] = 0.0f;
+      continue;
+    }
+    const float mx = warp_max(z);
+    const float lse = mx + logf(warp_sum(lane < C ? expf(z - mx) : 0.0f));
+    const int32_t y = labels[row];
+    const float zy = __shfl_sync(0xffffffffu, z, (y >= 0 && y < C) ? y : 0);
+    if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
+      if (lane < C) dz[lane] = 0.0f;
+      if (lane == 0) row_loss = NAN;
+    } else {
+      if (lane < C) dz[lane] = (expf(z - lse) - (lane == y ? 1.0f : 0.0f)) * scale;
+      if (lane == 0) row_loss += lse - zy;
+    }
+  }
+  finish_reduction(block_sum(row_loss), scale, loss, sc);
+}
+
 __global__ void mse_kernel(const float* pred, const float* target, const int32_t* valid, float* loss,
                            float* dpred, int64_t B, int64_t T, bool mean, ReduceScratch sc) {
   const int64_t V = valid ? *valid : B;
@@ -322,6 +405,23 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
   SG_ASSERT(blocks <= sc.max_blocks);
   softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(logits, labels, valid, loss, dlogits,
                                                                      B, C, r == Reduction::Mean, sc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
+                                 const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,
+                                 int64_t I, int64_t C, Reduction r, ReduceScratch sc, cudaStream_t s) {
+  SG_REQUIRE(fused_loss_fits(C, I), "fused dense + softmax cross-entropy: ", C, " classes x ", I,
+             " inputs do not fit (at most 32 classes, (classes + 8) x inputs <= 12288)");
+  const int blocks = softmax_ce_blocks(B);
+  SG_ASSERT(blocks <= sc.max_blocks);
+  const size_t smem = static_cast<size_t>(C * I + kRowsPerBlock * I) * sizeof(float);
+  if (C <= 16)
+    dense_softmax_ce_kernel<16><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
+        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), r == Reduction::Mean, sc);
+  else
+    dense_softmax_ce_kernel<kMaxFusedClasses><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
+        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -8,7 +8,9 @@
 //             applies the *previous* layer's activation derivative and computes its bias
 //             gradient in the same product, so that layer's backward skips both.
 // Where cuBLASLt has no algorithm for an epilogue, the op falls back to a plain product and the
-// project's own kernels (noted in explain). SG_CUBLASLT_EPILOGUES=0 forces that path everywhere.
+// project's own kernels (noted in explain). A last dense layer with at most 32 outputs runs
+// inside the softmax cross-entropy kernel that reads it. SG_CUBLASLT_EPILOGUES=0 turns these
+// fusions off everywhere.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -326,6 +328,16 @@ class Lowering {
         notes_ << "fused loss + gradient kernel, " << blocks << " blocks, deterministic reduction";
         if (ce) {
           const int32_t* labels = i32(in[1]);
+          if (auto fd = fused_loss_.find(i); fd != fused_loss_.end()) {
+            const Op& d = p_.ops()[fd->second];
+            const float *X = f(d.in[0]), *W = f(d.in[1]), *bias = f(d.in[2]);
+            float* logits = f(d.out[0]);
+            const int64_t I = dim(d.in[0], 1);
+            notes_ << "; computes '" << d.name << "' (" << B << "x" << I << "x" << T << ") in the same launch, a warp per row";
+            return add_step(op, [=](cudaStream_t s) {
+              dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, T, r, sc, s);
+            });
+          }
           return add_step(op, [=](cudaStream_t s) {
             softmax_cross_entropy(pred, labels, valid, loss, dpred, B, T, r, sc, s);
           });
@@ -415,10 +427,27 @@ class Lowering {
     return br > 0 && br < B ? br : B;
   }
 
+  // A last dense layer (no activation, at most 32 outputs) read by the softmax cross-entropy
+  // that follows: both in one kernel (the product is tiny; the launch was not).
+  bool fuse_with_loss(int i, const Op& op) const {
+    const auto& ops = p_.ops();
+    if (!fuse_ || static_cast<size_t>(i) + 1 >= ops.size()) return false;
+    const Op& next = ops[i + 1];
+    const DenseAttrs& a = op.attr<DenseAttrs>();
+    return a.act == Activation::None && a.bias_rows == 0 && op.out[1] == kNone &&
+           p_.tensor(op.in[0]).shape.size() == 2 && next.kind == OpKind::SoftmaxCrossEntropy &&
+           next.in[0] == op.out[0] && fused_loss_fits(dim(op.in[1], 0), dim(op.in[1], 1));
+  }
+
   void dense_forward(int i, const Op& op) {
     const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
     const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
     const Activation act = op.attr<DenseAttrs>().act;
+    if (fuse_with_loss(i, op)) {
+      fused_loss_[i + 1] = i;
+      notes_ << "fused into the next op's loss kernel";
+      return;
+    }
     GemmShape s{true, false, O, B, I, I, I, O};
     GemmArgs a{f(W), f(X), nullptr, f(b), nullptr, 0, false};
     const bool bias = b != kNone;
@@ -710,6 +739,7 @@ class Lowering {
   std::map<int, int> fuse_into_;
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
+  std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;
 };
