@@ -12,6 +12,10 @@ BENCH=1
 [ "${3:-}" = "--no-bench" ] && BENCH=0
 mkdir -p "$LOG"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# libcudnn.so.9 for the convolutions (loaded at run time): the toolkit's or python3's wheel.
+CUDNN_LIB=$(bash scripts/cudnn_lib_dir.sh)
+[ -n "$CUDNN_LIB" ] && export LD_LIBRARY_PATH="$CUDNN_LIB:$LD_LIBRARY_PATH"
+echo "libcudnn.so.9: ${CUDNN_LIB:-not found}"
 export NCCL_NVLS_ENABLE=0
 SG="$BUILD/stepgraph"
 declare -a rows
@@ -32,7 +36,10 @@ row "python tests (GPU parity, DLPack)" "exit $? $(tail -n 1 "$LOG/python.log" |
 "$SG" train --device cuda --json --out "$LOG/run_default" > "$LOG/train_default.log" 2>&1
 row "train default on cuda" "$(tail -n 1 "$LOG/train_default.log" | cut -c1-160)"
 
-for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json; do
+"$SG" train configs/digits_cnn.json --device cuda --json > "$LOG/train_digits_cnn.log" 2>&1
+row "train digits_cnn on cuda" "$(tail -n 1 "$LOG/train_digits_cnn.log" | cut -c1-160)"
+
+for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json configs/digits_cnn.json; do
   "$SG" train "$cfg" --mode verify --steps 50 > "$LOG/verify_$(basename "$cfg" .json).log" 2>&1
   row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"
 done

@@ -7,6 +7,12 @@
 # Runs apt-get as root, or through sudo when not root. When every package is already installed
 # it returns at once without touching apt. It does not install CUDA: the CUDA backend is built
 # automatically when nvcc is found (on PATH or at /usr/local/cuda/bin/nvcc).
+#
+# With nvcc present it also puts the cuDNN headers the GPU convolutions need into .deps/ (pip,
+# no dependencies, headers only in use; CMake looks there first): the cuDNN frontend's C++
+# headers from PyPI nvidia-cudnn-frontend, and, when the CUDA toolkit has no cudnn.h, PyPI
+# nvidia-cudnn-cu13 (headers and libcudnn.so.9). Without nvcc it skips cuDNN entirely.
+# SG_SKIP_CUDNN=1 skips it too (the build then refuses convolutions on the GPU).
 set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev)
@@ -16,6 +22,45 @@ say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
 
 installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
+
+CUDNN_FRONTEND_VERSION=1.32.0
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# pip into a folder of the repository (no venv, no system site): idempotent and quick to check.
+pip_target() {
+  local dir="$1" spec="$2"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" "$spec" ||
+    { echo "setup: warning: could not install $spec (pip); building without cuDNN" >&2; return 1; }
+}
+install_cudnn_headers() {
+  [ "${SG_SKIP_CUDNN:-0}" = "1" ] && { say "SG_SKIP_CUDNN=1: skipping the cuDNN headers"; return 0; }
+  local nvcc=""
+  if command -v nvcc >/dev/null 2>&1; then nvcc=$(command -v nvcc)
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+  if [ -z "$nvcc" ]; then
+    say "no nvcc: the CUDA backend is not built, so no cuDNN either"
+    return 0
+  fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: warning: python3 has no pip: cannot install the cuDNN frontend headers; building without cuDNN" >&2
+    return 0
+  fi
+  local fe="$ROOT/.deps/cudnn-frontend"
+  if grep -qs "CUDNN_FRONTEND_MINOR_VERSION $(echo $CUDNN_FRONTEND_VERSION | cut -d. -f2)\b" "$fe/include/cudnn_frontend_version.h"; then
+    say "cuDNN frontend $CUDNN_FRONTEND_VERSION headers are in .deps/cudnn-frontend"
+  else
+    say "installing the cuDNN frontend $CUDNN_FRONTEND_VERSION headers into .deps/cudnn-frontend (pip)"
+    rm -rf "$fe"
+    pip_target "$fe" "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" || return 0
+  fi
+  local cuda_inc
+  cuda_inc="$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include"
+  if [ -f "$cuda_inc/cudnn.h" ] || [ -f /usr/include/cudnn.h ] || [ -f "$ROOT/.deps/cudnn/nvidia/cudnn/include/cudnn.h" ]; then
+    say "cudnn.h found"
+  else
+    say "no cudnn.h with the CUDA toolkit: installing nvidia-cudnn-cu13 into .deps/cudnn (pip, large)"
+    pip_target "$ROOT/.deps/cudnn" "nvidia-cudnn-cu13>=9,<10" || return 0
+  fi
+}
 
 check_cmake() {
   command -v cmake >/dev/null 2>&1 || die "cmake is not on PATH"
@@ -41,6 +86,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   say "all dependencies are installed"
   check_cmake
+  install_cudnn_headers
   exit 0
 fi
 
@@ -60,4 +106,5 @@ say "installing: ${missing[*]}"
 as_root apt-get update
 as_root apt-get install -y --no-install-recommends "${missing[@]}"
 check_cmake
+install_cudnn_headers
 say "done"

@@ -148,6 +148,17 @@ sg_cli_ok(cli_example_digits_cnn_reaches_97_percent
   FILES "${SG_RUNS}/example_digits_cnn/checkpoint.safetensors|${SG_RUNS}/example_digits_cnn/config.json"
   SETUP cli_cnn_run
   TIMEOUT 300)
+# The same on the GPU (convolutions through cuDNN): skipped where there is no usable GPU.
+sg_cli_ok(cli_example_digits_cnn_on_cuda
+  ARGS train "${SG_CONFIGS}/digits_cnn.json" --device cuda --json
+  OUT "${SG_RUNS}/example_digits_cnn_cuda"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=600|task=classification|val_size=360"
+  MIN "accuracy=0.97"
+  TIMEOUT 300)
+# The report wraps long lines, so the patterns allow any break between words.
+set_tests_properties(cli_example_digits_cnn_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
+  "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
 sg_cli_ok(cli_eval_digits_cnn_checkpoint
   ARGS eval "${SG_CONFIGS}/digits_cnn.json" --checkpoint "${SG_RUNS}/example_digits_cnn/checkpoint.safetensors" --json
   KEYS "event|steps|accuracy|val_loss|val_size"

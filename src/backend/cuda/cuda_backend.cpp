@@ -40,6 +40,7 @@ CudaBackend::CudaBackend() {
 
 CudaBackend::~CudaBackend() {
   CUDA_CHECK_WARN(cudaStreamSynchronize(stream_));
+  cudnn_.reset();  // before the stream it was last set to
   if (pinned_up_) CUDA_CHECK_WARN(cudaFreeHost(pinned_up_));
   if (pinned_down_) CUDA_CHECK_WARN(cudaFreeHost(pinned_down_));
   if (up_done_) CUDA_CHECK_WARN(cudaEventDestroy(up_done_));

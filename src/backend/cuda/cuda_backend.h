@@ -16,6 +16,8 @@
 
 namespace sg::cuda {
 
+class CudnnContext;  // cudnn_conv.h
+
 bool available(std::string* why);
 std::unique_ptr<Backend> make_backend();
 
@@ -48,8 +50,11 @@ class CudaBackend : public Backend {
   // program lowered is small, 16 MiB otherwise.
   void* workspace(size_t largest_product_elements);
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // The cuDNN handle (cudnn_conv.h), made by the first program lowered with a convolution.
+  std::shared_ptr<CudnnContext>& cudnn_context() { return cudnn_; }
 
  private:
+  std::shared_ptr<CudnnContext> cudnn_;
   size_t workspace_bytes_ = 0;
   size_t allocated_ = 0, peak_ = 0;
   std::map<void*, size_t> sizes_;

@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/image_lowering.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/pinn_kernels.cuh"
 #include "stepgraph/graph.h"
@@ -105,9 +106,9 @@ class Lowering {
   // Ops (and forms of ops) with only a CPU reference so far: refused before anything is planned.
   [[noreturn]] static void refuse(const Op& op) {
     throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
-                    "): convolution, pooling, reshape, layer norm, embedding and attention ops, and dense and "
-                    "cross-entropy ops on [batch, sequence, ...] tensors, run on the CPU backend in this version "
-                    "(their cuDNN lowering is not written yet); use --device cpu"));
+                    "): layer norm, embedding and attention ops, dense and cross-entropy ops on [batch, sequence, ...] "
+                    "tensors, and convolutions in a build without cuDNN (CMake did not find its headers), run on "
+                    "the CPU backend in this version; use --device cpu"));
   }
   void refuse_cpu_only_ops() const {
     for (const Op& op : p_.ops()) {
@@ -116,12 +117,7 @@ class Lowering {
         case OpKind::DenseBackward: if (p_.tensor(op.in[1]).shape.size() != 2) refuse(op); break;
         case OpKind::SoftmaxCrossEntropy: if (p_.tensor(op.in[0]).shape.size() != 2) refuse(op); break;
         case OpKind::Conv2d:
-        case OpKind::Conv2dBackward:
-        case OpKind::MaxPool2d:
-        case OpKind::MaxPool2dBackward:
-        case OpKind::GlobalAvgPool:
-        case OpKind::GlobalAvgPoolBackward:
-        case OpKind::Reshape:
+        case OpKind::Conv2dBackward: if (!ImageLowering::available(op.kind)) refuse(op); break;
         case OpKind::LayerNorm:
         case OpKind::LayerNormBackward:
         case OpKind::Embedding:
@@ -142,6 +138,7 @@ class Lowering {
       lower(static_cast<int>(i), op);
       notes_ << "\n";
     }
+    if (image_) image_->finish();
     Shape key;
     for (const TensorInfo& t : p_.tensors())
       if (t.role == Role::Input && key.empty()) key = t.shape;
@@ -177,6 +174,16 @@ class Lowering {
   void add_gemm(const Op& op, GemmPlan* g, const char* what) {
     notes_ << what << " " << g->describe() << "; ";
     add_step(op, [g](cudaStream_t s) { g->run(s); });
+  }
+
+  // Convolution, pooling and reshape ops (image_lowering.h).
+  ImageLowering& image() {
+    if (!image_) {
+      image_ = std::make_unique<ImageLowering>(LoweringHooks{
+          be_, p_, ptrs_, opt_, [this](const Op& op, std::function<void(cudaStream_t)> fn) { add_step(op, std::move(fn)); },
+          [this](size_t bytes) { return own(bytes); }, notes_});
+    }
+    return *image_;
   }
 
   size_t largest_product() const {
@@ -364,7 +371,7 @@ class Lowering {
       case OpKind::MaxPool2dBackward:
       case OpKind::GlobalAvgPool:
       case OpKind::GlobalAvgPoolBackward:
-      case OpKind::Reshape:
+      case OpKind::Reshape: return image().lower(op);
       case OpKind::LayerNorm:
       case OpKind::LayerNormBackward:
       case OpKind::Embedding:
@@ -734,6 +741,7 @@ class Lowering {
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
+  std::unique_ptr<ImageLowering> image_;
 };
 
 }  // namespace

@@ -1,0 +1,409 @@
+// Convolutions through cuDNN frontend graphs: the only translation unit that includes the
+// frontend (it is heavy). Graph per op, built at lowering time:
+//   define (tensors in cuDNN's NCHW dimension order with NHWC strides) -> validate ->
+//   build_operation_graph -> execution plans from heuristics A, then FALLBACK -> deselect engines
+//   whose notes break our contract -> check_support -> build the first plan that works.
+// Excluded always: NONDETERMINISTIC engines (graph replay must equal eager bitwise, and two runs
+// must agree), DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With Precision::FP32 also
+// TENSOR_CORE engines, which compute fp32 convolutions in TF32; Precision::TF32 allows them.
+#include "backend/cuda/cudnn_conv.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include <cudnn_frontend.h>
+
+#include "backend/cuda/cuda_check.h"
+
+// The frontend's dynamic loading reads every libcudnn symbol through this handle, which it
+// declares and leaves to the program to define and set: one process-wide library handle, by the
+// frontend's design (handles themselves stay per backend).
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}
+
+#ifndef STEPGRAPH_CUDNN_LIB_DIR
+#define STEPGRAPH_CUDNN_LIB_DIR ""
+#endif
+#ifndef STEPGRAPH_CUDART_LIB_DIR
+#define STEPGRAPH_CUDART_LIB_DIR ""
+#endif
+
+namespace sg::cuda {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+struct Loaded {
+  bool ok = false;
+  size_t version = 0;
+  std::string error;
+};
+
+// The frontend makes its few CUDA runtime calls through dlopen("libcudart.so.12" / ".13") (we
+// link the runtime statically). Point it at this build's major, 13: by name, else the toolkit's
+// copy CMake saw; without this it warns when both are on the path and takes 12. A value the
+// user set is kept.
+void choose_cudart_for_frontend() {
+  if (std::getenv("CUDNN_FRONTEND_CUDART_LIB_NAME")) return;
+  std::vector<std::string> names = {"libcudart.so.13"};
+  if (std::strlen(STEPGRAPH_CUDART_LIB_DIR) > 0) names.push_back(std::string(STEPGRAPH_CUDART_LIB_DIR) + "/libcudart.so.13");
+  for (const std::string& n : names) {
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      (void)h;  // stays loaded for the frontend
+      setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", n.c_str(), 0);
+      return;
+    }
+  }
+}
+
+// dlopen once: by name (LD_LIBRARY_PATH, the system's paths), then where CMake saw it.
+const Loaded& load_cudnn() {
+  static Loaded loaded;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    choose_cudart_for_frontend();
+    std::vector<std::string> names = {"libcudnn.so.9"};
+    if (std::strlen(STEPGRAPH_CUDNN_LIB_DIR) > 0) names.push_back(std::string(STEPGRAPH_CUDNN_LIB_DIR) + "/libcudnn.so.9");
+    std::string tried;
+    for (const std::string& n : names) {
+      dlerror();
+      void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL);
+      if (h) {
+        fe::cudnn_dlhandle = h;
+        break;
+      }
+      const char* e = dlerror();
+      tried += cat("; ", n, ": ", e ? e : "not loadable");
+    }
+    if (!fe::cudnn_dlhandle) {
+      loaded.error = cat("cuDNN 9 not found (libcudnn.so.9): install nvidia-cudnn-cu13 or set LD_LIBRARY_PATH (", tried.substr(2), ")");
+      return;
+    }
+    try {
+      loaded.version = fe::detail::get_backend_version();
+    } catch (const std::exception& e) {
+      loaded.error = cat("libcudnn.so.9 loaded but unusable: ", e.what());
+      return;
+    }
+    if (loaded.version < 90000 || loaded.version >= 100000) {
+      loaded.error = cat("libcudnn.so.9 reports version ", loaded.version, "; cuDNN 9 is needed");
+      return;
+    }
+    loaded.ok = true;
+  });
+  return loaded;
+}
+
+std::string fe_error(const char* what, fe::error_t e) {
+  std::ostringstream os;
+  os << what << ": " << e.get_code() << " " << e.get_message();
+  return os.str();
+}
+
+// Evaluates a frontend call; on failure returns its message from the enclosing function.
+#define SG_FE_TRY(expr)                                           \
+  do {                                                            \
+    if (auto sg_fe_e_ = (expr); sg_fe_e_.is_bad()) return fe_error(#expr, sg_fe_e_); \
+  } while (0)
+
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// cuDNN names dimensions N, C, H, W whatever the layout; strides make it channels-last.
+std::vector<int64_t> nhwc_strides(int64_t C, int64_t H, int64_t W) { return {H * W * C, 1, W * C, C}; }
+
+enum class Uid : int64_t { X = 1, W, B, Y, dZ, dX, dW };
+
+struct GraphDef {
+  std::shared_ptr<fe::graph::Graph> graph;
+  std::vector<std::pair<Uid, TensorPtr>> io;  // bound to pointers by uid
+  TensorPtr out;                              // the output, for shape checks
+  std::vector<int64_t> want_dim, want_stride;  // what it must have (NHWC)
+  std::string what;                           // "conv_fprop + bias + relu", ...
+};
+
+std::shared_ptr<fe::graph::Graph> new_graph() {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe::DataType_t::FLOAT)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+TensorPtr image(fe::graph::Graph& g, const char* name, Uid uid, int64_t N, int64_t C, int64_t H, int64_t W) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(static_cast<int64_t>(uid))
+                      .set_dim({N, C, H, W})
+                      .set_stride(nhwc_strides(C, H, W)));
+}
+TensorPtr filters(fe::graph::Graph& g, const char* name, Uid uid, const ConvGeometry& s) {
+  return image(g, name, uid, s.K, s.C, s.R, s.S);
+}
+// `shape` false leaves the output's dims and strides to the frontend's inference (the check).
+void mark_output(const TensorPtr& t, Uid uid, int64_t N, int64_t C, int64_t H, int64_t W, bool shape) {
+  t->set_output(true).set_uid(static_cast<int64_t>(uid)).set_data_type(fe::DataType_t::FLOAT);
+  if (shape) t->set_dim({N, C, H, W}).set_stride(nhwc_strides(C, H, W));
+}
+
+GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape = true) {
+  GraphDef d;
+  d.graph = new_graph();
+  auto& g = *d.graph;
+  TensorPtr X = image(g, "X", Uid::X, s.N, s.C, s.H, s.W), Wt = filters(g, "W", Uid::W, s);
+  TensorPtr Y = g.conv_fprop(X, Wt,
+                             fe::graph::Conv_fprop_attributes()
+                                 .set_name("conv_fprop")
+                                 .set_padding({s.pad_h, s.pad_w})
+                                 .set_stride({s.stride_h, s.stride_w})
+                                 .set_dilation({s.dil_h, s.dil_w}));
+  d.io = {{Uid::X, X}, {Uid::W, Wt}};
+  d.what = "conv_fprop";
+  if (bias) {
+    TensorPtr B = g.tensor(fe::graph::Tensor_attributes()
+                               .set_name("b")
+                               .set_uid(static_cast<int64_t>(Uid::B))
+                               .set_dim({1, s.K, 1, 1})
+                               .set_stride({s.K, 1, s.K, s.K}));
+    Y = g.pointwise(Y, B, fe::graph::Pointwise_attributes().set_name("bias").set_mode(fe::PointwiseMode_t::ADD));
+    d.io.emplace_back(Uid::B, B);
+    d.what += " + bias";
+  }
+  if (relu) {
+    Y = g.pointwise(Y, fe::graph::Pointwise_attributes().set_name("relu").set_mode(fe::PointwiseMode_t::RELU_FWD));
+    d.what += " + relu";
+  }
+  mark_output(Y, Uid::Y, s.N, s.K, s.P, s.Q, shape);
+  d.io.emplace_back(Uid::Y, Y);
+  d.out = Y;
+  d.want_dim = {s.N, s.K, s.P, s.Q};
+  d.want_stride = nhwc_strides(s.K, s.P, s.Q);
+  return d;
+}
+
+GraphDef data_grad_def(const ConvGeometry& s) {
+  GraphDef d;
+  d.graph = new_graph();
+  auto& g = *d.graph;
+  TensorPtr dZ = image(g, "dZ", Uid::dZ, s.N, s.K, s.P, s.Q), Wt = filters(g, "W", Uid::W, s);
+  TensorPtr dX = g.conv_dgrad(dZ, Wt,
+                              fe::graph::Conv_dgrad_attributes()
+                                  .set_name("conv_dgrad")
+                                  .set_padding({s.pad_h, s.pad_w})
+                                  .set_stride({s.stride_h, s.stride_w})
+                                  .set_dilation({s.dil_h, s.dil_w}));
+  mark_output(dX, Uid::dX, s.N, s.C, s.H, s.W, true);
+  d.io = {{Uid::dZ, dZ}, {Uid::W, Wt}, {Uid::dX, dX}};
+  d.out = dX;
+  d.want_dim = {s.N, s.C, s.H, s.W};
+  d.want_stride = nhwc_strides(s.C, s.H, s.W);
+  d.what = "conv_dgrad";
+  return d;
+}
+
+GraphDef weight_grad_def(const ConvGeometry& s) {
+  GraphDef d;
+  d.graph = new_graph();
+  auto& g = *d.graph;
+  TensorPtr dZ = image(g, "dZ", Uid::dZ, s.N, s.K, s.P, s.Q), X = image(g, "X", Uid::X, s.N, s.C, s.H, s.W);
+  TensorPtr dW = g.conv_wgrad(dZ, X,
+                              fe::graph::Conv_wgrad_attributes()
+                                  .set_name("conv_wgrad")
+                                  .set_padding({s.pad_h, s.pad_w})
+                                  .set_stride({s.stride_h, s.stride_w})
+                                  .set_dilation({s.dil_h, s.dil_w}));
+  mark_output(dW, Uid::dW, s.K, s.C, s.R, s.S, true);
+  d.io = {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}};
+  d.out = dW;
+  d.want_dim = {s.K, s.C, s.R, s.S};
+  d.want_stride = nhwc_strides(s.C, s.R, s.S);
+  d.what = "conv_wgrad";
+  return d;
+}
+
+std::string validate(GraphDef& d) {
+  SG_FE_TRY(d.graph->validate());
+  if (d.out->get_dim() != d.want_dim || d.out->get_stride() != d.want_stride) {
+    std::ostringstream os;
+    os << d.what << ": cuDNN's output dims [";
+    for (int64_t v : d.out->get_dim()) os << v << " ";
+    os << "] strides [";
+    for (int64_t v : d.out->get_stride()) os << v << " ";
+    os << "], stepgraph's (NHWC) [";
+    for (int64_t v : d.want_dim) os << v << " ";
+    os << "] [";
+    for (int64_t v : d.want_stride) os << v << " ";
+    os << "]";
+    return os.str();
+  }
+  return "";
+}
+
+}  // namespace
+
+class CudnnContext {
+ public:
+  CudnnContext() {
+    const Loaded& l = load_cudnn();
+    SG_REQUIRE(l.ok, l.error);
+    version = l.version;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    try {
+      st = fe::detail::create_handle(&handle);
+    } catch (const std::exception& e) {
+      throw Error(cat("cuDNN: cudnnCreate failed: ", e.what()));
+    }
+    SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnCreate failed with status ", static_cast<int>(st));
+  }
+  ~CudnnContext() {
+    if (handle) {
+      try {
+        fe::detail::destroy_handle(handle);
+      } catch (...) {
+        std::fprintf(stderr, "stepgraph: warning: cudnnDestroy failed\n");
+      }
+    }
+  }
+  CudnnContext(const CudnnContext&) = delete;
+  CudnnContext& operator=(const CudnnContext&) = delete;
+
+  cudnnHandle_t handle = nullptr;
+  size_t version = 0;
+};
+
+std::shared_ptr<CudnnContext> make_cudnn_context() { return std::make_shared<CudnnContext>(); }
+
+bool cudnn_loadable(std::string* why, size_t* version) {
+  const Loaded& l = load_cudnn();
+  if (!l.ok && why) *why = l.error;
+  if (version) *version = l.version;
+  return l.ok;
+}
+
+namespace {
+
+class FrontendConvPlan : public ConvPlan {
+ public:
+  FrontendConvPlan(std::shared_ptr<CudnnContext> ctx, GraphDef d, std::unordered_map<int64_t, void*> pack,
+                   int64_t ws, std::string describe)
+      : ctx_(std::move(ctx)), def_(std::move(d)), pack_(std::move(pack)), ws_bytes_(ws), describe_(std::move(describe)) {}
+
+  void run(cudaStream_t s) const override {
+    SG_REQUIRE(ws_bytes_ == 0 || ws_ != nullptr, def_.what, ": cuDNN workspace of ", ws_bytes_, " bytes not set");
+    const cudnnStatus_t st = fe::detail::set_stream(ctx_->handle, s);
+    SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed with status ", static_cast<int>(st));
+    if (auto e = def_.graph->execute(ctx_->handle, pack_, ws_); e.is_bad())
+      throw Error(cat("cuDNN ", fe_error(def_.what.c_str(), e)));
+  }
+  size_t workspace_bytes() const override { return static_cast<size_t>(ws_bytes_); }
+  void set_workspace(void* ws) override { ws_ = ws; }
+  std::string describe() const override { return describe_; }
+
+ private:
+  std::shared_ptr<CudnnContext> ctx_;
+  GraphDef def_;
+  mutable std::unordered_map<int64_t, void*> pack_;  // execute() takes it by non-const reference
+  int64_t ws_bytes_ = 0;
+  void* ws_ = nullptr;
+  std::string describe_;
+};
+
+// Builds the first supported plan under our engine filters; "" on success.
+std::string build(CudnnContext& ctx, GraphDef& d, Precision precision, std::string* plan_name, int64_t* ws) {
+  if (std::string v = validate(d); !v.empty()) return v;
+  auto& g = *d.graph;
+  SG_FE_TRY(g.build_operation_graph(ctx.handle));
+  SG_FE_TRY(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}));
+  std::vector<fe::NumericalNote_t> barred = {fe::NumericalNote_t::NONDETERMINISTIC,
+                                             fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
+                                             fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
+  if (precision == Precision::FP32) barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
+  g.deselect_numeric_notes(barred);
+  SG_FE_TRY(g.check_support(ctx.handle));
+  SG_FE_TRY(g.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
+  SG_FE_TRY(g.get_plan_name(*plan_name));
+  SG_FE_TRY(g.get_workspace_size(*ws));
+  return "";
+}
+
+std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, GraphDef d,
+                                    const std::unordered_map<Uid, const void*>& ptrs, Precision precision,
+                                    std::string* why) {
+  std::string name;
+  int64_t ws = 0;
+  std::string err;
+  try {
+    err = build(*ctx, d, precision, &name, &ws);
+  } catch (const std::exception& e) {  // the frontend throws from its dynamic-loading shims
+    err = cat(d.what, ": ", e.what());
+  }
+  if (!err.empty()) {
+    if (why) *why = cat("cuDNN has no deterministic ", precision == Precision::FP32 ? "fp32 (no TF32) " : "",
+                        "engine for ", d.what, ": ", err);
+    return nullptr;
+  }
+  std::unordered_map<int64_t, void*> pack;
+  for (const auto& [uid, t] : d.io) {
+    auto it = ptrs.find(uid);
+    SG_REQUIRE(it != ptrs.end() && it->second, d.what, ": tensor '", t->get_name(), "' has no device pointer");
+    pack[static_cast<int64_t>(uid)] = const_cast<void*>(it->second);
+  }
+  std::string desc = cat("cuDNN graph ", d.what, ", engine ", name, ", workspace ", ws, " B (deterministic",
+                         precision == Precision::FP32 ? ", no TF32" : "", ")");
+  return std::make_unique<FrontendConvPlan>(ctx, std::move(d), std::move(pack), ws, std::move(desc));
+}
+
+}  // namespace
+
+std::unique_ptr<ConvPlan> conv_forward_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
+                                            const float* X, const float* W, const float* b, float* Y,
+                                            Activation act, bool fuse, Precision precision, std::string* why) {
+  SG_REQUIRE(act == Activation::None || act == Activation::ReLU, "conv2d: activation ", activation_name(act),
+             " (none or relu)");
+  const bool bias = fuse && b != nullptr, relu = fuse && act == Activation::ReLU;
+  std::unordered_map<Uid, const void*> ptrs = {{Uid::X, X}, {Uid::W, W}, {Uid::Y, Y}};
+  if (bias) ptrs[Uid::B] = b;
+  return make_plan(ctx, forward_def(g, bias, relu), ptrs, precision, why);
+}
+
+std::unique_ptr<ConvPlan> conv_data_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
+                                              const float* dZ, const float* W, float* dX, Precision precision,
+                                              std::string* why) {
+  return make_plan(ctx, data_grad_def(g), {{Uid::dZ, dZ}, {Uid::W, W}, {Uid::dX, dX}}, precision, why);
+}
+
+std::unique_ptr<ConvPlan> conv_weight_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
+                                                const float* dZ, const float* X, float* dW, Precision precision,
+                                                std::string* why) {
+  return make_plan(ctx, weight_grad_def(g), {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}}, precision, why);
+}
+
+std::string check_conv_graphs(const ConvGeometry& g, bool bias, Activation act) {
+  std::string why;
+  if (!cudnn_loadable(&why)) return why;
+  try {
+    // As lowering builds them; then the forward ones with the output shape left to cuDNN's
+    // inference, which must agree with stepgraph's (dgrad and wgrad cannot infer theirs: they
+    // are X's and W's shapes, set explicitly).
+    std::vector<GraphDef> defs;
+    defs.push_back(forward_def(g, bias, act == Activation::ReLU));
+    defs.push_back(forward_def(g, false, false));
+    defs.push_back(data_grad_def(g));
+    defs.push_back(weight_grad_def(g));
+    defs.push_back(forward_def(g, bias, act == Activation::ReLU, false));
+    defs.push_back(forward_def(g, false, false, false));
+    for (GraphDef& d : defs)
+      if (std::string v = validate(d); !v.empty()) return v;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace sg::cuda

@@ -1,0 +1,54 @@
+// Lowering of the image ops for the CUDA backend: Conv2d and Conv2dBackward through cuDNN
+// frontend graphs (cudnn_conv.h), max pooling, global average pooling and reshape with our own
+// kernels (image_kernels.cuh). Called by the Lowering pass (lowering.cpp) for those op kinds.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "stepgraph/ir.h"
+
+namespace sg::cuda {
+
+class ConvPlan;
+
+// What lowering an op needs from the Lowering pass.
+struct LoweringHooks {
+  CudaBackend& be;
+  const Program& p;
+  const std::vector<void*>& ptrs;
+  LowerOptions opt;
+  std::function<void(const Op&, std::function<void(cudaStream_t)>)> add_step;
+  std::function<char*(size_t)> own;  // device memory owned by the executable
+  std::ostream& notes;               // the op's line in explain
+};
+
+class ImageLowering {
+ public:
+  explicit ImageLowering(LoweringHooks h);
+  ~ImageLowering();
+
+  static bool handles(OpKind k);
+  // False for the op kinds this build cannot run on the GPU (convolutions in a build without
+  // cuDNN): the Lowering pass refuses those before planning anything.
+  static bool available(OpKind k);
+
+  void lower(const Op& op);
+  // After every op: the cuDNN plans' shared workspace (they run one after another on one stream).
+  void finish();
+
+ private:
+  void conv_forward(const Op& op);
+  void conv_backward(const Op& op);
+  void add_plan(const Op& op, std::shared_ptr<ConvPlan> plan, const char* what);
+  float* f(TensorId t) const { return t == kNone ? nullptr : static_cast<float*>(h_.ptrs[t]); }
+  int64_t dim(TensorId t, size_t k) const { return h_.p.tensor(t).shape[k]; }
+
+  LoweringHooks h_;
+  std::vector<std::shared_ptr<ConvPlan>> plans_;
+};
+
+}  // namespace sg::cuda
