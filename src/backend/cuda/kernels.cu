@@ -321,20 +321,34 @@ __global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, cons
                             const float* sched, AdamAttrs a, FusedSchedule fs, bool fused) {
   const ChunkRef c = chunks[blockIdx.x];
   const ParamDesc d = descs[c.tensor];
+  const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
+  // Every element's loads are issued before the schedule math and any store (stores through
+  // these pointers would otherwise order the next element's loads after them).
+  static_assert(kOptimChunk % kBlock == 0, "whole chunks per thread");
+  constexpr int kPer = kOptimChunk / kBlock;
+  float p[kPer], g[kPer], m[kPer], v[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t i = c.start + threadIdx.x + k * kBlock;
+    const bool in = i < end;
+    p[k] = in ? d.p[i] : 0.0f, g[k] = in ? d.g[i] : 0.0f, m[k] = in ? d.m[i] : 0.0f, v[k] = in ? d.v[i] : 0.0f;
+  }
   const SchedValues sv = current_sched(hyper, sched, fs, fused);
   const float lr = sv.lr, wd = hyper[hyper::kWeightDecay];
   const float step_size = lr / sv.bias1, bc2_sqrt = sqrtf(sv.bias2);
   const float b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2), eps = static_cast<float>(a.eps);
-  const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
-  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
-    float p = d.p[i], g = d.g[i];
-    if (a.decoupled_weight_decay) p *= 1.0f - lr * wd;
-    else g += wd * p;
-    float m = b1 * d.m[i] + (1.0f - b1) * g;
-    float v = b2 * d.v[i] + (1.0f - b2) * g * g;
-    d.m[i] = m;
-    d.v[i] = v;
-    d.p[i] = p - step_size * m / (sqrtf(v) / bc2_sqrt + eps);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t i = c.start + threadIdx.x + k * kBlock;
+    if (i >= end) continue;
+    float pk = p[k], gk = g[k];
+    if (a.decoupled_weight_decay) pk *= 1.0f - lr * wd;
+    else gk += wd * pk;
+    const float mk = b1 * m[k] + (1.0f - b1) * gk;
+    const float vk = b2 * v[k] + (1.0f - b2) * gk * gk;
+    d.m[i] = mk;
+    d.v[i] = vk;
+    d.p[i] = pk - step_size * mk / (sqrtf(vk) / bc2_sqrt + eps);
   }
   finish_fused_schedule(hyper, fs, fused);
 }
