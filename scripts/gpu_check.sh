@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU check in one go, for the GPU machine: every test (CPU and CUDA), the Python
-# package's tests, the CLI on the GPU (default run, verify mode), and the benchmarks against
+# package's tests, the CLI on the GPU (default run, PINN accuracy runs, verify mode), and the benchmarks against
 # PyTorch and JAX (MLPs) and against PyTorch nested autograd (PINNs).
 #   scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] [--no-bench]
 # BUILD_DIR: a build with the CUDA backend (default build-cuda); LOG_DIR: where logs go
@@ -39,12 +39,18 @@ row "train default on cuda" "$(tail -n 1 "$LOG/train_default.log" | cut -c1-160)
 "$SG" train configs/digits_cnn.json --device cuda --json > "$LOG/train_digits_cnn.log" 2>&1
 row "train digits_cnn on cuda" "$(tail -n 1 "$LOG/train_digits_cnn.log" | cut -c1-160)"
 
+# The physics-informed accuracy targets on the GPU (Poisson <= 1e-3, Burgers <= 2e-2; ~40 s).
+for cfg in configs/poisson2d_accurate.json configs/burgers1d.json; do
+  "$SG" train "$cfg" --device cuda --json --out "$LOG/run_$(basename "$cfg" .json)" > "$LOG/train_$(basename "$cfg" .json).log" 2>&1
+  row "train $(basename "$cfg") on cuda" "$(tail -n 1 "$LOG/train_$(basename "$cfg" .json).log" | grep -o '"rel_l2_error":[^,]*' || echo FAILED)"
+done
+
 for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json configs/digits_cnn.json; do
   "$SG" train "$cfg" --mode verify --steps 50 > "$LOG/verify_$(basename "$cfg" .json).log" 2>&1
   row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"
 done
 
-for cfg in bench/configs/*.json; do
+for cfg in bench/configs/*.json bench/pinn_configs/*.json; do
   "$SG" bench "$cfg" --steps 200 > "$LOG/bench_$(basename "$cfg" .json).log" 2>&1
   row "bench $(basename "$cfg")" "$(grep -E 'graph:' "$LOG/bench_$(basename "$cfg" .json).log" | tr -s ' ')"
 done
