@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU check in one go, for the GPU machine: every test (CPU and CUDA), the Python
 # package's tests, the CLI on the GPU (default run, PINN accuracy runs, verify mode), and the benchmarks against
-# PyTorch and JAX (MLPs) and against PyTorch nested autograd (PINNs).
+# PyTorch and JAX (MLPs), against PyTorch nested autograd (PINNs) and against PyTorch cuDNN (CNNs).
 #   scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] [--no-bench]
 # BUILD_DIR: a build with the CUDA backend (default build-cuda); LOG_DIR: where logs go
 # (default $OUT or /tmp/stepgraph-gpu). Prints a short table last.
@@ -50,7 +50,7 @@ for cfg in configs/digits_mlp.json configs/digits_residual.json configs/syntheti
   row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"
 done
 
-for cfg in bench/configs/*.json bench/pinn_configs/*.json; do
+for cfg in bench/configs/*.json bench/pinn_configs/*.json bench/cnn_configs/*.json; do
   "$SG" bench "$cfg" --steps 200 > "$LOG/bench_$(basename "$cfg" .json).log" 2>&1
   row "bench $(basename "$cfg")" "$(grep -E 'graph:' "$LOG/bench_$(basename "$cfg" .json).log" | tr -s ' ')"
 done
@@ -63,6 +63,9 @@ if [ $BENCH -eq 1 ]; then
   PYTHONUNBUFFERED=1 python3 bench/bench_pinn_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
     > "$LOG/bench_pinn.log" 2>&1
   row "bench PINN vs torch" "exit $? (table in bench_pinn.log; RESULTS.md section in $LOG)"
+  PYTHONUNBUFFERED=1 python3 bench/bench_cnn_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
+    > "$LOG/bench_cnn.log" 2>&1
+  row "bench CNN vs torch" "exit $? (table in bench_cnn.log; RESULTS.md section in $LOG)"
 fi
 
 echo
@@ -70,4 +73,5 @@ echo "=== stepgraph GPU check ($(date -u +%Y-%m-%dT%H:%MZ)) ==="
 printf '%s\n' "${rows[@]}"
 [ $BENCH -eq 1 ] && tail -n 30 "$LOG/bench_vs_torch.log"
 [ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_pinn.log"
+[ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_cnn.log"
 exit 0
