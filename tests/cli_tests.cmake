@@ -89,6 +89,18 @@ sg_cli_ok(cli_train_default_reaches_95_percent
   SETUP cli_default_run
   TIMEOUT 300)
 
+# A dense layer with amax: its output range in the progress lines and the JSON summary.
+sg_cli_ok(cli_train_dense_amax_text
+  ARGS train "${SG_DATA}/amax_dense.json"
+  OUT "${SG_RUNS}/amax_text"
+  STDOUT "step 50/100  loss [0-9.]+ .* 0\\.amax [0-9]+\\.[0-9]+")
+sg_cli_ok(cli_train_dense_amax_json
+  ARGS train "${SG_DATA}/amax_dense.json" --json
+  OUT "${SG_RUNS}/amax_json"
+  STDOUT "\"amax\":\\{\"0\\.amax\":[0-9.]+"
+  KEYS "${SG_SUMMARY_KEYS}|amax"
+  EQUAL "event=summary|steps=100")
+
 # The human-readable form prints progress and a "done:" line.
 sg_cli_ok(cli_train_text_output
   ARGS train --steps 50

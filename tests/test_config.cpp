@@ -204,6 +204,8 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
       {[](json& j) { j["train"]["batch_size"] = true; },
        {"train.batch_size: ", "got a boolean", "expected a positive integer"}},
       {[](json& j) { j["train"]["log_every"] = -1; }, {"train.log_every: ", "got -1", "an integer >= 0"}},
+      {[](json& j) { j["model"]["layers"][0]["amax"] = "yes"; },
+       {"model.layers[0].amax: ", "got the string \"yes\"", "expected true or false"}},
       {[](json& j) { j["train"]["device"] = "gpu"; },
        {"train.device: ", "\"gpu\"", "allowed: auto, cpu, cuda"}},
       {[](json& j) { j["model"]["layers"][0]["activation"] = "relu6"; },

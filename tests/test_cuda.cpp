@@ -452,7 +452,9 @@ TEST(Cuda, SequenceOpsAreRefusedWithAMessage) {
   auto cnn = sequential({conv2d(4, {3, 1, 1, 1, Activation::ReLU}), max_pool2d(2), flatten(), dense(10)});
   cnn->set_input_shape({8, 8, 1});
   auto seq = sequential({embedding(6, 8, 4), transformer_block(2, true, 16), dense(6)});
-  std::vector<std::pair<LayerPtr, Shape>> refused = {{LayerPtr(seq), Shape{16, 4}}};
+  std::vector<std::pair<LayerPtr, Shape>> refused = {
+      {LayerPtr(seq), Shape{16, 4}},
+      {LayerPtr(sequential({dense(8, Activation::GELU, std::nullopt, true, /*amax=*/true), dense(6)})), Shape{16, 5}}};
 #ifdef STEPGRAPH_HAVE_CUDNN
   {
     Trainer t(cnn, std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<AdamW>(), Device::CUDA);

@@ -1,5 +1,6 @@
 // The Trainer end to end on the CPU backend: training, parameters in and out, checkpoints,
 // shape changes, and its error paths.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -244,6 +245,49 @@ TEST(Trainer, DefaultConfigReachesNinetyFivePercentOnDigits) {
   EXPECT_GE(s.val_accuracy, 0.95) << sink.str();
   EXPECT_EQ(s.val_size, 360);
   EXPECT_EQ(s.steps, 1500);
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// A dense layer built with amax records max |output| of each step's forward pass and changes
+// nothing else: the losses and parameters equal those of the same model without it.
+TEST(Trainer, DenseAmaxRecordsTheOutputRangeAndChangesNothingElse) {
+  const int64_t B = 12, D = 5, H = 7;
+  auto make = [&](bool amax) {
+    return std::make_unique<Trainer>(sequential({dense(H, Activation::GELU, std::nullopt, true, amax), dense(3)}),
+                                     std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<Adam>(1e-2),
+                                     Device::CPU, 4);
+  };
+  auto with = make(true), without = make(false);
+  with->compile({B, D});
+  without->compile({B, D});
+  EXPECT_TRUE(without->amax().empty());
+  for (int s = 0; s < 3; ++s) {
+    HostArray X = random_f32({B, D}, 500 + s), y = random_labels(B, 3, 600 + s);
+    // The first layer's output with the parameters this step starts from, in float64.
+    auto p = with->params();
+    double want = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        double z = p.at("0.bias").data<float>()[h];
+        for (int64_t i = 0; i < D; ++i) z += double(X.data<float>()[b * D + i]) * p.at("0.weight").data<float>()[h * D + i];
+        const double g = 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
+        want = std::max(want, std::fabs(g));
+      }
+    const float lw = with->one_step(X, y), lo = without->one_step(X, y);
+    EXPECT_EQ(lw, lo) << "step " << s;
+    const auto m = with->amax();
+    ASSERT_EQ(m.size(), 1u);
+    ASSERT_EQ(m.count("0.amax"), 1u);
+    EXPECT_TRUE(near(m.at("0.amax"), want, 1e-6, 1e-5)) << "step " << s;
+  }
+  auto a = with->params(), b = without->params();
+  for (auto& [name, v] : a) EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name;
+  EXPECT_NE(with->model()->describe().find("amax"), std::string::npos);
 }
 
 }  // namespace

@@ -115,6 +115,9 @@ enum class OpKind : uint8_t {
   // masked scores, from which backward recomputes the probabilities.
   Attention,            // in {Q, K, V}               out {O, L[B,H,S]}
   AttentionBackward,    // in {dO, Q, K, V, O, L}     out {dQ|-, dK|-, dV|-}
+  // A statistic of a forward tensor, no gradient: max |X| over all elements (the activation
+  // range FP8 scaling needs), written every step.
+  AbsMax,               // in {X}                     out {amax[1]}
 };
 const char* op_kind_name(OpKind k);
 

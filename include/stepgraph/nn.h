@@ -96,9 +96,10 @@ using LayerPtr = std::shared_ptr<Layer>;
 
 class Dense : public Layer {
  public:
-  // init defaults to he for relu/gelu and xavier otherwise.
+  // init defaults to he for relu/gelu and xavier otherwise. amax: also record max |output| every
+  // step (an AbsMax op; Trainer::amax() reads it as '<prefix>.amax').
   Dense(int64_t units, Activation act = Activation::None, std::optional<Init> init = std::nullopt,
-        bool bias = true);
+        bool bias = true, bool amax = false);
   TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
   std::string describe() const override;
   int64_t units() const { return units_; }
@@ -108,6 +109,7 @@ class Dense : public Layer {
   Activation act_;
   Init init_;
   bool bias_;
+  bool amax_;
 };
 
 class Sequential : public Layer {
@@ -267,7 +269,7 @@ class TransformerBlock : public Layer {
 // Short constructors for readable model definitions:
 //   auto model = sg::sequential({sg::dense(256, Activation::ReLU), sg::dense(11)});
 std::shared_ptr<Dense> dense(int64_t units, Activation act = Activation::None,
-                             std::optional<Init> init = std::nullopt, bool bias = true);
+                             std::optional<Init> init = std::nullopt, bool bias = true, bool amax = false);
 std::shared_ptr<Sequential> sequential(std::vector<LayerPtr> layers);
 std::shared_ptr<Residual> residual(LayerPtr body);
 std::shared_ptr<Conv2d> conv2d(int64_t filters, Conv2dOptions options = {});

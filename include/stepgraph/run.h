@@ -39,6 +39,7 @@ struct RunSummary {
   std::string checkpoint;     // path written, if any
   double rel_l2_error = -1;   // physics-informed problems: against the known solution
   std::map<std::string, float> loss_terms;  // physics-informed problems: each term's last value
+  std::map<std::string, float> amax;        // dense layers with amax: max |output| of the last step
   nlohmann::json to_json() const;
 };
 

@@ -77,6 +77,9 @@ class Trainer {
           uint64_t seed = 0, TrainerOptions options = {});
   void compile_custom();
   std::map<std::string, float> loss_terms() const;  // each named term of the last step
+  // max |output| of the last step for every dense layer built with amax, by tensor name
+  // ('0.amax', ...); empty when no layer records it.
+  std::map<std::string, float> amax() const;
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -179,20 +179,21 @@ NB_MODULE(_stepgraph, m) {
       "torch.nn.Linear) and b of shape [units]; its parameters are named '<index>.weight' and "
       "'<index>.bias' inside a Sequential.")
       .def("__init__",
-           [](sg::Dense* self, int64_t units, const std::string& activation, nb::handle init, bool bias) {
+           [](sg::Dense* self, int64_t units, const std::string& activation, nb::handle init, bool bias, bool amax) {
              std::optional<sg::Init> i;
              if (!init.is_none()) i = parse_init(init);
              as_input_error([&] {
                const sg::Activation a = sg::parse_activation(activation);
-               new (self) sg::Dense(units, a, i, bias);
+               new (self) sg::Dense(units, a, i, bias, amax);
              });
            },
-           "units"_a, "activation"_a = "none", "init"_a = nb::none(), "bias"_a = true,
+           "units"_a, "activation"_a = "none", "init"_a = nb::none(), "bias"_a = true, "amax"_a = false,
            "units: output width (> 0).\n"
            "activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid' or 'sin'.\n"
            "init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', "
            "'normal(STD)' or a stepgraph.Init.\n"
-           "bias: whether the layer has a bias.")
+           "bias: whether the layer has a bias.\n"
+           "amax: also record max |output| every step (Trainer.amax; CPU backend in this version).")
       .def_prop_ro("units", &sg::Dense::units, "The output width.");
 
   nb::class_<sg::Sequential, sg::Layer>(

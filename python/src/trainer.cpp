@@ -1,6 +1,7 @@
 // stepgraph.Trainer: the seed's workflow (compile, one_step, set_batch, launch, logits) with
 // numpy and DLPack inputs, parameters in and out, checkpoints and zero-copy views.
 #include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -298,6 +299,9 @@ void bind_trainer(nb::module_& m) {
            "Waits for every queued step.")
       .def_prop_ro("loss", [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.loss(); }); },
                    "The last step's loss (waits for it).")
+      .def_prop_ro("amax", [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.amax(); }); },
+                   "max |output| of the last step for every Dense built with amax=True, by name "
+                   "('0.amax', ...); empty if none.")
       .def_prop_ro("logits",
                    [](PyTrainer& s) { return to_numpy(locked(s, [](sg::Trainer& t) { return t.logits(); })); },
                    "The last step's predictions [batch, outputs] as a numpy copy.")

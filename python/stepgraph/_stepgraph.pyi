@@ -108,12 +108,13 @@ class Dense(Layer):
     A fully connected layer y = activation(x W^T + b) with W of shape [units, in] (like torch.nn.Linear) and b of shape [units]; its parameters are named '<index>.weight' and '<index>.bias' inside a Sequential.
     """
 
-    def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True) -> None:
+    def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True, amax: bool = False) -> None:
         """
         units: output width (> 0).
         activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid' or 'sin'.
         init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', 'normal(STD)' or a stepgraph.Init.
         bias: whether the layer has a bias.
+        amax: also record max |output| every step (Trainer.amax; CPU backend in this version).
         """
 
     @property
@@ -456,6 +457,12 @@ class Trainer:
     @property
     def loss(self) -> float:
         """The last step's loss (waits for it)."""
+
+    @property
+    def amax(self) -> dict[str, float]:
+        """
+        max |output| of the last step for every Dense built with amax=True, by name ('0.amax', ...); empty if none.
+        """
 
     @property
     def logits(self) -> npt.NDArray[np.float32]:

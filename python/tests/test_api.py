@@ -701,3 +701,19 @@ def test_token_labels_are_checked():
         t.one_step(ids, np.zeros(2, np.int32))
     with pytest.raises(ValueError, match="outside \\[-1, 5\\)"):
         t.one_step(ids, np.full((2, 3), 5, np.int32))
+
+
+def test_dense_amax_is_reported():
+    model = sg.Sequential(sg.Dense(8, activation="relu", amax=True), sg.Dense(C))
+    assert "amax" in repr(model[0])
+    t = sg.Trainer(model, sg.SoftmaxCrossEntropy(), sg.Adam(1e-2), device="cpu", seed=2)
+    t.compile((B, D))
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(B, D)).astype(np.float32)
+    y = rng.integers(0, C, B).astype(np.int32)
+    p = t.params()
+    h = np.maximum(X @ p["0.weight"].T + p["0.bias"], 0.0)
+    t.one_step(X, y)
+    assert set(t.amax) == {"0.amax"}
+    assert t.amax["0.amax"] == pytest.approx(float(np.abs(h).max()), rel=1e-5)
+    assert trainer().amax == {}

@@ -92,6 +92,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::GlobalAvgPool: return "global_avg_pool";
     case OpKind::GlobalAvgPoolBackward: return "global_avg_pool_backward";
     case OpKind::Reshape: return "reshape";
+    case OpKind::AbsMax: return "abs_max";
     case OpKind::LayerNorm: return "layer_norm";
     case OpKind::LayerNormBackward: return "layer_norm_backward";
     case OpKind::Embedding: return "embedding";
@@ -317,6 +318,11 @@ struct OpChecker {
         rank(out[0], 4);
         expect(shape(in[0]) == Shape{shape(out[0])[0], shape(out[0])[3]},
                cat("gradient ", desc(in[0]), " must be [batch, channels] of ", desc(out[0])));
+        break;
+      case OpKind::AbsMax:
+        expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");
+        expect(shape(out[0]) == Shape{1}, cat("output ", desc(out[0]), " must be [1]"));
+        expect(p.tensor(in[0]).dtype == DType::F32 && p.tensor(out[0]).dtype == DType::F32, "reads and writes f32");
         break;
       case OpKind::Reshape:
         expect(in.size() == 1 && out.size() == 1, "expects 1 input and 1 output");

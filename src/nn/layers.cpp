@@ -2,8 +2,8 @@
 
 namespace sg {
 
-Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias)
-    : units_(units), act_(act), bias_(bias) {
+Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias, bool amax)
+    : units_(units), act_(act), bias_(bias), amax_(amax) {
   SG_REQUIRE(units > 0, "dense: units must be positive, got ", units);
   init_ = init ? *init
                : (act == Activation::ReLU || act == Activation::GELU ? Init::he() : Init::xavier());
@@ -53,12 +53,22 @@ TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
   op.out = {Y, Z};
   op.attrs = DenseAttrs{act_};
   g.program().add_op(std::move(op));
+  if (amax_) {
+    TensorId m = g.tensor(base + ".amax", {1}, Role::Activation);
+    g.program().tensor(m).live_out = true;  // read after the step
+    Op a;
+    a.kind = OpKind::AbsMax;
+    a.name = base + ".amax";
+    a.in = {Y};
+    a.out = {m};
+    g.program().add_op(std::move(a));
+  }
   return Y;
 }
 
 std::string Dense::describe() const {
-  return cat("dense(", units_, ", ", activation_name(act_), ", init=", init_.str(),
-             bias_ ? ", bias)" : ", no bias)");
+  return cat("dense(", units_, ", ", activation_name(act_), ", init=", init_.str(), bias_ ? ", bias" : ", no bias",
+             amax_ ? ", amax)" : ")");
 }
 
 Sequential::Sequential(std::vector<LayerPtr> layers) : layers_(std::move(layers)) {
@@ -159,8 +169,8 @@ std::string FourierFeatures::describe() const {
   return cat("fourier_features(", features_, ", sigma=", sigma_, trainable_ ? ", trainable)" : ", fixed)");
 }
 
-std::shared_ptr<Dense> dense(int64_t units, Activation act, std::optional<Init> init, bool bias) {
-  return std::make_shared<Dense>(units, act, init, bias);
+std::shared_ptr<Dense> dense(int64_t units, Activation act, std::optional<Init> init, bool bias, bool amax) {
+  return std::make_shared<Dense>(units, act, init, bias, amax);
 }
 std::shared_ptr<Sequential> sequential(std::vector<LayerPtr> layers) {
   return std::make_shared<Sequential>(std::move(layers));

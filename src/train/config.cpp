@@ -203,14 +203,14 @@ LayerPtr parse_layer(const Node& n) {
                                              n.boolean("trainable", false));
   }
   if (type == "dense") {
-    n.only({"type", "units", "activation", "init", "std", "bias"});
+    n.only({"type", "units", "activation", "init", "std", "bias", "amax"});
     SG_REQUIRE(n.has("units"), n.at("units"), ": missing (the number of outputs)");
     int64_t units = n.integer("units", 0, 1, kMaxUnits);
     Activation act = parse_activation(
         n.string("activation", "none", {"none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus"}));
     std::optional<Init> init;
     if (n.has("init")) init = parse_init(n, std::nullopt);
-    return dense(units, act, init, n.boolean("bias", true));
+    return dense(units, act, init, n.boolean("bias", true), n.boolean("amax", false));
   }
   n.only({"type", "layers"});
   auto layers = parse_layers(n);

@@ -26,6 +26,7 @@ json RunSummary::to_json() const {
     j["rel_l2_error"] = rel_l2_error;
     j["loss_terms"] = loss_terms;
   }
+  if (!amax.empty()) j["amax"] = amax;
   return j;
 }
 
@@ -188,6 +189,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   sum.steps = t.step();
   sum.final_loss = std::isfinite(loss) ? loss : t.loss();
+  sum.amax = t.amax();
   sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
   sum.loss_terms = t.loss_terms();
   sum.rel_l2_error = has_exact ? pinn::relative_l2_error(t, prob) : -1;
@@ -287,10 +289,16 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
     if (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) {
       const double eta = static_cast<double>(total - done) / rate;
-      rep.record({{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
-                  {"eta_s", eta}, {"lr", t.lr()}},
-                 cat("step ", done, "/", total, "  loss ", fixed(loss, 4), "  ", fixed(rate, 1),
-                     " steps/s  ETA ", fixed(eta, 1), "s"));
+      json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
+                {"eta_s", eta}, {"lr", t.lr()}};
+      std::string text = cat("step ", done, "/", total, "  loss ", fixed(loss, 4), "  ", fixed(rate, 1),
+                             " steps/s  ETA ", fixed(eta, 1), "s");
+      const auto amax = t.amax();
+      if (!amax.empty()) {
+        j["amax"] = amax;
+        for (const auto& [name, v] : amax) text += cat("  ", name, " ", fixed(v, 3));
+      }
+      rep.record(j, text);
     }
     if (cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) evaluate_val(done);
     if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0 && !ckpt_path.empty())
@@ -299,6 +307,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   sum.steps = t.step();
   sum.final_loss = std::isfinite(loss) ? loss : t.loss();
+  sum.amax = t.amax();
   sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
   evaluate_val(sum.steps);
   sum.val_size = data.val.size();

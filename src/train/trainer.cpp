@@ -102,6 +102,18 @@ std::map<std::string, float> Trainer::loss_terms() const {
   return out;
 }
 
+std::map<std::string, float> Trainer::amax() const {
+  SG_REQUIRE(current_, "amax: the trainer is not compiled");
+  std::map<std::string, float> out;
+  for (const Op& op : current_->program.ops()) {
+    if (op.kind != OpKind::AbsMax) continue;
+    float v = 0;
+    backend_->download(&v, current_->ptrs[op.out[0]], sizeof(v));
+    out[current_->program.tensor(op.out[0]).name] = v;
+  }
+  return out;
+}
+
 Trainer::~Trainer() = default;
 
 const Shape& Trainer::input_shape() const {

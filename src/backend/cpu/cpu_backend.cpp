@@ -1,4 +1,5 @@
 // The CPU reference backend: host memory, and per op a closure over its bound pointers.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +148,16 @@ class CpuBackend : public Backend {
         if (fwd) return [=] { cpu::global_avg_pool(X, Y, N, HW, C); };
         const bool acc = op.accumulate[0];
         return [=] { cpu::global_avg_pool_backward(X, Y, N, HW, C, acc); };
+      }
+      case OpKind::AbsMax: {
+        const float* X = f(in[0]);
+        float* m = f(out[0]);
+        const int64_t n = count(in[0]);
+        return [=] {
+          float v = 0.0f;  // NaN propagates: a diverged layer shows as NaN, not as its finite part
+          for (int64_t k = 0; k < n; ++k) v = std::isnan(X[k]) || std::isnan(v) ? NAN : std::max(v, std::fabs(X[k]));
+          *m = v;
+        };
       }
       case OpKind::Reshape: {
         const float* X = f(in[0]);

@@ -106,7 +106,8 @@ class Lowering {
   // Ops (and forms of ops) with only a CPU reference so far: refused before anything is planned.
   [[noreturn]] static void refuse(const Op& op) {
     throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
-                    "): layer norm, embedding and attention ops, dense and cross-entropy ops on [batch, sequence, ...] "
+                    "): layer norm, embedding, attention and abs_max (a dense layer's amax) ops, dense and "
+                    "cross-entropy ops on [batch, sequence, ...] "
                     "tensors, and convolutions in a build without cuDNN (CMake did not find its headers), run on "
                     "the CPU backend in this version; use --device cpu"));
   }
@@ -123,7 +124,8 @@ class Lowering {
         case OpKind::Embedding:
         case OpKind::EmbeddingBackward:
         case OpKind::Attention:
-        case OpKind::AttentionBackward: refuse(op);
+        case OpKind::AttentionBackward:
+        case OpKind::AbsMax: refuse(op);
         default: break;
       }
     }
@@ -377,7 +379,8 @@ class Lowering {
       case OpKind::Embedding:
       case OpKind::EmbeddingBackward:
       case OpKind::Attention:
-      case OpKind::AttentionBackward: refuse(op);
+      case OpKind::AttentionBackward:
+      case OpKind::AbsMax: refuse(op);
     }
     throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
   }
