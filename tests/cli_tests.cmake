@@ -89,6 +89,16 @@ sg_cli_ok(cli_train_default_reaches_95_percent
   SETUP cli_default_run
   TIMEOUT 300)
 
+# A user's text file as a character-level task (the README itself): 40 steps of the example
+# transformer take the loss well below ln(vocabulary) ~ 4.7.
+sg_cli_ok(cli_text_file_transformer
+  ARGS train "${SG_CONFIGS}/text_transformer.json" --steps 40 --json
+  OUT "${SG_RUNS}/text_transformer"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=40|task=classification"
+  MAX "final_loss=4.0"
+  TIMEOUT 300)
+
 # A dense layer with amax: its output range in the progress lines and the JSON summary.
 sg_cli_ok(cli_train_dense_amax_text
   ARGS train "${SG_DATA}/amax_dense.json"

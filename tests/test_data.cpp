@@ -861,4 +861,19 @@ TEST(Synthetic, RegressionShapesNoiseAndDeterminism) {
   expect_error([] { sg::make_regression(10, 5, 1, 3, -1.0); }, {"noise"});
 }
 
+TEST(TextFile, WindowsOfByteTokensWithTheNextByteAsTarget) {
+  const std::string path = tmp_path("text.txt");
+  write_file(path, "abcabd\nab");  // bytes: \n a b c d -> tokens 0 1 2 3 4
+  const sg::Dataset d = sg::load_text_windows(path, 4, 2);
+  EXPECT_EQ(d.num_classes, 5);
+  ASSERT_EQ(d.X.shape(), (sg::Shape{3, 4}));  // windows at 0, 2, 4 (each needs the byte after it)
+  EXPECT_EQ(floats(d.X), (std::vector<float>{1, 2, 3, 1, 3, 1, 2, 4, 2, 4, 0, 1}));
+  ASSERT_EQ(d.y.shape(), (sg::Shape{3, 4}));
+  const int32_t* y = d.y.data<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(y, y + 12), (std::vector<int32_t>{2, 3, 1, 2, 1, 2, 4, 0, 4, 0, 1, 2}));
+  expect_error([&] { sg::load_text_windows(path, 9, 1); }, {"text.txt", "has 9 bytes", "at least 10"});
+  expect_error([&] { sg::load_text_windows(tmp_path("missing.txt"), 4, 1); }, {"cannot open text file", "missing.txt"});
+  expect_error([&] { sg::load_text_windows(path, 4, 0); }, {"stride must be positive"});
+}
+
 }  // namespace

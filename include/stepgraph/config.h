@@ -17,14 +17,15 @@
 namespace sg {
 
 struct DataConfig {
-  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv | sequence_task
+  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv | sequence_task | text_file
   std::string path, x_path, y_path;        // npz/csv: path; npy: x_path + y_path
   std::string x_key = "X", y_key = "y";    // npz member names
   Task task = Task::Classification;
   CsvOptions csv;
   int64_t samples = 1000, features = 16, classes = 4, targets = 1;  // synthetic (samples: sequence_task too)
   std::string sequence_kind = "reverse";  // sequence_task: copy | reverse
-  int64_t sequence_length = 8, symbols = 10;  // sequence_task (see make_sequence_task)
+  int64_t sequence_length = 8, symbols = 10;  // sequence_task (see make_sequence_task); length: text_file too
+  int64_t stride = 0;                          // text_file: bytes between window starts (0: length)
   double noise = 0.0;
   uint64_t seed = 0;           // synthetic data and the train/validation split
   double validation_split = 0.2;

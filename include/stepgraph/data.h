@@ -56,6 +56,12 @@ Dataset make_regression(int64_t samples, int64_t features, int64_t targets, uint
 // per sample). Vocabulary: symbols + 1 tokens.
 Dataset make_sequence_task(const std::string& kind, int64_t samples, int64_t length, int64_t symbols, uint64_t seed);
 
+// A text file as a character-level next-token task: tokens are the file's distinct bytes in byte
+// order (UTF-8 text works byte by byte), samples are windows of `length` tokens starting every
+// `stride` bytes (X as f32 ids [N, length]), and y is the token after each position (i32
+// [N, length]: every position has a target). Vocabulary: the distinct bytes. Errors name the file.
+Dataset load_text_windows(const std::string& path, int64_t length, int64_t stride);
+
 // NumPy files. .npy: little-endian f4/f8/i4/i8/u1/i1/b1 (f8 and i8 converted to f32/i32, with
 // range checks), C order. .npz: zip archive of .npy files, stored or deflated.
 HostArray read_npy(const std::string& path);

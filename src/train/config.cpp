@@ -272,25 +272,35 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
 DataConfig parse_data(const Node& n) {
   n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
           "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
-          "standardize", "device_resident", "kind", "length", "symbols"});
+          "standardize", "device_resident", "kind", "length", "symbols", "stride"});
   DataConfig d;
   d.source = n.string("source", "digits",
                       {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv",
-                       "sequence_task"});
+                       "sequence_task", "text_file"});
   if (d.source == "sequence_task") {
     d.sequence_kind = n.string("kind", "reverse", {"copy", "reverse"});
     d.sequence_length = n.integer("length", 8, 1, 4096);
     d.symbols = n.integer("symbols", 10, 1, 1 << 20);
-  } else {
-    for (const char* k : {"kind", "length", "symbols"})
-      SG_REQUIRE(!n.has(k), n.at(k), ": \"", k, "\" is a setting of source \"sequence_task\", not of \"", d.source, "\"");
+  } else if (d.source == "text_file") {
+    SG_REQUIRE(n.has("path"), n.at("path"), ": missing (source \"text_file\" needs the text file to learn)");
+    d.path = n.string("path", "");
+    d.sequence_length = n.integer("length", 64, 1, 4096);
+    d.stride = n.integer("stride", d.sequence_length, 1, 1 << 30);
   }
+  for (const char* k : {"kind", "symbols"})
+    SG_REQUIRE(d.source == "sequence_task" || !n.has(k), n.at(k), ": \"", k,
+               "\" is a setting of source \"sequence_task\", not of \"", d.source, "\"");
+  SG_REQUIRE(d.source == "sequence_task" || d.source == "text_file" || !n.has("length"), n.at("length"),
+             ": \"length\" is a setting of sources \"sequence_task\" and \"text_file\", not of \"", d.source, "\"");
+  SG_REQUIRE(d.source == "text_file" || !n.has("stride"), n.at("stride"),
+             ": \"stride\" is a setting of source \"text_file\", not of \"", d.source, "\"");
   bool regression_source = d.source == "synthetic_regression";
   std::string default_task = regression_source ? "regression" : "classification";
   d.task = n.string("task", default_task, {"classification", "regression"}) == "classification"
                ? Task::Classification
                : Task::Regression;
-  if (d.source == "digits" || d.source == "synthetic_classification" || d.source == "sequence_task")
+  if (d.source == "digits" || d.source == "synthetic_classification" || d.source == "sequence_task" ||
+      d.source == "text_file")
     SG_REQUIRE(d.task == Task::Classification, n.at("task"), ": source \"", d.source, "\" is a classification set");
   if (regression_source)
     SG_REQUIRE(d.task == Task::Regression, n.at("task"), ": source \"", d.source, "\" is a regression set");
@@ -512,6 +522,7 @@ Dataset load_data(const DataConfig& d) {
   if (d.source == "synthetic_regression")
     return make_regression(d.samples, d.features, d.targets, d.seed, d.noise);
   if (d.source == "sequence_task") return make_sequence_task(d.sequence_kind, d.samples, d.sequence_length, d.symbols, d.seed);
+  if (d.source == "text_file") return load_text_windows(d.path, d.sequence_length, d.stride);
   if (d.source == "csv") return load_csv(d.path, d.csv);
   HostArray X, y;
   std::string where;
