@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as _dt
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -449,99 +447,22 @@ def render_section(meta: dict, records: Sequence[dict]) -> str:
 # --------------------------------------------------------------------------------------------
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stepgraph", default="build/stepgraph", help="the stepgraph binary")
-    ap.add_argument("--only", default="", help="comma-separated workloads: " + ",".join(WORKLOADS))
-    ap.add_argument("--quick", action="store_true", help="5x fewer steps per repeat")
-    ap.add_argument("--skip", default="", help="comma-separated: stepgraph,torch")
-    ap.add_argument("--results-md", type=Path, help="append a section to this file "
-                                                    "(the project's bench/RESULTS.md)")
-    ap.add_argument("--timeout-s", type=float, default=300.0, help="limit for each stepgraph run")
-    ap.add_argument("--self-test", action="store_true", help="CPU-only test of the pure parts")
-    args = ap.parse_args(argv)
-    args.only_list = [s for s in args.only.split(",") if s] or list(WORKLOADS)
-    unknown = [s for s in args.only_list if s not in WORKLOADS]
-    if unknown:
-        ap.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")
-    args.skip_set = {s for s in args.skip.split(",") if s}
-    if args.skip_set - {"stepgraph", "torch"}:
-        ap.error(f"--skip takes stepgraph, torch; got {args.skip}")
-    return args
+    return bpt.parse_args_for(WORKLOADS, __doc__, argv)
 
 
-def iters_for(w: Workload, quick: bool) -> int:
-    return max(5, w.iters // 5) if quick else w.iters
+iters_for = bpt.iters_for
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.self_test:
         return self_test()
-    command = shlex.join(["python3", *(sys.argv if argv is None else
-                                       ["bench/bench_cnn_vs_torch.py", *argv])])
-    workloads = [WORKLOADS[n] for n in args.only_list]
-    for w in workloads:
-        for problem in check_config(w):
-            print(f"warning: {w.name}: {problem}", file=sys.stderr)
-    bpt.cuda_lib_env(os.environ)  # read by bvt.library_path_env for the subprocess
-
-    # 1. stepgraph first, before this process creates a CUDA context.
-    sg: Dict[str, Optional[dict]] = {w.name: None for w in workloads}
-    if "stepgraph" not in args.skip_set:
-        for w in workloads:
-            print(f"[stepgraph] {w.name} ...", flush=True)
-            sg[w.name] = bvt.run_stepgraph(args.stepgraph, w, iters_for(w, args.quick),
-                                           args.timeout_s, config=w.config_path)
-            print("  " + json.dumps(sg[w.name].get("result") or sg[w.name].get("error")),
-                  flush=True)
-
-    # 2. PyTorch in this process.
-    tv: Dict[str, Optional[dict]] = {w.name: None for w in workloads}
-    meta: Dict[str, Any] = {"torch": bvt._version("torch"), "torch_cuda": None, "gpu": None,
-                            "cudnn": None, "python": sys.version.split()[0],
-                            "driver": bvt.driver_version()}
-    if "torch" not in args.skip_set:
-        try:
-            torch = torch_setup()
-            meta.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
-                        cudnn=torch.backends.cudnn.version(), gpu=torch.cuda.get_device_name(0))
-        except Exception as e:  # noqa: BLE001 - torch_measure records it per workload
-            print(f"warning: torch: {bvt.err_str(e)}", file=sys.stderr)
-        for w in workloads:
-            print(f"[torch] {w.name} ...", flush=True)
-            try:
-                tv[w.name] = torch_measure(w, iters_for(w, args.quick))
-            except Exception as e:  # noqa: BLE001 - torch_measure records its own; belt and braces
-                tv[w.name] = {v: {"us": None, "error": bvt.err_str(e)} for v in VARIANTS}
-            print("  " + json.dumps({k: v.get("us") if v.get("us") is not None else v.get("error")
-                                     for k, v in tv[w.name].items()}), flush=True)
-
-    if meta["gpu"] is None:
-        meta["gpu"] = next((s["result"]["gpu"] for s in sg.values()
-                            if s and s.get("result") and s["result"].get("gpu")), None)
-    meta.update({
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "gpu": meta["gpu"] or "unknown GPU", "command": command, "cwd": os.getcwd(),
-        "quick": args.quick, "stepgraph_binary": args.stepgraph,
-        "stepgraph_git": bvt.git_describe(), "repeats": bvt.REPEATS, "warmup": bvt.WARMUP,
-        "torch_setup": TORCH_NOTE,
-    })
-    records = [make_record(w, iters_for(w, args.quick), sg[w.name], tv[w.name])
-               for w in workloads]
-    result = {"meta": meta, "workloads": records, "targets": bvt.target_summary(records)}
-    section = render_section(meta, records)
-    print()
-    print(section)
-    if os.environ.get("OUT"):
-        path = Path(os.environ["OUT"]) / "bench_cnn_results.json"
-        path.write_text(json.dumps(result, indent=1, default=str))
-        print(f"wrote {path}")
-    if args.results_md:
-        bvt.append_results_md(args.results_md, section)
-        print(f"appended to {args.results_md}")
-    else:
-        print("note: not recorded; pass --results-md bench/RESULTS.md to append this run")
-    return 0
+    return bpt.run_comparison(bpt.Comparison(
+        script="bench/bench_cnn_vs_torch.py", workloads=WORKLOADS, check_config=check_config,
+        torch_setup=torch_setup, torch_measure=torch_measure, variants=VARIANTS,
+        torch_meta=lambda torch: {"cudnn": torch.backends.cudnn.version()},
+        meta={"torch_setup": TORCH_NOTE}, make_record=make_record, render_section=render_section,
+        results_json="bench_cnn_results.json"), args, argv)
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -390,10 +390,12 @@ def render_section(meta: dict, records: Sequence[dict]) -> str:
 # Main.
 # --------------------------------------------------------------------------------------------
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args_for(workloads: Dict[str, Any], doc: str,
+                   argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line of the stepgraph-vs-PyTorch scripts (this one and bench_cnn_vs_torch.py)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--stepgraph", default="build/stepgraph", help="the stepgraph binary")
-    ap.add_argument("--only", default="", help="comma-separated workloads: " + ",".join(WORKLOADS))
+    ap.add_argument("--only", default="", help="comma-separated workloads: " + ",".join(workloads))
     ap.add_argument("--quick", action="store_true", help="5x fewer steps per repeat")
     ap.add_argument("--skip", default="", help="comma-separated: stepgraph,torch")
     ap.add_argument("--results-md", type=Path, help="append a section to this file "
@@ -401,33 +403,50 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--timeout-s", type=float, default=300.0, help="limit for each stepgraph run")
     ap.add_argument("--self-test", action="store_true", help="CPU-only test of the pure parts")
     args = ap.parse_args(argv)
-    args.only_list = [s for s in args.only.split(",") if s] or list(WORKLOADS)
-    unknown = [s for s in args.only_list if s not in WORKLOADS]
+    args.only_list = [s for s in args.only.split(",") if s] or list(workloads)
+    unknown = [s for s in args.only_list if s not in workloads]
     if unknown:
-        ap.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")
+        ap.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(workloads)}")
     args.skip_set = {s for s in args.skip.split(",") if s}
     if args.skip_set - {"stepgraph", "torch"}:
         ap.error(f"--skip takes stepgraph, torch; got {args.skip}")
     return args
 
 
-def iters_for(w: Workload, quick: bool) -> int:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    return parse_args_for(WORKLOADS, __doc__, argv)
+
+
+def iters_for(w: Any, quick: bool) -> int:
     return max(5, w.iters // 5) if quick else w.iters
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-    if args.self_test:
-        return self_test()
-    command = shlex.join(["python3", *(sys.argv if argv is None else
-                                       ["bench/bench_pinn_vs_torch.py", *argv])])
-    workloads = [WORKLOADS[n] for n in args.only_list]
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """What one stepgraph-vs-PyTorch script plugs into run_comparison."""
+    script: str                      # e.g. "bench/bench_pinn_vs_torch.py" (for the command line)
+    workloads: Dict[str, Any]
+    check_config: Callable[[Any], List[str]]
+    torch_setup: Callable[[], Any]
+    torch_measure: Callable[[Any, int], Dict[str, Any]]
+    variants: Sequence[str]          # the torch variants torch_measure returns
+    torch_meta: Callable[[Any], Dict[str, Any]]  # extra versions once torch is imported
+    meta: Dict[str, Any]             # extra notes for the section
+    make_record: Callable[[Any, int, Optional[dict], Optional[dict]], dict]
+    render_section: Callable[[dict, Sequence[dict]], str]
+    results_json: str                # file name under $OUT
+
+
+def run_comparison(c: Comparison, args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
+    """stepgraph first (before this process creates a CUDA context), then PyTorch in this
+    process; prints the section, writes $OUT/<results_json> and appends to --results-md."""
+    command = shlex.join(["python3", *(sys.argv if argv is None else [c.script, *argv])])
+    workloads = [c.workloads[n] for n in args.only_list]
     for w in workloads:
-        for problem in check_config(w):
+        for problem in c.check_config(w):
             print(f"warning: {w.name}: {problem}", file=sys.stderr)
     cuda_lib_env(os.environ)  # read by bvt.library_path_env for the subprocess
 
-    # 1. stepgraph first, before this process creates a CUDA context.
     sg: Dict[str, Optional[dict]] = {w.name: None for w in workloads}
     if "stepgraph" not in args.skip_set:
         for w in workloads:
@@ -437,23 +456,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("  " + json.dumps(sg[w.name].get("result") or sg[w.name].get("error")),
                   flush=True)
 
-    # 2. PyTorch in this process.
     tv: Dict[str, Optional[dict]] = {w.name: None for w in workloads}
     meta: Dict[str, Any] = {"torch": bvt._version("torch"), "torch_cuda": None, "gpu": None,
                             "python": sys.version.split()[0], "driver": bvt.driver_version()}
     if "torch" not in args.skip_set:
         try:
-            torch = bvt.torch_setup()
+            torch = c.torch_setup()
             meta.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
-                        gpu=torch.cuda.get_device_name(0))
+                        gpu=torch.cuda.get_device_name(0), **c.torch_meta(torch))
         except Exception as e:  # noqa: BLE001 - torch_measure records it per workload
             print(f"warning: torch: {bvt.err_str(e)}", file=sys.stderr)
         for w in workloads:
             print(f"[torch] {w.name} ...", flush=True)
             try:
-                tv[w.name] = torch_measure(w, iters_for(w, args.quick))
+                tv[w.name] = c.torch_measure(w, iters_for(w, args.quick))
             except Exception as e:  # noqa: BLE001 - torch_measure records its own; belt and braces
-                tv[w.name] = {v: {"us": None, "error": bvt.err_str(e)} for v in ("eager", "graph")}
+                tv[w.name] = {v: {"us": None, "error": bvt.err_str(e)} for v in c.variants}
             print("  " + json.dumps({k: v.get("us") if v.get("us") is not None else v.get("error")
                                      for k, v in tv[w.name].items()}), flush=True)
 
@@ -465,16 +483,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "gpu": meta["gpu"] or "unknown GPU", "command": command, "cwd": os.getcwd(),
         "quick": args.quick, "stepgraph_binary": args.stepgraph,
         "stepgraph_git": bvt.git_describe(), "repeats": bvt.REPEATS, "warmup": bvt.WARMUP,
-        "points": POINTS_NOTE,
+        **c.meta,
     })
-    records = [make_record(w, iters_for(w, args.quick), sg[w.name], tv[w.name])
+    records = [c.make_record(w, iters_for(w, args.quick), sg[w.name], tv[w.name])
                for w in workloads]
     result = {"meta": meta, "workloads": records, "targets": bvt.target_summary(records)}
-    section = render_section(meta, records)
+    section = c.render_section(meta, records)
     print()
     print(section)
     if os.environ.get("OUT"):
-        path = Path(os.environ["OUT"]) / "bench_pinn_results.json"
+        path = Path(os.environ["OUT"]) / c.results_json
         path.write_text(json.dumps(result, indent=1, default=str))
         print(f"wrote {path}")
     if args.results_md:
@@ -483,6 +501,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         print("note: not recorded; pass --results-md bench/RESULTS.md to append this run")
     return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.self_test:
+        return self_test()
+    return run_comparison(Comparison(
+        script="bench/bench_pinn_vs_torch.py", workloads=WORKLOADS, check_config=check_config,
+        torch_setup=bvt.torch_setup, torch_measure=torch_measure, variants=("eager", "graph"),
+        torch_meta=lambda torch: {}, meta={"points": POINTS_NOTE}, make_record=make_record,
+        render_section=render_section, results_json="bench_pinn_results.json"), args, argv)
 
 
 # --------------------------------------------------------------------------------------------
