@@ -40,6 +40,10 @@ std::string cat(const Args&... args) {
                                   ")"));                                                  \
   } while (0)
 
+// A whole file's bytes. Errors: "cannot open <what> '<path>': <reason>" and "error while
+// reading <what> '<path>'" (what: "CSV file", "text file", ...).
+std::string read_file(const std::string& path, const std::string& what);
+
 enum class DType : uint8_t { F32, I32, U64 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "i32", "u64"

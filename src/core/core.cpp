@@ -1,6 +1,18 @@
 #include "stepgraph/core.h"
 
+#include <cerrno>
+#include <fstream>
+
 namespace sg {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  SG_REQUIRE(in, "cannot open ", what, " '", path, "': ", std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  SG_REQUIRE(!in.bad(), "error while reading ", what, " '", path, "'");
+  return buf.str();
+}
 
 size_t dtype_size(DType t) {
   switch (t) {

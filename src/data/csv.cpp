@@ -194,13 +194,9 @@ Dataset csv_to_dataset(const CsvTable& t, const CsvOptions& opt, std::string nam
 }  // namespace detail
 
 Dataset load_csv(const std::string& path, const CsvOptions& opt) {
-  std::ifstream in(path, std::ios::binary);
-  SG_REQUIRE(in, "cannot open CSV file '", path, "': ", std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  SG_REQUIRE(!in.bad(), "error while reading CSV file '", path, "'");
+  const std::string text = read_file(path, "CSV file");
   const std::string source = cat("CSV file '", path, "'");
-  detail::CsvTable table = detail::parse_csv(buf.str(), source);
+  detail::CsvTable table = detail::parse_csv(text, source);
   return detail::csv_to_dataset(table, opt, std::filesystem::path(path).filename().string(),
                                 source);
 }

@@ -1,11 +1,6 @@
 // A user's text file as a character-level next-token task for decoder-only models.
-#include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "stepgraph/data.h"
 
@@ -14,12 +9,7 @@ namespace sg {
 Dataset load_text_windows(const std::string& path, int64_t length, int64_t stride) {
   SG_REQUIRE(length > 0 && stride > 0, "text file '", path, "': length and stride must be positive, got ", length,
              " and ", stride);
-  std::ifstream in(path, std::ios::binary);
-  SG_REQUIRE(in, "cannot open text file '", path, "': ", std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  SG_REQUIRE(!in.bad(), "error while reading text file '", path, "'");
-  const std::string text = buf.str();
+  const std::string text = read_file(path, "text file");
   const int64_t n = static_cast<int64_t>(text.size());
   SG_REQUIRE(n >= length + 1, "text file '", path, "' has ", n, " bytes: a window of length ", length,
              " needs at least ", length + 1, " (the window and the byte after it)");

@@ -11,7 +11,6 @@ namespace sg::cuda {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kJet = 1 + kMaxJetDim + kMaxJetPairs;  // most components a jet can have
 
 unsigned grid_for(int64_t n, int block = kBlock) {
   const int64_t g = (n + block - 1) / block;
