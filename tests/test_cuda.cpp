@@ -579,6 +579,14 @@ TEST(Cuda, PoolingAndFlattenMatchCpu) {
   auto flat = image_model({max_pool2d(3, 2, 1), flatten(), dense(5)}, {9, 9, 2});
   Built f = train_program(*flat, MeanSquaredError(), {4, 162}, Adam(1e-3));
   compare_backends(f.p, f.specs, 302, "max pool on the input, flatten");
+  // Disjoint windows over 4-channel vectors after a convolution: 2x2 windows leaving the last
+  // column of the 9-wide image uncovered (cleared in backward), then padded 2x2 windows with
+  // stride 3 that skip rows and columns.
+  auto disjoint = image_model({conv2d(4, {3, 1, 1, 1, Activation::ReLU}), max_pool2d(2), max_pool2d(2, 3, 1),
+                               flatten(), dense(3)},
+                              {10, 9, 4});
+  Built d = train_program(*disjoint, SoftmaxCrossEntropy(), {6, 360}, Adam(1e-3));
+  compare_backends(d.p, d.specs, 303, "disjoint max pools, vectorized channels, uncovered elements");
 }
 
 // The digits CNN (configs/digits_cnn.json) as a program: three Adam steps match the CPU.

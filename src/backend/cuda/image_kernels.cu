@@ -18,72 +18,149 @@ __device__ __forceinline__ void store(float* out, double v, bool acc) {
   *out = acc ? static_cast<float>(*out + v) : static_cast<float>(v);
 }
 
-// The input offset of the first maximum of output (n, p, q)'s window for channel c: the CPU
-// reference's rule (strictly greater wins; a NaN is taken at once and then kept).
-__device__ int64_t window_argmax(const float* X, const PoolGeometry& g, int64_t n, int64_t p, int64_t q, int64_t c) {
-  int64_t best = -1;
-  float mx = -INFINITY;
-  for (int64_t r = 0; r < g.R; ++r) {
-    const int64_t h = p * g.stride_h - g.pad_h + r;
-    if (h < 0 || h >= g.H) continue;
-    for (int64_t t = 0; t < g.S; ++t) {
-      const int64_t w = q * g.stride_w - g.pad_w + t;
-      if (w < 0 || w >= g.W) continue;
-      const int64_t at = ((n * g.H + h) * g.W + w) * g.C + c;
-      const float x = X[at];
-      if (best < 0 || x > mx || (x != x && mx == mx)) {
-        best = at;
-        mx = x;
-      }
-    }
+// The pooling geometry in the index type I: 32-bit when every offset fits (64-bit division is a
+// long instruction sequence and dominated these kernels), 64-bit otherwise.
+template <typename I>
+struct Geo {
+  I N, H, W, C, P, Q, R, S, sh, sw, ph, pw;
+  explicit Geo(const PoolGeometry& g)
+      : N(I(g.N)), H(I(g.H)), W(I(g.W)), C(I(g.C)), P(I(g.P)), Q(I(g.Q)), R(I(g.R)), S(I(g.S)),
+        sh(I(g.stride_h)), sw(I(g.stride_w)), ph(I(g.pad_h)), pw(I(g.pad_w)) {}
+};
+
+// V consecutive channels per thread (4 when C allows float4 loads).
+template <int V>
+struct Vec {
+  float v[V];
+};
+template <int V>
+__device__ __forceinline__ Vec<V> load(const float* p) {
+  Vec<V> r;
+  if constexpr (V == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    r.v[0] = q.x, r.v[1] = q.y, r.v[2] = q.z, r.v[3] = q.w;
+  } else {
+    for (int l = 0; l < V; ++l) r.v[l] = p[l];
   }
-  return best;
+  return r;
 }
 
-__global__ void max_pool2d_kernel(const float* X, float* Y, PoolGeometry g) {
-  const int64_t total = g.N * g.P * g.Q * g.C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i % g.C, q = (i / g.C) % g.Q, p = (i / (g.C * g.Q)) % g.P, n = i / (g.C * g.Q * g.P);
-    Y[i] = X[window_argmax(X, g, n, p, q, c)];
+// The window maximum of output (n, p, q) for channels c..c+V-1 and the input offset of each
+// lane's first maximum: the CPU reference's rule (scan order r then s; strictly greater wins; a
+// NaN is taken at once and then kept). best is -1 for a window with no input in it.
+template <typename I, int V>
+__device__ void window_max(const float* X, const Geo<I>& g, I n, I p, I q, I c, float (&mx)[V], I (&best)[V]) {
+  for (int l = 0; l < V; ++l) mx[l] = -INFINITY, best[l] = -1;
+  for (I r = 0; r < g.R; ++r) {
+    const I h = p * g.sh - g.ph + r;
+    if (h < 0 || h >= g.H) continue;
+    for (I t = 0; t < g.S; ++t) {
+      const I w = q * g.sw - g.pw + t;
+      if (w < 0 || w >= g.W) continue;
+      const I at = ((n * g.H + h) * g.W + w) * g.C + c;
+      const Vec<V> x = load<V>(X + at);
+      for (int l = 0; l < V; ++l)
+        if (best[l] < 0 || x.v[l] > mx[l] || (x.v[l] != x.v[l] && mx[l] == mx[l])) best[l] = at + l, mx[l] = x.v[l];
+    }
+  }
+}
+
+// Thread i covers output (n, p, q) and channels c..c+V-1.
+template <typename I, int V>
+__device__ __forceinline__ void output_coords(I i, const Geo<I>& g, I* n, I* p, I* q, I* c) {
+  const I CV = g.C / V;
+  *c = (i % CV) * V;
+  const I pix = i / CV;
+  *q = pix % g.Q;
+  *p = (pix / g.Q) % g.P;
+  *n = pix / (g.Q * g.P);
+}
+
+template <typename I, int V>
+__global__ void max_pool2d_kernel(const float* X, float* Y, Geo<I> g) {
+  const I total = g.N * g.P * g.Q * (g.C / V);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
+    I n, p, q, c;
+    output_coords<I, V>(i, g, &n, &p, &q, &c);
+    float mx[V];
+    I best[V];
+    window_max<I, V>(X, g, n, p, q, c, mx, best);
+    const I out = ((n * g.P + p) * g.Q + q) * g.C + c;
+    for (int l = 0; l < V; ++l) Y[out + l] = mx[l];
+  }
+}
+
+// Windows that do not overlap (stride >= window): each input element is in at most one window,
+// so each output's thread writes its whole window: dY at the first maximum, 0 elsewhere (the
+// CPU's float(old + sum) with a sum of one term or none). Elements outside every window are
+// cleared beforehand when not accumulating.
+template <typename I, int V>
+__global__ void max_pool2d_backward_disjoint_kernel(const float* dY, const float* X, float* dX, Geo<I> g, bool acc) {
+  const I total = g.N * g.P * g.Q * (g.C / V);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
+    I n, p, q, c;
+    output_coords<I, V>(i, g, &n, &p, &q, &c);
+    float mx[V];
+    I best[V];
+    window_max<I, V>(X, g, n, p, q, c, mx, best);
+    const Vec<V> dy = load<V>(dY + ((n * g.P + p) * g.Q + q) * g.C + c);
+    for (I r = 0; r < g.R; ++r) {
+      const I h = p * g.sh - g.ph + r;
+      if (h < 0 || h >= g.H) continue;
+      for (I t = 0; t < g.S; ++t) {
+        const I w = q * g.sw - g.pw + t;
+        if (w < 0 || w >= g.W) continue;
+        const I at = ((n * g.H + h) * g.W + w) * g.C + c;
+        for (int l = 0; l < V; ++l) store(dX + at + l, at + l == best[l] ? double(dy.v[l]) : 0.0, acc);
+      }
+    }
   }
 }
 
 // Output rows (or columns) whose window covers input row h: p*stride - pad <= h <= p*stride - pad + R - 1.
-__device__ __forceinline__ void covering(int64_t h, int64_t pad, int64_t R, int64_t stride, int64_t P, int64_t* lo,
-                                         int64_t* hi) {
-  const int64_t a = h + pad - R + 1;  // p*stride >= a
+template <typename I>
+__device__ __forceinline__ void covering(I h, I pad, I R, I stride, I P, I* lo, I* hi) {
+  const I a = h + pad - R + 1;  // p*stride >= a
   *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-  const int64_t top = (h + pad) / stride;
+  const I top = (h + pad) / stride;
   *hi = top < P - 1 ? top : P - 1;
 }
 
-__global__ void max_pool2d_backward_kernel(const float* dY, const float* X, float* dX, PoolGeometry g, bool acc) {
-  const int64_t total = g.N * g.H * g.W * g.C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i % g.C, w = (i / g.C) % g.W, h = (i / (g.C * g.W)) % g.H, n = i / (g.C * g.W * g.H);
-    int64_t p0, p1, q0, q1;
-    covering(h, g.pad_h, g.R, g.stride_h, g.P, &p0, &p1);
-    covering(w, g.pad_w, g.S, g.stride_w, g.Q, &q0, &q1);
+// Overlapping windows: a gather per input element over the outputs whose window covers it.
+template <typename I>
+__global__ void max_pool2d_backward_kernel(const float* dY, const float* X, float* dX, Geo<I> g, bool acc) {
+  const I total = g.N * g.H * g.W * g.C;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
+    const I c = i % g.C, w = (i / g.C) % g.W, h = (i / (g.C * g.W)) % g.H, n = i / (g.C * g.W * g.H);
+    I p0, p1, q0, q1;
+    covering<I>(h, g.ph, g.R, g.sh, g.P, &p0, &p1);
+    covering<I>(w, g.pw, g.S, g.sw, g.Q, &q0, &q1);
     double sum = 0;  // in (p, q) order, as the CPU adds them
-    for (int64_t p = p0; p <= p1; ++p)
-      for (int64_t q = q0; q <= q1; ++q)
-        if (window_argmax(X, g, n, p, q, c) == i) sum += dY[((n * g.P + p) * g.Q + q) * g.C + c];
+    for (I p = p0; p <= p1; ++p)
+      for (I q = q0; q <= q1; ++q) {
+        float mx[1];
+        I best[1];
+        window_max<I, 1>(X, g, n, p, q, c, mx, best);
+        if (best[0] == i) sum += dY[((n * g.P + p) * g.Q + q) * g.C + c];
+      }
     store(dX + i, sum, acc);
   }
 }
 
-__global__ void global_avg_pool_kernel(const float* X, float* Y, int64_t N, int64_t HW, int64_t C) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * C; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t n = i / C, c = i % C;
+template <typename I>
+__global__ void global_avg_pool_kernel(const float* X, float* Y, I N, I HW, I C) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < N * C; i += I(gridDim.x) * blockDim.x) {
+    const I n = i / C, c = i % C;
     double sum = 0;
-    for (int64_t k = 0; k < HW; ++k) sum += X[(n * HW + k) * C + c];
+    for (I k = 0; k < HW; ++k) sum += X[(n * HW + k) * C + c];
     Y[i] = static_cast<float>(sum / static_cast<double>(HW));
   }
 }
 
-__global__ void global_avg_pool_backward_kernel(const float* dY, float* dX, int64_t N, int64_t HW, int64_t C, bool acc) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * HW * C; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i % C, n = i / (HW * C);
+template <typename I>
+__global__ void global_avg_pool_backward_kernel(const float* dY, float* dX, I N, I HW, I C, bool acc) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < N * HW * C; i += I(gridDim.x) * blockDim.x) {
+    const I c = i % C, n = i / (HW * C);
     store(dX + i, dY[n * C + c] / static_cast<double>(HW), acc);
   }
 }
@@ -95,32 +172,73 @@ __global__ void copy_or_add_kernel(const float* X, float* Y, int64_t n, bool acc
 
 }  // namespace
 
-void max_pool2d(const float* X, float* Y, const PoolGeometry& g, cudaStream_t s) {
-  const int64_t n = g.N * g.P * g.Q * g.C;
-  if (n == 0) return;
-  max_pool2d_kernel<<<grid_for(n), kBlock, 0, s>>>(X, Y, g);
+namespace {
+
+// 32-bit offsets when the largest one fits (with room for a grid stride past the end).
+bool fits32(int64_t elements) { return elements < (int64_t(1) << 30); }
+
+template <typename I>
+void max_pool2d_as(const float* X, float* Y, const PoolGeometry& g, cudaStream_t s) {
+  const Geo<I> geo(g);
+  const int64_t pixels = g.N * g.P * g.Q;
+  if (g.C % 4 == 0) max_pool2d_kernel<I, 4><<<grid_for(pixels * g.C / 4), kBlock, 0, s>>>(X, Y, geo);
+  else max_pool2d_kernel<I, 1><<<grid_for(pixels * g.C), kBlock, 0, s>>>(X, Y, geo);
   KERNEL_LAUNCH_CHECK();
+}
+
+template <typename I>
+void max_pool2d_backward_as(const float* dY, const float* X, float* dX, const PoolGeometry& g, bool acc,
+                            cudaStream_t s) {
+  const Geo<I> geo(g);
+  if (g.stride_h < g.R || g.stride_w < g.S) {
+    max_pool2d_backward_kernel<I><<<grid_for(g.N * g.H * g.W * g.C), kBlock, 0, s>>>(dY, X, dX, geo, acc);
+    KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  const bool tiled = g.pad_h == 0 && g.pad_w == 0 && g.P * g.R == g.H && g.Q * g.S == g.W &&
+                     g.stride_h == g.R && g.stride_w == g.S;
+  if (!tiled && !acc)
+    CUDA_CHECK(cudaMemsetAsync(dX, 0, static_cast<size_t>(g.N * g.H * g.W * g.C) * sizeof(float), s));
+  const int64_t pixels = g.N * g.P * g.Q;
+  if (g.C % 4 == 0)
+    max_pool2d_backward_disjoint_kernel<I, 4><<<grid_for(pixels * g.C / 4), kBlock, 0, s>>>(dY, X, dX, geo, acc);
+  else
+    max_pool2d_backward_disjoint_kernel<I, 1><<<grid_for(pixels * g.C), kBlock, 0, s>>>(dY, X, dX, geo, acc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void max_pool2d(const float* X, float* Y, const PoolGeometry& g, cudaStream_t s) {
+  if (g.N * g.P * g.Q * g.C == 0) return;
+  if (fits32(g.N * g.H * g.W * g.C) && fits32(g.N * g.P * g.Q * g.C)) max_pool2d_as<int32_t>(X, Y, g, s);
+  else max_pool2d_as<int64_t>(X, Y, g, s);
 }
 
 void max_pool2d_backward(const float* dY, const float* X, float* dX, const PoolGeometry& g, bool accumulate,
                          cudaStream_t s) {
-  const int64_t n = g.N * g.H * g.W * g.C;
-  if (n == 0) return;
-  max_pool2d_backward_kernel<<<grid_for(n), kBlock, 0, s>>>(dY, X, dX, g, accumulate);
-  KERNEL_LAUNCH_CHECK();
+  if (g.N * g.H * g.W * g.C == 0) return;
+  if (fits32(g.N * g.H * g.W * g.C) && fits32(g.N * g.P * g.Q * g.C))
+    max_pool2d_backward_as<int32_t>(dY, X, dX, g, accumulate, s);
+  else
+    max_pool2d_backward_as<int64_t>(dY, X, dX, g, accumulate, s);
 }
 
 void global_avg_pool(const float* X, float* Y, int64_t N, int64_t HW, int64_t C, cudaStream_t s) {
   SG_REQUIRE(HW > 0, "global_avg_pool: empty image");
   if (N * C == 0) return;
-  global_avg_pool_kernel<<<grid_for(N * C), kBlock, 0, s>>>(X, Y, N, HW, C);
+  if (fits32(N * HW * C)) global_avg_pool_kernel<int32_t><<<grid_for(N * C), kBlock, 0, s>>>(X, Y, N, HW, C);
+  else global_avg_pool_kernel<int64_t><<<grid_for(N * C), kBlock, 0, s>>>(X, Y, N, HW, C);
   KERNEL_LAUNCH_CHECK();
 }
 
 void global_avg_pool_backward(const float* dY, float* dX, int64_t N, int64_t HW, int64_t C, bool accumulate,
                               cudaStream_t s) {
   if (N * HW * C == 0) return;
-  global_avg_pool_backward_kernel<<<grid_for(N * HW * C), kBlock, 0, s>>>(dY, dX, N, HW, C, accumulate);
+  if (fits32(N * HW * C))
+    global_avg_pool_backward_kernel<int32_t><<<grid_for(N * HW * C), kBlock, 0, s>>>(dY, dX, N, HW, C, accumulate);
+  else
+    global_avg_pool_backward_kernel<int64_t><<<grid_for(N * HW * C), kBlock, 0, s>>>(dY, dX, N, HW, C, accumulate);
   KERNEL_LAUNCH_CHECK();
 }
 
