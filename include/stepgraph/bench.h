@@ -31,6 +31,7 @@ struct VerifyResult {
   int64_t steps = 0;
   double graph_vs_eager = 0;  // largest relative difference (losses and final state): 0 expected
   double gpu_vs_cpu = 0;      // largest relative difference to the CPU reference
+  std::string graph_vs_eager_at, gpu_vs_cpu_at;  // where: "loss at step S" or a state tensor's name
   double tolerance = 0;
   bool ok = false;
   nlohmann::json to_json() const;

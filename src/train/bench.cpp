@@ -23,7 +23,8 @@ json BenchResult::to_json() const {
 
 json VerifyResult::to_json() const {
   return {{"event", "verify"},          {"steps", steps},
-          {"graph_vs_eager", graph_vs_eager}, {"gpu_vs_cpu", gpu_vs_cpu},
+          {"graph_vs_eager", graph_vs_eager}, {"graph_vs_eager_at", graph_vs_eager_at},
+          {"gpu_vs_cpu", gpu_vs_cpu},   {"gpu_vs_cpu_at", gpu_vs_cpu_at},
           {"tolerance", tolerance},     {"ok", ok}};
 }
 
@@ -137,16 +138,21 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   VerifyResult r;
   r.steps = steps;
   r.tolerance = tolerance;
+  // Keeps the largest difference and where it was, so a failure names the tensor or step.
+  auto note = [](double& worst, std::string& at, double d, const std::string& where) {
+    if (d > worst || at.empty()) worst = std::max(worst, d), at = where;
+  };
   for (int64_t s = 0; s < steps; ++s) {
     Dataset b = gather(data, sampler.indices(s));
     const double le = eager.one_step(b.X, b.y), lg = graph.one_step(b.X, b.y), lc = cpu.one_step(b.X, b.y);
-    r.graph_vs_eager = std::max(r.graph_vs_eager, std::fabs(lg - le) / std::max(std::fabs(le), 1e-12));
-    r.gpu_vs_cpu = std::max(r.gpu_vs_cpu, std::fabs(lg - lc) / std::max(std::fabs(lc), 1e-12));
+    const std::string where = "loss at step " + std::to_string(s + 1);
+    note(r.graph_vs_eager, r.graph_vs_eager_at, std::fabs(lg - le) / std::max(std::fabs(le), 1e-12), where);
+    note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, std::fabs(lg - lc) / std::max(std::fabs(lc), 1e-12), where);
   }
   auto se = eager.state(), sg_ = graph.state(), sc = cpu.state();
   for (const auto& [name, a] : sc) {
-    r.graph_vs_eager = std::max(r.graph_vs_eager, rel_l2(se.at(name), sg_.at(name)));
-    r.gpu_vs_cpu = std::max(r.gpu_vs_cpu, rel_l2(a, sg_.at(name)));
+    note(r.graph_vs_eager, r.graph_vs_eager_at, rel_l2(se.at(name), sg_.at(name)), name);
+    note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, rel_l2(a, sg_.at(name)), name);
   }
   r.ok = r.graph_vs_eager <= 1e-6 && r.gpu_vs_cpu <= tolerance;
   return r;

@@ -156,8 +156,9 @@ int main(int argc, char** argv) {
       if (c.json) std::cout << r.to_json().dump() << "\n";
       else
         std::cout << "verify: " << r.steps << " steps; graph vs eager: largest relative difference "
-                  << r.graph_vs_eager << " (expected 0); cuda vs cpu: " << r.gpu_vs_cpu << " (tolerance "
-                  << r.tolerance << "): " << (r.ok ? "OK" : "FAILED") << "\n";
+                  << r.graph_vs_eager << " (expected 0; " << r.graph_vs_eager_at << "); cuda vs cpu: "
+                  << r.gpu_vs_cpu << " (" << r.gpu_vs_cpu_at << "; tolerance " << r.tolerance
+                  << "): " << (r.ok ? "OK" : "FAILED") << "\n";
       return r.ok ? 0 : 1;
     } else if (train->parsed()) {
       sg::RunOptions o = options_from(c, *train);
