@@ -69,6 +69,9 @@ if [ $BENCH -eq 1 ]; then
   PYTHONUNBUFFERED=1 python3 bench/bench_cnn_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
     > "$LOG/bench_cnn.log" 2>&1
   row "bench CNN vs torch" "exit $? (table in bench_cnn.log; RESULTS.md section in $LOG)"
+  PYTHONUNBUFFERED=1 python3 bench/bench_ops_vs_torch.py --stepgraph "$SG" --results-md "$LOG/RESULTS.md" \
+    > "$LOG/bench_ops.log" 2>&1
+  row "bench single ops vs torch" "exit $? (table in bench_ops.log; RESULTS.md section in $LOG)"
 fi
 
 echo
@@ -77,4 +80,5 @@ printf '%s\n' "${rows[@]}"
 [ $BENCH -eq 1 ] && tail -n 30 "$LOG/bench_vs_torch.log"
 [ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_pinn.log"
 [ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_cnn.log"
+[ $BENCH -eq 1 ] && tail -n 12 "$LOG/bench_ops.log"
 exit 0

@@ -35,6 +35,10 @@ echo "test: bench/bench_cnn_vs_torch.py --self-test"
 python3 bench/bench_cnn_vs_torch.py --self-test || failed+=("bench_cnn_vs_torch.py --self-test")
 
 echo
+echo "test: bench/bench_ops_vs_torch.py --self-test"
+python3 bench/bench_ops_vs_torch.py --self-test || failed+=("bench_ops_vs_torch.py --self-test")
+
+echo
 if [ ${#failed[@]} -ne 0 ]; then
   echo "test: FAILED: ${failed[*]}" >&2
   exit 1

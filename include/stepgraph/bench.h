@@ -42,4 +42,16 @@ struct VerifyResult {
 // above `tolerance` (relative L2 per tensor; graph vs eager is expected to be bitwise equal).
 VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, double tolerance);
 
+// One op timed alone (`stepgraph bench-op sdpa`): cuDNN's fused scaled dot-product attention in
+// bf16 on random data, [B, S, H*D] rows as the attention layer's. Reports the median forward and
+// backward times of `iters` back-to-back calls, the two captured in one CUDA graph and replayed,
+// TFLOP/s, and the plans cuDNN built. Needs a GPU and a build with cuDNN.
+struct SdpaBench {
+  int64_t batch = 4, heads = 16, seq = 1024, dim = 64;
+  bool causal = true;
+  bool deterministic = true;  // the backward engine that sums dQ in a fixed order
+  int iters = 50;
+};
+nlohmann::json bench_sdpa(const SdpaBench& b);
+
 }  // namespace sg

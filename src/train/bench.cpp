@@ -158,4 +158,10 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   return r;
 }
 
+#ifndef STEPGRAPH_HAVE_CUDNN
+nlohmann::json bench_sdpa(const SdpaBench&) {
+  throw Error("bench-op sdpa: this build has no cuDNN (CMake found no cuDNN frontend headers; scripts/setup.sh installs them)");
+}
+#endif
+
 }  // namespace sg

@@ -118,6 +118,21 @@ int main(int argc, char** argv) {
   bench->add_flag("--explain", "Also print the program, its lowering and the memory plan");
   add_execution_options(bench, c, false);
 
+  sg::SdpaBench sdpa;
+  bool no_causal = false, nondeterministic = false, op_json = false;
+  std::string op_name;
+  auto* bench_op = app.add_subcommand("bench-op", "Time one cuDNN op alone on the GPU (sdpa: fused attention in bf16)");
+  bench_op->add_option("op", op_name, "The op: sdpa")->required()->check(CLI::IsMember({"sdpa"}));
+  bench_op->add_option("--batch", sdpa.batch, "Batch (default 4)")->check(integer_at_least(1));
+  bench_op->add_option("--heads", sdpa.heads, "Heads (default 16)")->check(integer_at_least(1));
+  bench_op->add_option("--seq", sdpa.seq, "Sequence length (default 1024)")->check(integer_at_least(1));
+  bench_op->add_option("--dim", sdpa.dim, "Head size (default 64)")->check(integer_at_least(1));
+  bench_op->add_option("--iters", sdpa.iters, "Calls per timed repeat (default 50)")->check(integer_at_least(1));
+  bench_op->add_flag("--no-causal", no_causal, "Every query attends to every key (default: causal mask)");
+  bench_op->add_flag("--nondeterministic", nondeterministic,
+                     "Let cuDNN pick a backward engine that may sum dQ in any order (default: deterministic)");
+  bench_op->add_flag("--json", op_json, "Print the result as a JSON object");
+
   std::string plot_dir, plot_out;
   auto* plot = app.add_subcommand("plot", "Plot a run's loss curve (needs the Python package and matplotlib)");
   plot->add_option("run_dir", plot_dir, "A run's output folder (with metrics.jsonl)")->required()->check(CLI::ExistingDirectory);
@@ -144,6 +159,30 @@ int main(int argc, char** argv) {
       std::cerr << "stepgraph: error: plotting needs the Python package (pip install .[plot]); '" << cmd
                 << "' failed\n";
     return rc == 0 ? 0 : 1;
+  }
+
+  if (bench_op->parsed()) {
+    try {
+      sdpa.causal = !no_causal;
+      sdpa.deterministic = !nondeterministic;
+      const nlohmann::json r = sg::bench_sdpa(sdpa);
+      if (op_json) {
+        std::cout << r.dump() << "\n";
+      } else {
+        std::cout << "bench-op sdpa on " << r["gpu"].get<std::string>() << ": B " << sdpa.batch << ", H " << sdpa.heads
+                  << ", S " << sdpa.seq << ", D " << sdpa.dim << (sdpa.causal ? ", causal" : "") << ", bf16\n"
+                  << "  forward:  " << r["forward_us"].get<double>() << " us (" << r["forward_tflops"].get<double>()
+                  << " TFLOP/s)\n"
+                  << "  backward: " << r["backward_us"].get<double>() << " us (" << r["backward_tflops"].get<double>()
+                  << " TFLOP/s)\n"
+                  << "  forward + backward as one CUDA graph: " << r["forward_backward_graph_us"].get<double>() << " us\n";
+        for (const auto& p : r["plans"]) std::cout << "  " << p.get<std::string>() << "\n";
+      }
+      return 0;
+    } catch (const std::exception& e) {
+      std::cerr << "stepgraph: error: " << e.what() << "\n";
+      return 1;
+    }
   }
 
   try {

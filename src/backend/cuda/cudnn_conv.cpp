@@ -279,6 +279,8 @@ class CudnnContext {
 
 std::shared_ptr<CudnnContext> make_cudnn_context() { return std::make_shared<CudnnContext>(); }
 
+void* cudnn_raw_handle(const CudnnContext& ctx) { return ctx.handle; }
+
 bool cudnn_loadable(std::string* why, size_t* version) {
   const Loaded& l = load_cudnn();
   if (!l.ok && why) *why = l.error;

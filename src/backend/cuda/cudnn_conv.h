@@ -30,6 +30,9 @@ class CudnnContext;
 // Loads libcudnn.so.9 (once per process) and creates a handle. Throws naming what is missing:
 // "cuDNN 9 not found (libcudnn.so.9): install nvidia-cudnn-cu13 or set LD_LIBRARY_PATH".
 std::shared_ptr<CudnnContext> make_cudnn_context();
+// The context's cudnnHandle_t (as void*: this header stays free of cudnn.h), for the other
+// frontend translation units (cudnn_sdpa.cpp).
+void* cudnn_raw_handle(const CudnnContext& ctx);
 // Whether libcudnn.so.9 loads here (no GPU needed); `why` says why not. Also its version.
 bool cudnn_loadable(std::string* why, size_t* version = nullptr);
 
