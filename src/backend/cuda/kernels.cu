@@ -467,4 +467,52 @@ void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks,
   KERNEL_LAUNCH_CHECK();
 }
 
+namespace {
+
+__device__ __forceinline__ float nan_max(float a, float b) { return a != a || b != b ? NAN : fmaxf(a, b); }
+
+// Max over the block's values (valid in thread 0), NaN winning.
+__device__ float block_nan_max(float v) {
+  __shared__ float warps[32];
+  for (int off = 16; off > 0; off >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) warps[w] = v;
+  __syncthreads();
+  if (w == 0) {
+    v = lane < static_cast<int>((blockDim.x + 31) / 32) ? warps[lane] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, off));
+  }
+  return v;
+}
+
+__global__ void abs_max_partial_kernel(const float* X, int64_t n, float* partials) {
+  float v = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    v = nan_max(v, fabsf(X[i]));
+  v = block_nan_max(v);
+  if (threadIdx.x == 0) partials[blockIdx.x] = v;
+}
+
+__global__ void abs_max_final_kernel(const float* partials, int blocks, float* out) {
+  float v = 0.0f;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) v = nan_max(v, partials[i]);
+  v = block_nan_max(v);
+  if (threadIdx.x == 0) *out = v;
+}
+
+}  // namespace
+
+int abs_max_blocks(int64_t n) {
+  const int64_t b = (n + 256 * 8 - 1) / (256 * 8);  // at least 8 elements per thread
+  return static_cast<int>(b < 1 ? 1 : b > 264 ? 264 : b);
+}
+
+void abs_max(const float* X, int64_t n, float* partials, float* out, cudaStream_t s) {
+  const int blocks = abs_max_blocks(n);
+  abs_max_partial_kernel<<<blocks, 256, 0, s>>>(X, n, partials);
+  KERNEL_LAUNCH_CHECK();
+  abs_max_final_kernel<<<1, 256, 0, s>>>(partials, blocks, out);
+  KERNEL_LAUNCH_CHECK();
+}
+
 }  // namespace sg::cuda

@@ -91,4 +91,10 @@ void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, 
 void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
                  const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s);
 
+// *out = max |X[k]| over n elements (0 when n is 0); a NaN anywhere gives NaN, as on the CPU (a
+// diverged layer shows as NaN, not as its finite part). Per-block maxima go to `partials`
+// (abs_max_blocks(n) floats), then one block combines them: exact, so deterministic.
+int abs_max_blocks(int64_t n);
+void abs_max(const float* X, int64_t n, float* partials, float* out, cudaStream_t s);
+
 }  // namespace sg::cuda

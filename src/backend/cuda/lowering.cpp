@@ -124,8 +124,7 @@ class Lowering {
         case OpKind::Embedding:
         case OpKind::EmbeddingBackward:
         case OpKind::Attention:
-        case OpKind::AttentionBackward:
-        case OpKind::AbsMax: refuse(op);
+        case OpKind::AttentionBackward: refuse(op);
         default: break;
       }
     }
@@ -239,6 +238,14 @@ class Lowering {
     const auto& in = op.in;
     const auto& out = op.out;
     switch (op.kind) {
+      case OpKind::AbsMax: {  // the FP8 scaling statistic of a dense layer's output
+        const float* x = f(in[0]);
+        float* m = f(out[0]);
+        const int64_t n = count(in[0]);
+        float* partials = reinterpret_cast<float*>(own(abs_max_blocks(n) * sizeof(float)));
+        notes_ << "max |x| kernel (" << abs_max_blocks(n) << " blocks, then one)";
+        return add_step(op, [=](cudaStream_t s) { abs_max(x, n, partials, m, s); });
+      }
       case OpKind::GatherBatch: {
         const float* dX = f(in[0]);
         const void* dY = ptrs_[in[1]];
@@ -379,8 +386,7 @@ class Lowering {
       case OpKind::Embedding:
       case OpKind::EmbeddingBackward:
       case OpKind::Attention:
-      case OpKind::AttentionBackward:
-      case OpKind::AbsMax: refuse(op);
+      case OpKind::AttentionBackward: refuse(op);
     }
     throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
   }
