@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""stepgraph's CNN training step against PyTorch (cuDNN, channels_last) on the same GPU.
+"""stepgraph's CNN and transformer training steps against PyTorch on the same GPU.
 
-Two workloads, softmax cross-entropy (mean), AdamW with a constant lr, fp32 with TF32 off:
+Softmax cross-entropy (mean), AdamW with a constant lr, fp32 with TF32 off:
   digits_cnn: configs/digits_cnn.json's net on 8x8x1 images, batch 64: conv 3x3 16 relu pad 1 ->
               conv 3x3 32 relu pad 1 -> max pool 2 -> flatten -> dense 10 (launch-bound);
   cnn_wide:   32x32x3 images, batch 256: conv 3x3 32 -> conv 3x3 64 -> max pool 2 -> conv 3x3 128
-              (relu, pad 1) -> global average pool -> dense 10 (not launch-bound).
+              (relu, pad 1) -> global average pool -> dense 10 (not launch-bound);
+  reverse_transformer: configs/reverse_transformer.json's decoder on the reverse task (24 tokens,
+              vocabulary 21, width 32, 2 causal blocks of 4 heads, batch 64; launch-bound);
+  tiny_gpt:   the same kind of decoder at 128 tokens, vocabulary 64, width 128, 4 blocks of 4
+              heads with MLP 512, batch 32.
+A transformer block is pre-norm: x + attention(layer_norm(x)), then x + mlp(layer_norm(x)) with a
+tanh-GELU MLP; attention has separate query/key/value/output projections with biases; labels of
+the prompt half are ignored (-1), as the sequence task makes them.
 For each one:
   1. `stepgraph bench bench/cnn_configs/NAME.json --steps N --json` (eager steps, graph replays),
   2. PyTorch in this process: nn.Conv2d with the inputs and the model in torch.channels_last (the
-     NHWC layout stepgraph uses), cudnn.benchmark on; eager (foreach and fused AdamW), and the whole
-     step captured as one torch.cuda.CUDAGraph (capturable AdamW, foreach and fused), plus the
-     memory that graph run holds and the kernels of one eager step.
+     NHWC layout stepgraph uses), cudnn.benchmark on; for transformers nn.Embedding, nn.LayerNorm,
+     nn.Linear and F.scaled_dot_product_attention (fp32, is_causal); eager (foreach and fused
+     AdamW), and the whole step captured as one torch.cuda.CUDAGraph (capturable AdamW, foreach
+     and fused), plus the memory that graph run holds and the kernels of one eager step.
 Timing, table and RESULTS.md sections follow bench/bench_vs_torch.py, whose helpers this imports.
 
     python3 bench/bench_cnn_vs_torch.py --stepgraph build/stepgraph --results-md bench/RESULTS.md
@@ -49,7 +57,9 @@ TORCH_NOTE = ("torch: nn.Conv2d/MaxPool2d/Linear with inputs and model in torch.
 
 # A layer of the benchmark's net: ("conv", filters) = conv2d 3x3, stride 1, pad 1, relu, bias;
 # ("maxpool", 2) = 2x2 window, stride 2; ("flatten",); ("gap",) = global average pool;
-# ("dense", units) = dense, no activation, bias.
+# ("dense", units) = dense, no activation, bias (on the last dimension);
+# ("embedding", vocab, dim, positions) = token + position tables; ("block", heads, mlp) = a causal
+# pre-norm transformer block; ("layer_norm",) = layer norm over the last dimension, eps 1e-5.
 Layer = Tuple[Any, ...]
 
 
@@ -57,7 +67,7 @@ Layer = Tuple[Any, ...]
 class Workload:
     name: str
     config: str                       # file name in bench/cnn_configs/
-    input_shape: Tuple[int, int, int]  # height, width, channels (NHWC rows)
+    input_shape: Tuple[int, ...]     # height, width, channels (NHWC rows); (positions,) for tokens
     batch: int
     layers: Tuple[Layer, ...]
     lr: float
@@ -71,8 +81,14 @@ class Workload:
 
     @property
     def features(self) -> int:
-        h, w, c = self.input_shape
-        return h * w * c
+        n = 1
+        for d in self.input_shape:
+            n *= d
+        return n
+
+    @property
+    def tokens(self) -> bool:
+        return self.layers[0][0] == "embedding"
 
     def shapes(self) -> List[Tuple[int, ...]]:
         """The per-sample shape after each layer: (h, w, c) for images, (n,) after flatten/gap."""
@@ -89,15 +105,17 @@ class Workload:
             elif kind == "gap":
                 s = (s[2],)
             elif kind == "dense":
-                s = (layer[1],)
-            else:
+                s = s[:-1] + (layer[1],)
+            elif kind == "embedding":
+                s = (s[0], layer[2])
+            elif kind not in ("block", "layer_norm"):
                 raise ValueError(f"unknown layer {layer!r}")
             out.append(s)
         return out
 
     @property
     def classes(self) -> int:
-        return self.shapes()[-1][0]
+        return self.shapes()[-1][-1]
 
     @property
     def parameters(self) -> int:
@@ -106,7 +124,14 @@ class Workload:
             if layer[0] == "conv":
                 n += 9 * prev[-1] * layer[1] + layer[1]
             elif layer[0] == "dense":
-                n += prev[0] * layer[1] + layer[1]
+                n += prev[-1] * layer[1] + layer[1]
+            elif layer[0] == "embedding":
+                n += (layer[1] + layer[3]) * layer[2]
+            elif layer[0] == "layer_norm":
+                n += 2 * s[-1]
+            elif layer[0] == "block":
+                e, m = s[-1], layer[2]
+                n += 4 * (e * e + e) + 2 * 2 * e + (e * m + m) + (m * e + e)
             prev = s
         return n
 
@@ -118,6 +143,14 @@ WORKLOADS: Dict[str, Workload] = {w.name: w for w in [
     Workload("cnn_wide", "cnn_wide.json", (32, 32, 3), 256,
              (("conv", 32), ("conv", 64), ("maxpool", 2), ("conv", 128), ("gap",), ("dense", 10)),
              0.001, 1e-4, 100, "CNN 32x32x3, conv 32-64, pool, conv 128, GAP, dense 10, batch 256"),
+    Workload("reverse_transformer", "reverse_transformer.json", (24,), 64,
+             (("embedding", 21, 32, 24), ("block", 4, 64), ("block", 4, 64), ("layer_norm",),
+              ("dense", 21)),
+             0.003, 0.01, 300, "transformer 24 tokens, vocab 21, width 32, 2 blocks x 4 heads, batch 64"),
+    Workload("tiny_gpt", "tiny_gpt.json", (128,), 32,
+             (("embedding", 64, 128, 128), ("block", 4, 512), ("block", 4, 512), ("block", 4, 512),
+              ("block", 4, 512), ("layer_norm",), ("dense", 64)),
+             0.001, 0.01, 100, "transformer 128 tokens, vocab 64, width 128, 4 blocks x 4 heads, batch 32"),
 ]}
 FIGURES = ["stepgraph_graph_us", "stepgraph_eager_us", *[f"torch_{v}_us" for v in VARIANTS],
            "torch_kernels_per_step", "stepgraph_graph_nodes", "stepgraph_peak_bytes",
@@ -134,12 +167,20 @@ def config_layer(layer: Layer) -> dict:
         return {"type": "max_pool2d", "window": layer[1], "stride": layer[1], "padding": 0}
     if kind == "dense":
         return {"type": "dense", "units": layer[1], "activation": "none", "bias": True}
+    if kind == "embedding":
+        return {"type": "embedding", "vocab": layer[1], "dim": layer[2], "positions": layer[3]}
+    if kind == "block":
+        return {"type": "transformer_block", "heads": layer[1], "causal": True, "mlp": layer[2]}
+    if kind == "layer_norm":
+        return {"type": "layer_norm", "eps": 1e-5}
     return {"type": {"flatten": "flatten", "gap": "global_avg_pool"}[kind]}
 
 
 _LAYER_DEFAULTS = {"conv2d": {"stride": 1, "padding": 0, "dilation": 1, "activation": "none",
                               "bias": True},
-                   "dense": {"activation": "none", "bias": True}}
+                   "dense": {"activation": "none", "bias": True},
+                   "embedding": {"positions": 0}, "transformer_block": {"causal": False},
+                   "layer_norm": {"eps": 1e-5}}
 
 
 def check_config(w: Workload, cfg: Optional[dict] = None) -> List[str]:
@@ -159,7 +200,7 @@ def check_config(w: Workload, cfg: Optional[dict] = None) -> List[str]:
     expect("top-level ", {"sections": sorted(cfg)},
            {"sections": ["data", "loss", "model", "optimizer", "train"]})
     model = cfg.get("model", {})
-    expect("model.", model, {"input_shape": list(w.input_shape), "inputs": None})
+    expect("model.", model, {"input_shape": None if w.tokens else list(w.input_shape), "inputs": None})
     layers = list(model.get("layers", []))
     expect("model.", {"layers": len(layers)}, {"layers": len(w.layers)})
     for i, (got, layer) in enumerate(zip(layers, w.layers)):
@@ -176,7 +217,10 @@ def check_config(w: Workload, cfg: Optional[dict] = None) -> List[str]:
     expect("optimizer.", {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, **opt,
                           "schedule": opt.get("schedule", {}).get("type", "constant")}, adamw)
     data = cfg.get("data", {})
-    if data.get("source") == "digits":  # 1797 rows of 8x8x1, 10 classes
+    if w.tokens:  # position i predicts token i + 1 of the reversed (or copied) prompt
+        expect("data (sequence_task).", data,
+               {"source": "sequence_task", "length": w.input_shape[0] // 2, "symbols": w.classes - 1})
+    elif data.get("source") == "digits":  # 1797 rows of 8x8x1, 10 classes
         expect("data (digits).", {"features": 64, "classes": 10, "rows": max(1797, w.batch)},
                {"features": w.features, "classes": w.classes, "rows": 1797})
     else:
@@ -218,9 +262,61 @@ def torch_cnn(torch: Any, w: Workload, seed: int = 0) -> Any:
     return nn.Sequential(*mods).to("cuda", memory_format=torch.channels_last)
 
 
+def torch_transformer(torch: Any, w: Workload, seed: int = 0) -> Any:
+    """The workload's decoder (see the module docstring) on the GPU."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, e: int, heads: int, mlp: int) -> None:
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(e, eps=1e-5), nn.LayerNorm(e, eps=1e-5)
+            self.q, self.k, self.v, self.o = (nn.Linear(e, e) for _ in range(4))
+            self.fc1, self.fc2 = nn.Linear(e, mlp), nn.Linear(mlp, e)
+
+        def forward(self, x: Any) -> Any:
+            b, s, e = x.shape
+            h = self.ln1(x)
+            q, k, v = (p(h).view(b, s, self.heads, e // self.heads).transpose(1, 2)
+                       for p in (self.q, self.k, self.v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(a.transpose(1, 2).reshape(b, s, e))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            mods: List[Any] = []
+            for layer in w.layers[1:]:
+                e = layer_width
+                if layer[0] == "block":
+                    mods.append(Block(e, layer[1], layer[2]))
+                elif layer[0] == "layer_norm":
+                    mods.append(nn.LayerNorm(e, eps=1e-5))
+                else:
+                    mods.append(nn.Linear(e, layer[1]))
+            self.table = nn.Embedding(w.layers[0][1], layer_width)
+            self.pos = nn.Parameter(torch.randn(w.layers[0][3], layer_width) * 0.02)
+            self.body = nn.Sequential(*mods)
+
+        def forward(self, ids: Any) -> Any:
+            return self.body(self.table(ids) + self.pos[: ids.shape[1]])
+
+    torch.manual_seed(seed)
+    layer_width = w.layers[0][2]
+    return Decoder().to("cuda")
+
+
 def torch_data(torch: Any, w: Workload, seed: int = 0) -> Tuple[Any, Any]:
-    """Random NHWC images as an NCHW tensor in channels_last, random labels; on the GPU."""
+    """Random NHWC images as an NCHW tensor in channels_last, random labels; on the GPU. For
+    transformers: random token ids [B, S] and next-token labels with the prompt half ignored."""
     g = torch.Generator().manual_seed(seed)
+    if w.tokens:
+        s = w.input_shape[0]
+        ids = torch.randint(0, w.classes, (w.batch, s), generator=g)
+        y = torch.randint(0, w.classes, (w.batch, s), generator=g)
+        y[:, : s // 2] = -1
+        return ids.to("cuda"), y.to("cuda")
     h, wd, c = w.input_shape
     X = torch.randn(w.batch, h, wd, c, generator=g).to("cuda").permute(0, 3, 1, 2)
     y = torch.randint(0, w.classes, (w.batch,), generator=g).to("cuda")
@@ -238,20 +334,24 @@ def torch_variant(torch: Any, w: Workload, iters: int, warm: int, variant: str) 
         torch.cuda.reset_peak_memory_stats()
         base, base_reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
         X, y = torch_data(torch, w)
-        m = torch_cnn(torch, w)
+        m = torch_transformer(torch, w) if w.tokens else torch_cnn(torch, w)
         kw: Dict[str, Any] = {"fused": True} if fused else {"foreach": True}
         if graph:
             kw["capturable"] = True
         opt = torch.optim.AdamW(m.parameters(), lr=w.lr, betas=BETAS, eps=EPS,
                                 weight_decay=w.weight_decay, **kw)
 
+        def loss_of() -> Any:  # labels < 0: no target (the sequence task's prompt half)
+            out = m(X)
+            return F.cross_entropy(out.flatten(0, -2), y.flatten(), ignore_index=-1)
+
         def loss_value() -> float:
             with torch.no_grad():
-                return float(F.cross_entropy(m(X), y))
+                return float(loss_of())
 
         def step() -> None:
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(m(X), y).backward()
+            loss_of().backward()
             opt.step()
 
         loss0, run = loss_value(), step
@@ -266,7 +366,7 @@ def torch_variant(torch: Any, w: Workload, iters: int, warm: int, variant: str) 
             g = torch.cuda.CUDAGraph()
             opt.zero_grad(set_to_none=True)
             with torch.cuda.graph(g):
-                static_loss = F.cross_entropy(m(X), y)
+                static_loss = loss_of()
                 static_loss.backward()
                 opt.step()
             run = g.replay
@@ -415,7 +515,7 @@ def render_table(records: Sequence[dict]) -> str:
 
 
 def render_section(meta: dict, records: Sequence[dict]) -> str:
-    lines = [f"### {meta['date_utc']} — {meta['gpu']} — CNN training step", "",
+    lines = [f"### {meta['date_utc']} — {meta['gpu']} — CNN and transformer training steps", "",
              f"- command: `{meta['command']}`",
              f"- driver {meta.get('driver') or '?'}, torch {meta.get('torch') or '?'} "
              f"(CUDA {meta.get('torch_cuda') or '?'}, cuDNN {meta.get('cudnn') or '?'}), "
@@ -509,8 +609,16 @@ def self_test() -> int:
             self.assertEqual(WORKLOADS["cnn_wide"].parameters, 94538)
             self.assertEqual(WORKLOADS["digits_cnn"].shapes()[3], (512,))  # 4 x 4 x 32
             self.assertEqual(WORKLOADS["cnn_wide"].shapes()[4], (128,))
-            self.assertEqual([w.features for w in WORKLOADS.values()], [64, 3072])
-            self.assertEqual({w.classes for w in WORKLOADS.values()}, {10})
+            self.assertEqual([w.features for w in WORKLOADS.values()], [64, 3072, 24, 128])
+            self.assertEqual([w.classes for w in WORKLOADS.values()], [10, 10, 21, 64])
+            # `stepgraph explain`: "parameters: 19285 in 38 tensors", "826176 in 70 tensors"
+            self.assertEqual(WORKLOADS["reverse_transformer"].parameters, 19285)
+            self.assertEqual(WORKLOADS["tiny_gpt"].parameters, 826176)
+            self.assertEqual(WORKLOADS["tiny_gpt"].shapes()[-1], (128, 64))
+            # configs/reverse_transformer.json is the same net (schedule and device differ)
+            ref_t = json.loads((REPO / "configs" / "reverse_transformer.json").read_text())
+            mine_t = json.loads(WORKLOADS["reverse_transformer"].config_path.read_text())
+            self.assertEqual(ref_t["model"], mine_t["model"])
             # configs/digits_cnn.json is the same net (it differs in schedule, device, lr split)
             ref = json.loads((REPO / "configs" / "digits_cnn.json").read_text())
             mine = json.loads(WORKLOADS["digits_cnn"].config_path.read_text())
@@ -580,7 +688,7 @@ def self_test() -> int:
                     "python": "3.12.3", "stepgraph_binary": "build/stepgraph",
                     "stepgraph_git": "49c8bef-dirty"}
             sec = render_section(meta, recs)
-            for piece in ("### 2026-12-01 10:00 UTC — NVIDIA H200 — CNN training step",
+            for piece in ("### 2026-12-01 10:00 UTC — NVIDIA H200 — CNN and transformer training steps",
                           "`" + meta["command"] + "`", "cuDNN 91400", "(49c8bef-dirty)",
                           "digits_cnn 500, cnn_wide 100", "channels_last", "cudnn.benchmark",
                           "TF32 off (cudnn.allow_tf32", "exclude TF32",
@@ -635,7 +743,7 @@ def self_test() -> int:
                 self.assertIn("| 35.0 | 120.0 | error |", so.getvalue())
                 text = md.read_text()
                 self.assertEqual(text.count("## Runs"), 1)
-                self.assertIn("— CNN training step", text)
+                self.assertIn("— CNN and transformer training steps", text)
                 self.assertIn("--stepgraph " + str(fake), text)
 
         def test_no_torch_imported(self) -> None:
