@@ -191,7 +191,10 @@ std::string PlanCache::store(const Entry& e) const {
     }
     if (!why.empty()) fs::remove(tmp, ec);
   }
-  if (!why.empty()) std::fprintf(stderr, "stepgraph: warning: plan cache: %s (the plan is used, not cached)\n", why.c_str());
+  if (!why.empty() && !warned_) {
+    warned_ = true;
+    std::fprintf(stderr, "stepgraph: warning: plan cache: %s (plans are used, not cached)\n", why.c_str());
+  }
   return why;
 }
 

@@ -60,8 +60,8 @@ class PlanCache {
   // Hit, Miss (no file), or Rejected (unreadable, corrupt, foreign: a warning on stderr naming
   // the file and the problem; the caller rebuilds and store() replaces the file).
   Lookup load(const std::string& key) const;
-  // Writes the entry atomically. Returns "" or why it could not (also warned on stderr): a cache
-  // that cannot be written never fails the program.
+  // Writes the entry atomically. Returns "" or why it could not (warned on stderr, once per
+  // PlanCache object): a cache that cannot be written never fails the program.
   std::string store(const Entry& e) const;
   // For a payload that passed the file checks but that the library then refused: warns the same
   // way (the caller rebuilds and stores over it).
@@ -69,6 +69,7 @@ class PlanCache {
 
  private:
   std::string dir_;
+  mutable bool warned_ = false;
 };
 
 }  // namespace sg::plan_cache
