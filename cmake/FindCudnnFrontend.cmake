@@ -78,13 +78,15 @@ message(STATUS "stepgraph: cuDNN frontend ${sg_fe_version} (${CUDNN_FRONTEND_INC
                "(${CUDNN_INCLUDE_DIR}); libcudnn.so.9 is loaded at run time (search path, then "
                "'${sg_lib_dir}')")
 
-# The frontend is heavy: only its own translation unit sees it, through -isystem (its headers
-# are not ours to warn about), with its JSON serialization off (the project has its own
-# nlohmann-json, of another version).
-target_sources(stepgraph_lib PRIVATE src/backend/cuda/cudnn_conv.cpp src/backend/cuda/cudnn_sdpa.cpp)
-set_source_files_properties(src/backend/cuda/cudnn_conv.cpp src/backend/cuda/cudnn_sdpa.cpp PROPERTIES
+# The frontend is heavy: only its own translation units see it, through -isystem (its
+# headers are not ours to warn about). Its JSON library (graph serialization, for the plan cache)
+# is its bundled nlohmann-json, kept in a namespace of its own (cudnn_graphs.h) apart from the
+# project's.
+set(sg_cudnn_sources src/backend/cuda/cudnn_conv.cpp src/backend/cuda/cudnn_plans.cpp src/backend/cuda/cudnn_sdpa.cpp)
+target_sources(stepgraph_lib PRIVATE ${sg_cudnn_sources})
+set_source_files_properties(${sg_cudnn_sources} PROPERTIES
   COMPILE_OPTIONS "-isystem;${CUDNN_FRONTEND_INCLUDE_DIR};-isystem;${CUDNN_INCLUDE_DIR}"
-  COMPILE_DEFINITIONS "NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING;CUDNN_FRONTEND_SKIP_JSON_LIB;STEPGRAPH_CUDNN_LIB_DIR=\"${sg_lib_dir}\";STEPGRAPH_CUDART_LIB_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
+  COMPILE_DEFINITIONS "NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING;STEPGRAPH_CUDNN_LIB_DIR=\"${sg_lib_dir}\";STEPGRAPH_CUDART_LIB_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
 target_compile_definitions(stepgraph_lib PUBLIC STEPGRAPH_HAVE_CUDNN)
 target_sources(stepgraph_lib PRIVATE src/backend/cuda/op_bench.cpp)
 target_link_libraries(stepgraph_lib PRIVATE ${CMAKE_DL_LIBS})

@@ -53,6 +53,25 @@ for cfg in configs/digits_mlp.json configs/digits_residual.json configs/syntheti
   row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"
 done
 
+# cuDNN plans on cnn_wide: cold against warm compile (a fresh plan cache, then the same command
+# again), a second batch size against the first (dynamic shapes: kernel caches), and the step
+# with each autotune mode (and dynamic shapes off, for comparison).
+PC="$LOG/plan_cache"
+rm -rf "$PC"
+for pass in cold warm; do
+  "$SG" explain bench/cnn_configs/cnn_wide.json --device cuda --plan-cache "$PC" > "$LOG/plans_$pass.log" 2>&1
+  row "cuDNN plans $pass (cnn_wide)" "$(grep -m1 'cuDNN plans:' "$LOG/plans_$pass.log" | tr -s ' ' | cut -c1-220)"
+done
+"$SG" explain bench/cnn_configs/cnn_wide.json --device cuda --plan-cache off --then-batch 128 > "$LOG/plans_shapes.log" 2>&1
+row "cuDNN first vs later shape" "$(grep -E '^ *compile [12]:' "$LOG/plans_shapes.log" | tr -s ' ' | cut -c1-200 | tr '\n' '|')"
+for at in off heuristic exhaustive; do
+  "$SG" bench bench/cnn_configs/cnn_wide.json --steps 200 --autotune "$at" --plan-cache off --json > "$LOG/bench_cnn_wide_$at.json" 2> "$LOG/bench_cnn_wide_$at.err"
+  row "cnn_wide autotune $at" "$(grep -o '"graph_us_per_step":[0-9.]*' "$LOG/bench_cnn_wide_$at.json" || echo FAILED)"
+done
+SG_CUDNN_DYNAMIC_SHAPES=0 "$SG" bench bench/cnn_configs/cnn_wide.json --steps 200 --autotune heuristic --plan-cache off --json \
+  > "$LOG/bench_cnn_wide_static.json" 2> "$LOG/bench_cnn_wide_static.err"
+row "cnn_wide heuristic, static shapes" "$(grep -o '"graph_us_per_step":[0-9.]*' "$LOG/bench_cnn_wide_static.json" || echo FAILED)"
+
 for cfg in bench/configs/*.json bench/pinn_configs/*.json bench/cnn_configs/*.json; do
   "$SG" bench "$cfg" --steps 200 > "$LOG/bench_$(basename "$cfg" .json).log" 2>&1
   row "bench $(basename "$cfg")" "$(grep -E 'graph:' "$LOG/bench_$(basename "$cfg" .json).log" | tr -s ' ')"

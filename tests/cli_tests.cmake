@@ -190,6 +190,12 @@ sg_cli_ok(cli_eval_digits_cnn_checkpoint
 sg_cli_ok(cli_explain_digits_cnn
   ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4
   STDOUT "input_shape=\\[8, 8, 1\\], conv2d\\(16, 3x3.*input: \\[4, 64\\], output: \\[4, 10\\].*reshape  'input.shaped.reshape': input\\[4, 64\\] -> input.shaped\\[4, 8, 8, 1\\].*conv2d_backward\\(relu")
+# A second batch size after the first (--then-batch) with the tuning options (on the GPU the
+# notes compare the two cuDNN compiles; on the CPU the options are accepted and the second shape
+# is explained).
+sg_cli_ok(cli_explain_then_batch
+  ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4 --then-batch 2 --autotune heuristic --plan-cache off
+  STDOUT "input: \\[2, 64\\], output: \\[2, 10\\].*autotune heuristic")
 
 # The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
 # answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).

@@ -14,10 +14,12 @@ enum class Device : uint8_t { CPU, CUDA };
 const char* device_name(Device d);
 Device parse_device(const std::string& s);  // "cpu" | "cuda"
 
-// How dense layers' matrix products are chosen and computed (CUDA; the CPU ignores both).
-//   autotune off:        the library heuristic's first algorithm
-//            heuristic:  time the heuristic's top 4 candidates on scratch buffers, keep the fastest
-//            exhaustive: time every candidate the heuristic returns (up to 32)
+// How library plans are chosen and computed (CUDA; the CPU ignores all three).
+//   autotune off:        the library heuristic's first algorithm (cuBLASLt) or plan (cuDNN)
+//            heuristic:  time the heuristic's top candidates on scratch buffers (cuBLASLt 4,
+//                        cuDNN up to 8 of heuristic A's), keep the fastest
+//            exhaustive: time every candidate (cuBLASLt up to 32; cuDNN heuristic A's and
+//                        FALLBACK's, up to 64)
 //   precision fp32:      full fp32 products (default)
 //            tf32:       tensor-core TF32 products for dense layers (10-bit mantissa inputs,
 //                        fp32 accumulation: relative error ~1e-3 instead of ~1e-6)
@@ -30,9 +32,12 @@ Precision parse_precision(const std::string& s);
 
 // Autotuning picks algorithms by timing, so two processes can pick different ones and round
 // differently: it is off by default, which keeps runs (and resumed runs) bitwise reproducible.
+// plan_cache: the folder of the on-disk cache of built cuDNN plans; "" = $SG_PLAN_CACHE, else
+// $XDG_CACHE_HOME/stepgraph/cudnn or ~/.cache/stepgraph/cudnn; "off" = no cache.
 struct LowerOptions {
   Autotune autotune = Autotune::Off;
   Precision precision = Precision::FP32;
+  std::string plan_cache;
 };
 
 // A lowered program: every op's pointers and library plans are fixed.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "stepgraph/rng.h"
 
@@ -12,13 +13,23 @@ namespace sg {
 using nlohmann::json;
 
 json BenchResult::to_json() const {
+  // The lowering's cuDNN summary lines (plans loaded or built, compile and autotune times, the
+  // compile history): the rest of the lowering is in `--explain`.
+  json cudnn = json::array();
+  std::istringstream in(lowering);
+  for (std::string l; std::getline(in, l);) {
+    const size_t b = l.find_first_not_of(' ');
+    if (b != std::string::npos && (l.compare(b, 12, "cuDNN plans:") == 0 || l.compare(b, 8, "compile ") == 0))
+      cudnn.push_back(l.substr(b));
+  }
   return {{"event", "bench"},          {"config", config},
           {"device", device},          {"gpu", gpu},
           {"batch", batch},            {"steps", steps},
           {"eager_us_per_step", eager_us_per_step},
           {"graph_us_per_step", graph_us_per_step},
           {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
-          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"per_op_us", per_op_us}};
+          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"per_op_us", per_op_us},
+          {"cudnn_plans", cudnn}};
 }
 
 json VerifyResult::to_json() const {

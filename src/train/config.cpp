@@ -368,12 +368,13 @@ TrainerOptions parse_trainer_options(const Node& n) {
   o.max_shapes = static_cast<int>(n.integer("max_shapes", o.max_shapes, 1));
   o.lower.autotune = parse_autotune(n.string("autotune", "off", {"off", "heuristic", "exhaustive"}));
   o.lower.precision = parse_precision(n.string("precision", "fp32", {"fp32", "tf32"}));
+  o.lower.plan_cache = n.string("plan_cache", "");
   return o;
 }
 
 TrainConfig parse_train(const Node& n) {
   n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every", "mode",
-          "shape_policy", "max_shapes", "autotune", "precision"});
+          "shape_policy", "max_shapes", "autotune", "precision", "plan_cache"});
   TrainConfig t;
   t.steps = n.integer("steps", t.steps, 1);
   t.batch_size = n.integer("batch_size", t.batch_size, 1);
@@ -468,6 +469,7 @@ RunConfig load_config(const std::string& path) {
   rc.data.path = resolve(rc.data.path, base);
   rc.data.x_path = resolve(rc.data.x_path, base);
   rc.data.y_path = resolve(rc.data.y_path, base);
+  if (rc.trainer.lower.plan_cache != "off") rc.trainer.lower.plan_cache = resolve(rc.trainer.lower.plan_cache, base);
   return rc;
 }
 

@@ -13,18 +13,29 @@
 namespace {
 
 struct Common {
-  std::string config, device, out, resume, checkpoint, mode, autotune, precision;
-  int64_t steps = 0, batch = 0;
+  std::string config, device, out, resume, checkpoint, mode, autotune, precision, plan_cache;
+  int64_t steps = 0, batch = 0, then_batch = 0;
   uint64_t seed = 0;
   double tolerance = 1e-3;
   bool json = false;
 };
 
-// Command-line overrides of the config's train.mode / autotune / precision.
+// Command-line overrides of the config's train.mode / autotune / precision / plan_cache.
 void apply_overrides(const Common& c, sg::RunConfig& cfg) {
   if (!c.mode.empty() && c.mode != "verify") cfg.trainer.mode = sg::parse_exec_mode(c.mode);
   if (!c.autotune.empty()) cfg.trainer.lower.autotune = sg::parse_autotune(c.autotune);
   if (!c.precision.empty()) cfg.trainer.lower.precision = sg::parse_precision(c.precision);
+  if (!c.plan_cache.empty()) cfg.trainer.lower.plan_cache = c.plan_cache;
+}
+
+void add_tuning_options(CLI::App* cmd, Common& c) {
+  cmd->add_option("--autotune", c.autotune, "off | heuristic | exhaustive (default: the config's train.autotune)")
+      ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
+  cmd->add_option("--precision", c.precision, "fp32 | tf32 for dense layers (default: the config's train.precision)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
+  cmd->add_option("--plan-cache", c.plan_cache,
+                  "folder of the cuDNN plan cache, or off (default: the config's train.plan_cache, else "
+                  "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn)");
 }
 
 void add_execution_options(CLI::App* cmd, Common& c, bool verify) {
@@ -32,10 +43,7 @@ void add_execution_options(CLI::App* cmd, Common& c, bool verify) {
                   verify ? "graph (default) | eager | verify: eager, graph and the CPU on the same data, compared"
                          : "graph (default) | eager")
       ->check(verify ? CLI::IsMember({"graph", "eager", "verify"}) : CLI::IsMember({"graph", "eager"}));
-  cmd->add_option("--autotune", c.autotune, "off | heuristic | exhaustive (default: the config's train.autotune)")
-      ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
-  cmd->add_option("--precision", c.precision, "fp32 | tf32 for dense layers (default: the config's train.precision)")
-      ->check(CLI::IsMember({"fp32", "tf32"}));
+  add_tuning_options(cmd, c);
 }
 
 sg::RunConfig config_from(const std::string& path) {
@@ -109,6 +117,10 @@ int main(int argc, char** argv) {
   explain->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
   explain->add_option("--batch", c.batch, "Batch size (default: train.batch_size)")->check(integer_at_least(1));
   explain->add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  explain->add_option("--then-batch", c.then_batch,
+                      "Then compile this batch size too and explain it (a second shape: cuDNN reuses kernels)")
+      ->check(integer_at_least(1));
+  add_tuning_options(explain, c);
 
   auto* bench = app.add_subcommand("bench", "Time eager steps and graph replays of a config on the GPU");
   bench->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
@@ -243,6 +255,7 @@ int main(int argc, char** argv) {
       sg::check_model_inputs(cfg, data);
       sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed, cfg.trainer);
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
+      if (c.then_batch) t.compile({c.then_batch, data.features()});
       sg::check_data_fits(cfg, data, t.output_shape().back());
       std::cout << t.explain();
     }

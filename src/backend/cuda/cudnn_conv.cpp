@@ -1,12 +1,9 @@
-// Convolutions through cuDNN frontend graphs: the only translation unit that includes the
-// frontend (it is heavy). Graph per op, built at lowering time:
-//   define (tensors in cuDNN's NCHW dimension order with NHWC strides) -> validate ->
-//   build_operation_graph -> execution plans from heuristics A, then FALLBACK -> deselect engines
-//   whose notes break our contract -> check_support -> build the first plan that works.
-// Excluded always: NONDETERMINISTIC engines (graph replay must equal eager bitwise, and two runs
-// must agree), DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With Precision::FP32 also
-// TENSOR_CORE engines, which compute fp32 convolutions in TF32; Precision::TF32 allows them.
-#include "backend/cuda/cudnn_conv.h"
+// Convolutions through cuDNN frontend graphs, part 1: loading libcudnn.so.9, the context (handle,
+// GPU description), and the graph definitions: tensors in cuDNN's NCHW dimension order with NHWC
+// strides, conv_fprop (+ bias + relu), conv_dgrad, conv_wgrad. Building, choosing, timing and
+// caching plans is part 2 (cudnn_plans.cpp). One of the two translation units that include the
+// frontend (it is heavy), through cudnn_graphs.h.
+#include "backend/cuda/cudnn_graphs.h"
 
 #include <dlfcn.h>
 
@@ -14,10 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
 #include <vector>
-
-#include <cudnn_frontend.h>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -36,8 +30,6 @@ void* cudnn_dlhandle = nullptr;
 #endif
 
 namespace sg::cuda {
-
-namespace fe = cudnn_frontend;
 
 namespace {
 
@@ -102,32 +94,8 @@ const Loaded& load_cudnn() {
   return loaded;
 }
 
-std::string fe_error(const char* what, fe::error_t e) {
-  std::ostringstream os;
-  os << what << ": " << e.get_code() << " " << e.get_message();
-  return os.str();
-}
-
-// Evaluates a frontend call; on failure returns its message from the enclosing function.
-#define SG_FE_TRY(expr)                                           \
-  do {                                                            \
-    if (auto sg_fe_e_ = (expr); sg_fe_e_.is_bad()) return fe_error(#expr, sg_fe_e_); \
-  } while (0)
-
-using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
-
 // cuDNN names dimensions N, C, H, W whatever the layout; strides make it channels-last.
 std::vector<int64_t> nhwc_strides(int64_t C, int64_t H, int64_t W) { return {H * W * C, 1, W * C, C}; }
-
-enum class Uid : int64_t { X = 1, W, B, Y, dZ, dX, dW };
-
-struct GraphDef {
-  std::shared_ptr<fe::graph::Graph> graph;
-  std::vector<std::pair<Uid, TensorPtr>> io;  // bound to pointers by uid
-  TensorPtr out;                              // the output, for shape checks
-  std::vector<int64_t> want_dim, want_stride;  // what it must have (NHWC)
-  std::string what;                           // "conv_fprop + bias + relu", ...
-};
 
 std::shared_ptr<fe::graph::Graph> new_graph() {
   auto g = std::make_shared<fe::graph::Graph>();
@@ -151,8 +119,14 @@ void mark_output(const TensorPtr& t, Uid uid, int64_t N, int64_t C, int64_t H, i
   t->set_output(true).set_uid(static_cast<int64_t>(uid)).set_data_type(fe::DataType_t::FLOAT);
   if (shape) t->set_dim({N, C, H, W}).set_stride(nhwc_strides(C, H, W));
 }
+std::string conv_attrs(const ConvGeometry& s) {
+  return cat("padding ", s.pad_h, "x", s.pad_w, " stride ", s.stride_h, "x", s.stride_w, " dilation ", s.dil_h, "x",
+             s.dil_w);
+}
 
-GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape = true) {
+}  // namespace
+
+GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape) {
   GraphDef d;
   d.graph = new_graph();
   auto& g = *d.graph;
@@ -165,6 +139,7 @@ GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape = t
                                  .set_dilation({s.dil_h, s.dil_w}));
   d.io = {{Uid::X, X}, {Uid::W, Wt}};
   d.what = "conv_fprop";
+  d.attrs = conv_attrs(s);
   if (bias) {
     TensorPtr B = g.tensor(fe::graph::Tensor_attributes()
                                .set_name("b")
@@ -204,6 +179,7 @@ GraphDef data_grad_def(const ConvGeometry& s) {
   d.want_dim = {s.N, s.C, s.H, s.W};
   d.want_stride = nhwc_strides(s.C, s.H, s.W);
   d.what = "conv_dgrad";
+  d.attrs = conv_attrs(s);
   return d;
 }
 
@@ -224,6 +200,7 @@ GraphDef weight_grad_def(const ConvGeometry& s) {
   d.want_dim = {s.K, s.C, s.R, s.S};
   d.want_stride = nhwc_strides(s.C, s.R, s.S);
   d.what = "conv_wgrad";
+  d.attrs = conv_attrs(s);
   return d;
 }
 
@@ -245,41 +222,36 @@ std::string validate(GraphDef& d) {
   return "";
 }
 
-}  // namespace
+CudnnContext::CudnnContext() {
+  const Loaded& l = load_cudnn();
+  SG_REQUIRE(l.ok, l.error);
+  version = l.version;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  gpu = cat(prop.name, ", sm_", prop.major, prop.minor, ", ", prop.multiProcessorCount, " SMs");
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  try {
+    st = fe::detail::create_handle(&handle);
+  } catch (const std::exception& e) {
+    throw Error(cat("cuDNN: cudnnCreate failed: ", e.what()));
+  }
+  SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnCreate failed with status ", static_cast<int>(st));
+}
 
-class CudnnContext {
- public:
-  CudnnContext() {
-    const Loaded& l = load_cudnn();
-    SG_REQUIRE(l.ok, l.error);
-    version = l.version;
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+CudnnContext::~CudnnContext() {
+  kernel_caches.clear();  // before the handle
+  if (handle) {
     try {
-      st = fe::detail::create_handle(&handle);
-    } catch (const std::exception& e) {
-      throw Error(cat("cuDNN: cudnnCreate failed: ", e.what()));
-    }
-    SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnCreate failed with status ", static_cast<int>(st));
-  }
-  ~CudnnContext() {
-    if (handle) {
-      try {
-        fe::detail::destroy_handle(handle);
-      } catch (...) {
-        std::fprintf(stderr, "stepgraph: warning: cudnnDestroy failed\n");
-      }
+      fe::detail::destroy_handle(handle);
+    } catch (...) {
+      std::fprintf(stderr, "stepgraph: warning: cudnnDestroy failed\n");
     }
   }
-  CudnnContext(const CudnnContext&) = delete;
-  CudnnContext& operator=(const CudnnContext&) = delete;
-
-  cudnnHandle_t handle = nullptr;
-  size_t version = 0;
-};
+}
 
 std::shared_ptr<CudnnContext> make_cudnn_context() { return std::make_shared<CudnnContext>(); }
-
-void* cudnn_raw_handle(const CudnnContext& ctx) { return ctx.handle; }
 
 bool cudnn_loadable(std::string* why, size_t* version) {
   const Loaded& l = load_cudnn();
@@ -288,102 +260,27 @@ bool cudnn_loadable(std::string* why, size_t* version) {
   return l.ok;
 }
 
-namespace {
-
-class FrontendConvPlan : public ConvPlan {
- public:
-  FrontendConvPlan(std::shared_ptr<CudnnContext> ctx, GraphDef d, std::unordered_map<int64_t, void*> pack,
-                   int64_t ws, std::string describe)
-      : ctx_(std::move(ctx)), def_(std::move(d)), pack_(std::move(pack)), ws_bytes_(ws), describe_(std::move(describe)) {}
-
-  void run(cudaStream_t s) const override {
-    SG_REQUIRE(ws_bytes_ == 0 || ws_ != nullptr, def_.what, ": cuDNN workspace of ", ws_bytes_, " bytes not set");
-    const cudnnStatus_t st = fe::detail::set_stream(ctx_->handle, s);
-    SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed with status ", static_cast<int>(st));
-    if (auto e = def_.graph->execute(ctx_->handle, pack_, ws_); e.is_bad())
-      throw Error(cat("cuDNN ", fe_error(def_.what.c_str(), e)));
-  }
-  size_t workspace_bytes() const override { return static_cast<size_t>(ws_bytes_); }
-  void set_workspace(void* ws) override { ws_ = ws; }
-  std::string describe() const override { return describe_; }
-
- private:
-  std::shared_ptr<CudnnContext> ctx_;
-  GraphDef def_;
-  mutable std::unordered_map<int64_t, void*> pack_;  // execute() takes it by non-const reference
-  int64_t ws_bytes_ = 0;
-  void* ws_ = nullptr;
-  std::string describe_;
-};
-
-// Builds the first supported plan under our engine filters; "" on success.
-std::string build(CudnnContext& ctx, GraphDef& d, Precision precision, std::string* plan_name, int64_t* ws) {
-  if (std::string v = validate(d); !v.empty()) return v;
-  auto& g = *d.graph;
-  SG_FE_TRY(g.build_operation_graph(ctx.handle));
-  SG_FE_TRY(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}));
-  std::vector<fe::NumericalNote_t> barred = {fe::NumericalNote_t::NONDETERMINISTIC,
-                                             fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
-                                             fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
-  if (precision == Precision::FP32) barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
-  g.deselect_numeric_notes(barred);
-  SG_FE_TRY(g.check_support(ctx.handle));
-  SG_FE_TRY(g.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
-  SG_FE_TRY(g.get_plan_name(*plan_name));
-  SG_FE_TRY(g.get_workspace_size(*ws));
-  return "";
-}
-
-std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, GraphDef d,
-                                    const std::unordered_map<Uid, const void*>& ptrs, Precision precision,
-                                    std::string* why) {
-  std::string name;
-  int64_t ws = 0;
-  std::string err;
-  try {
-    err = build(*ctx, d, precision, &name, &ws);
-  } catch (const std::exception& e) {  // the frontend throws from its dynamic-loading shims
-    err = cat(d.what, ": ", e.what());
-  }
-  if (!err.empty()) {
-    if (why) *why = cat("cuDNN has no deterministic ", precision == Precision::FP32 ? "fp32 (no TF32) " : "",
-                        "engine for ", d.what, ": ", err);
-    return nullptr;
-  }
-  std::unordered_map<int64_t, void*> pack;
-  for (const auto& [uid, t] : d.io) {
-    auto it = ptrs.find(uid);
-    SG_REQUIRE(it != ptrs.end() && it->second, d.what, ": tensor '", t->get_name(), "' has no device pointer");
-    pack[static_cast<int64_t>(uid)] = const_cast<void*>(it->second);
-  }
-  std::string desc = cat("cuDNN graph ", d.what, ", engine ", name, ", workspace ", ws, " B (deterministic",
-                         precision == Precision::FP32 ? ", no TF32" : "", ")");
-  return std::make_unique<FrontendConvPlan>(ctx, std::move(d), std::move(pack), ws, std::move(desc));
-}
-
-}  // namespace
-
 std::unique_ptr<ConvPlan> conv_forward_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
                                             const float* X, const float* W, const float* b, float* Y,
-                                            Activation act, bool fuse, Precision precision, std::string* why) {
+                                            Activation act, bool fuse, const ConvPlanOptions& opt, std::string* why) {
   SG_REQUIRE(act == Activation::None || act == Activation::ReLU, "conv2d: activation ", activation_name(act),
              " (none or relu)");
   const bool bias = fuse && b != nullptr, relu = fuse && act == Activation::ReLU;
-  std::unordered_map<Uid, const void*> ptrs = {{Uid::X, X}, {Uid::W, W}, {Uid::Y, Y}};
-  if (bias) ptrs[Uid::B] = b;
-  return make_plan(ctx, forward_def(g, bias, relu), ptrs, precision, why);
+  std::vector<std::pair<Uid, const void*>> ptrs = {{Uid::X, X}, {Uid::W, W}, {Uid::Y, Y}};
+  if (bias) ptrs.emplace_back(Uid::B, b);
+  return make_plan(ctx, [=] { return forward_def(g, bias, relu); }, g, ptrs, opt, why);
 }
 
 std::unique_ptr<ConvPlan> conv_data_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
-                                              const float* dZ, const float* W, float* dX, Precision precision,
+                                              const float* dZ, const float* W, float* dX, const ConvPlanOptions& opt,
                                               std::string* why) {
-  return make_plan(ctx, data_grad_def(g), {{Uid::dZ, dZ}, {Uid::W, W}, {Uid::dX, dX}}, precision, why);
+  return make_plan(ctx, [=] { return data_grad_def(g); }, g, {{Uid::dZ, dZ}, {Uid::W, W}, {Uid::dX, dX}}, opt, why);
 }
 
 std::unique_ptr<ConvPlan> conv_weight_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
-                                                const float* dZ, const float* X, float* dW, Precision precision,
-                                                std::string* why) {
-  return make_plan(ctx, weight_grad_def(g), {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}}, precision, why);
+                                                const float* dZ, const float* X, float* dW,
+                                                const ConvPlanOptions& opt, std::string* why) {
+  return make_plan(ctx, [=] { return weight_grad_def(g); }, g, {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}}, opt, why);
 }
 
 std::string check_conv_graphs(const ConvGeometry& g, bool bias, Activation act) {

@@ -1,6 +1,8 @@
-// Convolutions through cuDNN frontend graphs (cudnn_conv.cpp, compiled only when CMake finds the
-// frontend headers: STEPGRAPH_HAVE_CUDNN). This header keeps the frontend out of every other
-// translation unit: plans are built at lowering time and run() is all a step calls.
+// Convolutions through cuDNN frontend graphs (cudnn_conv.cpp: loading, graphs; cudnn_plans.cpp:
+// choosing, timing and caching plans; compiled only when CMake finds the frontend headers:
+// STEPGRAPH_HAVE_CUDNN). This header keeps the frontend out of every other translation unit:
+// plans are built (or loaded from the on-disk plan cache) and autotuned at lowering time, and
+// run() is all a step calls.
 //
 // libcudnn.so.9 is loaded at run time (the frontend's dynamic loading), the first time a program
 // with a convolution is lowered for the GPU.
@@ -11,9 +13,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stepgraph/backend.h"
 #include "stepgraph/ir.h"
+
+namespace sg::plan_cache {
+class PlanCache;
+}
 
 namespace sg::cuda {
 
@@ -30,11 +37,35 @@ class CudnnContext;
 // Loads libcudnn.so.9 (once per process) and creates a handle. Throws naming what is missing:
 // "cuDNN 9 not found (libcudnn.so.9): install nvidia-cudnn-cu13 or set LD_LIBRARY_PATH".
 std::shared_ptr<CudnnContext> make_cudnn_context();
-// The context's cudnnHandle_t (as void*: this header stays free of cudnn.h), for the other
-// frontend translation units (cudnn_sdpa.cpp).
-void* cudnn_raw_handle(const CudnnContext& ctx);
 // Whether libcudnn.so.9 loads here (no GPU needed); `why` says why not. Also its version.
 bool cudnn_loadable(std::string* why, size_t* version = nullptr);
+
+// How the plans of one program are chosen.
+//   autotune off:        the heuristics' first buildable plan (heuristic A, then FALLBACK)
+//            heuristic:  build up to 8 of heuristic A's plans, time each on scratch buffers, keep
+//                        the fastest (FALLBACK's too when A has none that builds)
+//            exhaustive: the same over every plan of heuristic A and FALLBACK
+// Every candidate passes the same filters (deterministic; no TF32 at fp32). With a plan cache, a
+// built (and tuned) plan is serialized to disk and the next process loads it instead.
+struct ConvPlanOptions {
+  Precision precision = Precision::FP32;
+  Autotune autotune = Autotune::Off;
+  cudaStream_t stream = nullptr;                 // where candidates are timed (before capture)
+  const plan_cache::PlanCache* cache = nullptr;  // null or disabled: no disk cache
+};
+
+// What building or loading one plan took and chose (summed by lowering for explain).
+struct ConvPlanStats {
+  bool loaded = false;          // from the on-disk plan cache
+  bool rejected = false;        // a cache entry existed but was unusable (warned; rebuilt)
+  bool stored = false;          // written to the plan cache after building
+  double compile_ms = 0;        // the whole load or build, timing included
+  double tune_ms = 0;           // of which timing candidates
+  int timed = 0;                // candidates timed
+  double fastest_us = 0, slowest_us = 0;
+  bool dynamic = false;         // built with dynamic shapes and a shared kernel cache
+  bool kernel_cache_warm = false;  // that kernel cache was made by an earlier shape of this op
+};
 
 // A built cuDNN graph with its device pointers bound. run() sets the handle's stream and
 // executes: no allocation, no synchronization, so it can be captured into a CUDA graph.
@@ -46,9 +77,19 @@ class ConvPlan {
   // (one buffer shared by every plan of a program: the steps run one after another).
   virtual size_t workspace_bytes() const = 0;
   virtual void set_workspace(void* ws) = 0;
-  // The engine chosen, what the graph fused, and which engine notes were excluded.
+  // The engine chosen, what the graph fused, which engine notes were excluded, and how the
+  // plan was chosen (tuning table) or loaded.
   virtual std::string describe() const = 0;
+  virtual const ConvPlanStats& stats() const = 0;
 };
+
+// Whether plans are built with dynamic shapes and a kernel cache shared by the shape variants of
+// one op (cuDNN >= 9.5 loaded and SG_CUDNN_DYNAMIC_SHAPES not 0); `why` says why not.
+bool dynamic_shapes_enabled(const CudnnContext& ctx, std::string* why = nullptr);
+// Records one program's cuDNN compile (its first convolution's batch size, its plans' stats) in
+// the context and returns the context's history, one line per compile, for explain: the first
+// shape's build time against later shapes' (which reuse the kernel caches).
+std::string record_compile(CudnnContext& ctx, int64_t batch, const std::vector<ConvPlanStats>& plans);
 
 // Y = act(conv(X, W) + b) (b null: no bias; act None or ReLU). With `fuse` the bias and ReLU
 // are pointwise nodes of the same cuDNN graph; returns null (and `why`) when no deterministic
@@ -56,15 +97,15 @@ class ConvPlan {
 // convolution and its own bias/activation kernel.
 std::unique_ptr<ConvPlan> conv_forward_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
                                             const float* X, const float* W, const float* b, float* Y,
-                                            Activation act, bool fuse, Precision precision, std::string* why);
+                                            Activation act, bool fuse, const ConvPlanOptions& opt, std::string* why);
 // dX = dgrad(dZ, W): the gradient of the convolution (no activation) with respect to its input.
 std::unique_ptr<ConvPlan> conv_data_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
-                                              const float* dZ, const float* W, float* dX, Precision precision,
+                                              const float* dZ, const float* W, float* dX, const ConvPlanOptions& opt,
                                               std::string* why);
 // dW = wgrad(dZ, X): the gradient with respect to the filters.
 std::unique_ptr<ConvPlan> conv_weight_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
-                                                const float* dZ, const float* X, float* dW, Precision precision,
-                                                std::string* why);
+                                                const float* dZ, const float* X, float* dW,
+                                                const ConvPlanOptions& opt, std::string* why);
 
 // Builds the forward (fused and plain), dgrad and wgrad graph definitions for `g` and runs the
 // frontend's validation and shape inference, without a GPU (libcudnn.so.9 must load). Returns

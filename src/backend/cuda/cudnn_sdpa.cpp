@@ -6,31 +6,16 @@
 // [B, S, H*D] rows, so no transposes are needed around the fused kernels.
 #include "backend/cuda/cudnn_sdpa.h"
 
-#include <sstream>
 #include <unordered_map>
 #include <vector>
 
-#include <cudnn_frontend.h>
+#include "backend/cuda/cudnn_graphs.h"
 
 namespace sg::cuda {
 
-namespace fe = cudnn_frontend;
-
 namespace {
 
-using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
-
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
-
-std::string fe_message(const char* what, fe::error_t e) {
-  std::ostringstream os;
-  os << what << ": " << e.get_code() << " " << e.get_message();
-  return os.str();
-}
-#define SG_SDPA_TRY(expr)                                                            \
-  do {                                                                               \
-    if (auto sg_e_ = (expr); sg_e_.is_bad()) return fe_message(#expr, sg_e_);        \
-  } while (0)
+enum SdpaUid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
 
 std::vector<int64_t> rows_strides(const SdpaGeometry& g) { return {g.S * g.H * g.D, g.D, g.H * g.D, 1}; }
 
@@ -41,14 +26,14 @@ std::shared_ptr<fe::graph::Graph> new_graph() {
       .set_compute_data_type(fe::DataType_t::FLOAT);
   return graph;
 }
-TensorPtr rows_tensor(fe::graph::Graph& graph, const char* name, Uid uid, const SdpaGeometry& g) {
+TensorPtr rows_tensor(fe::graph::Graph& graph, const char* name, SdpaUid uid, const SdpaGeometry& g) {
   return graph.tensor(fe::graph::Tensor_attributes()
                           .set_name(name)
                           .set_uid(uid)
                           .set_dim({g.B, g.H, g.S, g.D})
                           .set_stride(rows_strides(g)));
 }
-void rows_output(const TensorPtr& t, Uid uid, const SdpaGeometry& g) {
+void rows_output(const TensorPtr& t, SdpaUid uid, const SdpaGeometry& g) {
   t->set_output(true).set_uid(uid).set_dim({g.B, g.H, g.S, g.D}).set_stride(rows_strides(g));
 }
 void stats_shape(fe::graph::Tensor_attributes& t, const SdpaGeometry& g) {
@@ -64,16 +49,17 @@ class SdpaPlan : public CudnnPlan {
 
   void run(cudaStream_t s) const override {
     SG_REQUIRE(ws_bytes_ == 0 || ws_ != nullptr, what_, ": cuDNN workspace of ", ws_bytes_, " bytes not set");
-    auto handle = static_cast<cudnnHandle_t>(cudnn_raw_handle(*ctx_));
-    const cudnnStatus_t st = fe::detail::set_stream(handle, s);
+    const cudnnStatus_t st = fe::detail::set_stream(ctx_->handle, s);
     SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed with status ", static_cast<int>(st));
-    if (auto e = graph_->execute(handle, pack_, ws_); e.is_bad()) throw Error(cat("cuDNN ", fe_message(what_.c_str(), e)));
+    if (auto e = graph_->execute(ctx_->handle, pack_, ws_); e.is_bad()) throw Error(cat("cuDNN ", fe_error(what_.c_str(), e)));
   }
   size_t workspace_bytes() const override { return static_cast<size_t>(ws_bytes_); }
   void set_workspace(void* ws) override { ws_ = ws; }
   std::string describe() const override { return describe_; }
+  const ConvPlanStats& stats() const override { return stats_; }
 
  private:
+  ConvPlanStats stats_;  // built each time: neither tuned nor cached yet
   std::shared_ptr<CudnnContext> ctx_;
   std::shared_ptr<fe::graph::Graph> graph_;
   mutable std::unordered_map<int64_t, void*> pack_;  // execute() takes it by non-const reference
@@ -84,14 +70,14 @@ class SdpaPlan : public CudnnPlan {
 
 // Builds the heuristic's first supported plan; "" on success.
 std::string build(CudnnContext& ctx, fe::graph::Graph& graph, std::string* plan_name, int64_t* ws) {
-  auto handle = static_cast<cudnnHandle_t>(cudnn_raw_handle(ctx));
-  SG_SDPA_TRY(graph.validate());
-  SG_SDPA_TRY(graph.build_operation_graph(handle));
-  SG_SDPA_TRY(graph.create_execution_plans({fe::HeurMode_t::A}));
-  SG_SDPA_TRY(graph.check_support(handle));
-  SG_SDPA_TRY(graph.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
-  SG_SDPA_TRY(graph.get_plan_name(*plan_name));
-  SG_SDPA_TRY(graph.get_workspace_size(*ws));
+  auto handle = ctx.handle;
+  SG_FE_TRY(graph.validate());
+  SG_FE_TRY(graph.build_operation_graph(handle));
+  SG_FE_TRY(graph.create_execution_plans({fe::HeurMode_t::A}));
+  SG_FE_TRY(graph.check_support(handle));
+  SG_FE_TRY(graph.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
+  SG_FE_TRY(graph.get_plan_name(*plan_name));
+  SG_FE_TRY(graph.get_workspace_size(*ws));
   return "";
 }
 

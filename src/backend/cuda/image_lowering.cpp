@@ -1,8 +1,10 @@
 #include "backend/cuda/image_lowering.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/plan_cache.h"
 #include "backend/cuda/image_kernels.cuh"
 #include "backend/cuda/kernels.cuh"
 #ifdef STEPGRAPH_HAVE_CUDNN
@@ -128,6 +130,16 @@ void ImageLowering::add_plan(const Op& op, std::shared_ptr<ConvPlan> plan, const
   h_.add_step(op, [plan](cudaStream_t s) { plan->run(s); });
 }
 
+ConvPlanOptions ImageLowering::conv_options() {
+  if (!cache_) cache_ = std::make_unique<plan_cache::PlanCache>(plan_cache::resolve_dir(h_.opt.plan_cache));
+  ConvPlanOptions o;
+  o.precision = h_.opt.precision;
+  o.autotune = h_.opt.autotune;
+  o.stream = h_.be.stream();
+  o.cache = cache_.get();
+  return o;
+}
+
 void ImageLowering::conv_forward(const Op& op) {
   const ConvAttrs a = op.attr<ConvAttrs>();
   const ConvGeometry g = conv_geometry(h_.p, op.in[0], op.in[1], op.out[0], a);
@@ -135,14 +147,16 @@ void ImageLowering::conv_forward(const Op& op) {
   float* Y = f(op.out[0]);
   const Activation act = a.act;
   auto ctx = cudnn(h_.be);
+  if (batch_ == 0) batch_ = g.N;
+  const ConvPlanOptions opt = conv_options();
   std::string why_fused, why;
   std::shared_ptr<ConvPlan> plan;
   if (!fusion_enabled()) why_fused = "SG_CUDNN_FUSION=0";
   else if (b || act != Activation::None) {
-    plan = conv_forward_plan(ctx, g, X, W, b, Y, act, true, h_.opt.precision, &why_fused);
+    plan = conv_forward_plan(ctx, g, X, W, b, Y, act, true, opt, &why_fused);
     if (plan) return add_plan(op, plan, "forward");
   }
-  plan = conv_forward_plan(ctx, g, X, W, nullptr, Y, Activation::None, false, h_.opt.precision, &why);
+  plan = conv_forward_plan(ctx, g, X, W, nullptr, Y, Activation::None, false, opt, &why);
   SG_REQUIRE(plan, why);
   add_plan(op, plan, "forward");
   if (b || act != Activation::None) {
@@ -193,23 +207,46 @@ void ImageLowering::conv_backward(const Op& op) {
     }
   };
   const float *x = f(X), *w = f(W);
-  const Precision prec = h_.opt.precision;
+  if (batch_ == 0) batch_ = g.N;
+  const ConvPlanOptions opt = conv_options();
   gradient(dW, op.accumulate[1] != 0, "dW", [&](float* dst, std::string* why) {
-    return conv_weight_grad_plan(ctx, g, dz, x, dst, prec, why);
+    return conv_weight_grad_plan(ctx, g, dz, x, dst, opt, why);
   });
   if (dX != kNone)
     gradient(dX, op.accumulate[0] != 0, "dX", [&](float* dst, std::string* why) {
-      return conv_data_grad_plan(ctx, g, dz, w, dst, prec, why);
+      return conv_data_grad_plan(ctx, g, dz, w, dst, opt, why);
     });
 }
 
 void ImageLowering::finish() {
+  if (plans_.empty()) return;
   size_t most = 0;
   for (const auto& p : plans_) most = std::max(most, p->workspace_bytes());
-  if (most == 0) return;
-  void* ws = h_.own(most);
-  for (const auto& p : plans_) p->set_workspace(ws);
-  h_.notes << "  cuDNN workspace: " << most << " bytes, shared by " << plans_.size() << " plans\n";
+  if (most > 0) {
+    void* ws = h_.own(most);
+    for (const auto& p : plans_) p->set_workspace(ws);
+    h_.notes << "  cuDNN workspace: " << most << " bytes, shared by " << plans_.size() << " plans\n";
+  }
+  std::vector<ConvPlanStats> st;
+  int loaded = 0, timed = 0;
+  double ms = 0, tune = 0, spread = 0;
+  for (const auto& p : plans_) {
+    const ConvPlanStats& s = p->stats();
+    st.push_back(s);
+    loaded += s.loaded, ms += s.compile_ms, tune += s.tune_ms, timed += s.timed > 0;
+    if (s.timed > 0) spread = std::max(spread, s.slowest_us / std::max(s.fastest_us, 1e-3));
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", ms);
+  h_.notes << "  cuDNN plans: " << plans_.size() << " (" << loaded << " loaded from the plan cache, "
+           << plans_.size() - loaded << " built), compile " << buf << " ms";
+  if (timed > 0) {
+    std::snprintf(buf, sizeof buf, "%.1f ms, largest spread %.2fx", tune, spread);
+    h_.notes << "; autotune " << autotune_name(h_.opt.autotune) << ": " << timed << " graphs timed in " << buf;
+  }
+  h_.notes << "; plan cache " << (cache_ && cache_->enabled() ? cache_->dir() : std::string("off")) << "\n";
+  h_.notes << "  cuDNN compiles of this backend (the first shape builds kernels, later shapes reuse them):\n"
+           << record_compile(*cudnn(h_.be), batch_, st);
 }
 
 #else  // no cuDNN in this build: available() keeps convolutions from getting here

@@ -11,9 +11,14 @@
 #include "backend/cuda/cuda_backend.h"
 #include "stepgraph/ir.h"
 
+namespace sg::plan_cache {
+class PlanCache;
+}
+
 namespace sg::cuda {
 
 class ConvPlan;
+struct ConvPlanOptions;
 
 // What lowering an op needs from the Lowering pass.
 struct LoweringHooks {
@@ -37,18 +42,23 @@ class ImageLowering {
   static bool available(OpKind k);
 
   void lower(const Op& op);
-  // After every op: the cuDNN plans' shared workspace (they run one after another on one stream).
+  // After every op: the cuDNN plans' shared workspace (they run one after another on one stream),
+  // and the summary of how the plans were made (loaded or built, tuned, compile times).
   void finish();
 
  private:
   void conv_forward(const Op& op);
   void conv_backward(const Op& op);
   void add_plan(const Op& op, std::shared_ptr<ConvPlan> plan, const char* what);
+  // Autotune mode, precision, timing stream and plan cache for this program's cuDNN plans.
+  ConvPlanOptions conv_options();
   float* f(TensorId t) const { return t == kNone ? nullptr : static_cast<float*>(h_.ptrs[t]); }
   int64_t dim(TensorId t, size_t k) const { return h_.p.tensor(t).shape[k]; }
 
   LoweringHooks h_;
   std::vector<std::shared_ptr<ConvPlan>> plans_;
+  std::unique_ptr<plan_cache::PlanCache> cache_;  // made with the first convolution
+  int64_t batch_ = 0;                             // the first convolution's batch size
 };
 
 }  // namespace sg::cuda
