@@ -21,6 +21,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;       // overrides train.seed
   std::string out_dir;                // metrics.jsonl, checkpoint.safetensors, config.json
   std::string resume;                 // checkpoint to continue from (steps continue its count)
+  std::optional<int64_t> check_params;  // overrides train.check_params (data-parallel runs)
   bool json = false;                  // every output line a JSON object
   std::ostream* out = nullptr;        // progress and summary (default std::cout)
 };

@@ -44,7 +44,7 @@ struct TrainerOptions {
   ExecMode mode = ExecMode::Graph;
   ShapePolicy shape_policy = ShapePolicy::Recapture;
   int max_shapes = 8;
-  LowerOptions lower;  // autotune, precision
+  LowerOptions lower;  // autotune, precision; comm: data-parallel training (distributed.h)
 };
 
 struct EvalResult {
@@ -179,6 +179,7 @@ class Trainer {
   void check_batch(const Variant& v, const HostArray& X, const HostArray& y) const;
   void upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0, int64_t rows);
   HostArray read_tensor(const std::string& name) const;
+  void settle() const;
   void write_tensor(const std::string& name, const HostArray& a);
 
   LayerPtr model_;
