@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "stepgraph/distributed.h"
@@ -89,8 +90,10 @@ bool nccl_available(std::string* why) { return nccl_api(why) != nullptr; }
 std::shared_ptr<Communicator> Communicator::create(const World& w, double timeout_s) {
   SG_REQUIRE(timeout_s > 0, "Communicator: the timeout must be positive, got ", timeout_s, " s");
   const NcclApi& api = nccl();
-  // NVLink multicast (NVLS) off unless the user chose: the shared GPU machines need it off.
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  // NVLink multicast (NVLS) off unless the user chose: the shared GPU machines need it off. Once
+  // per process, before any NCCL call reads the environment (ranks may be threads).
+  static std::once_flag nvls_once;
+  std::call_once(nvls_once, [] { setenv("NCCL_NVLS_ENABLE", "0", 0); });
   std::shared_ptr<Communicator> c(new Communicator());
   c->world_ = w;
   c->timeout_s_ = timeout_s;

@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
   launch->add_option("--master-port", lo.master_port, "Rendezvous port on 127.0.0.1 (default: a free one)")
       ->check(CLI::Range(1, 65535));
   launch->prefix_command();  // from the first positional on: the command each rank runs
-  launch->footer("Example: stepgraph launch --gpus 2 train configs/mlp.json --steps 1000\n"
-                 "Ranks > 0 print only errors, prefixed [rank r]; the exit status is the first failing rank's.");
+  launch->footer("Example: stepgraph launch --gpus 2 train configs/digits_mlp.json --steps 1000\n"
+                 "Ranks > 0 print only errors, prefixed [rank r]; the exit status is the first failing rank's.\n");
 
   auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the config's validation split");
   eval->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
