@@ -470,7 +470,7 @@ sg_cli_fail(cli_launch_two_cpu_ranks_fail_with_their_rank
   EXIT 1)
 sg_cli_fail(cli_launch_needs_a_train_command
   ARGS launch --gpus 2 eval
-  STDERR "expected the command to run, `train CONFIG \\[options\\]`, got 'eval'"
+  STDERR "expected the command to run, `train CONFIG \\[options\\]` or `bench CONFIG \\[options\\]`, got 'eval'"
   EXIT 2)
 sg_cli_fail(cli_launch_needs_gpus
   ARGS launch train

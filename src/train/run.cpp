@@ -120,20 +120,7 @@ struct Parallel {
 
 Parallel start_parallel(const RunConfig& cfg, const std::string& requested_device) {
   Parallel par;
-  par.world = dist::world_from_env();
-  const char* forced = std::getenv("SG_DISTRIBUTED");
-  SG_REQUIRE(!forced || std::string(forced) == "nccl" || std::string(forced) == "auto",
-             "environment: SG_DISTRIBUTED='", forced, "': expected nccl or auto");
-  const bool want = par.world.size > 1 || cfg.train.distributed == "nccl" || (forced && std::string(forced) == "nccl");
-  if (!want) return par;
-  const std::string who = cat("data-parallel training (rank ", par.world.rank, " of ", par.world.size, ", ",
-                              par.world.launcher, " launch)");
-  SG_REQUIRE(requested_device != "cpu", who, " runs on CUDA devices; the device asked for is cpu");
-  std::string why;
-  SG_REQUIRE(cuda_available(&why), who, " needs a CUDA device: ", why);
-  SG_REQUIRE(dist::nccl_available(&why), who, ": ", why);
-  dist::use_device(par.world.local_rank);
-  par.comm = dist::Communicator::create(par.world, dist::timeout_from_env());
+  par.comm = start_data_parallel(cfg, requested_device, &par.world);
   return par;
 }
 
@@ -201,12 +188,7 @@ namespace {
 RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   using clock = std::chrono::steady_clock;
   const pinn::Problem& prob = *cfg.problem;
-  {
-    const char* forced = std::getenv("SG_DISTRIBUTED");
-    SG_REQUIRE(dist::world_from_env().size == 1 && cfg.train.distributed != "nccl" && !(forced && std::string(forced) == "nccl"),
-               "data-parallel training of physics-informed problems is not supported (every rank would draw the "
-               "same collocation points); train '", prob.name, "' in one process");
-  }
+  start_data_parallel(cfg, "cuda", nullptr);  // refuses a data-parallel launch with a clear message
   const int64_t total = opt.steps.value_or(cfg.train.steps);
   SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
   std::string note;
@@ -278,6 +260,27 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
 }
 
 }  // namespace
+
+std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, const std::string& requested_device,
+                                                       dist::World* world_out) {
+  const dist::World world = dist::world_from_env();
+  if (world_out) *world_out = world;
+  const char* forced = std::getenv("SG_DISTRIBUTED");
+  SG_REQUIRE(!forced || std::string(forced) == "nccl" || std::string(forced) == "auto",
+             "environment: SG_DISTRIBUTED='", forced, "': expected nccl or auto");
+  const bool want = world.size > 1 || cfg.train.distributed == "nccl" || (forced && std::string(forced) == "nccl");
+  if (!want) return nullptr;
+  const std::string who =
+      cat("data-parallel training (rank ", world.rank, " of ", world.size, ", ", world.launcher, " launch)");
+  SG_REQUIRE(!cfg.problem, who, " of physics-informed problems is not supported (every rank would draw the same "
+             "collocation points); train '", cfg.problem ? cfg.problem->name : "", "' in one process");
+  SG_REQUIRE(requested_device != "cpu", who, " runs on CUDA devices; the device asked for is cpu");
+  std::string why;
+  SG_REQUIRE(cuda_available(&why), who, " needs a CUDA device: ", why);
+  SG_REQUIRE(dist::nccl_available(&why), who, ": ", why);
+  dist::use_device(world.local_rank);
+  return dist::Communicator::create(world, dist::timeout_from_env());
+}
 
 RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   if (cfg.problem) return train_problem(cfg, opt);

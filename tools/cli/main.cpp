@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
 
   sg::dist::LaunchOptions lo;
   auto* launch = app.add_subcommand(
-      "launch", "Data-parallel training on this host: run `train CONFIG [options]` as N processes, one per GPU "
+      "launch", "Data-parallel training on this host: run `train CONFIG [options]` (or `bench`) as N processes, one per GPU "
                 "(torchrun's environment, NCCL all-reduce inside each step graph)");
   launch->add_option("--gpus", lo.nprocs, "Processes to start, one per GPU (device LOCAL_RANK)")
       ->required()->check(integer_at_least(1));
@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
 
   if (launch->parsed()) {
     std::vector<std::string> rest = launch->remaining();
-    if (rest.empty() || rest[0] != "train") {
-      std::cerr << "stepgraph launch: expected the command to run, `train CONFIG [options]`"
+    if (rest.empty() || (rest[0] != "train" && rest[0] != "bench")) {
+      std::cerr << "stepgraph launch: expected the command to run, `train CONFIG [options]` or `bench CONFIG [options]`"
                 << (rest.empty() ? std::string() : ", got '" + rest[0] + "'") << "\n";
       return 2;
     }
@@ -204,9 +204,16 @@ int main(int argc, char** argv) {
       sg::RunOptions o = options_from(c, *bench);
       sg::BenchResult r = sg::bench_run(cfg, o, given(*bench, "--steps") ? c.steps : 1000,
                                         c.config.empty() ? "default" : c.config);
-      if (c.json) {
+      if (r.rank != 0) {
+        // data parallel: rank 0 reports for every rank
+      } else if (c.json) {
         std::cout << r.to_json().dump() << "\n";
       } else {
+        if (r.ranks > 1) {
+          std::cout << "data-parallel: " << r.ranks << " ranks, graph us/step per rank:";
+          for (double us : r.rank_graph_us) std::cout << " " << us;
+          std::cout << " (the figures below are the slowest rank's graph time and rank 0's)\n";
+        }
         std::cout << "bench " << r.config << " on " << r.gpu << ", batch " << r.batch << ":\n"
                   << "  eager: " << r.eager_us_per_step << " us/step\n"
                   << "  graph: " << r.graph_us_per_step << " us/step (" << r.graph_nodes << " nodes per step)\n"
