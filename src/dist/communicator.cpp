@@ -83,6 +83,7 @@ struct Communicator::Impl {
   int device = 0;
   cudaStream_t stream = nullptr;  // host-side collectives (all_gather)
   uint64_t* scratch = nullptr;    // [size + 1]: the value, then every rank's
+  uint64_t* host = nullptr;       // pinned [size + 1]: copies never block the host (bounded waits)
 };
 
 bool nccl_available(std::string* why) { return nccl_api(why) != nullptr; }
@@ -116,13 +117,19 @@ std::shared_ptr<Communicator> Communicator::create(const World& w, double timeou
   c->impl_->comm = comm;
   DIST_CUDA(cudaStreamCreateWithFlags(&c->impl_->stream, cudaStreamNonBlocking));
   DIST_CUDA(cudaMalloc(&c->impl_->scratch, sizeof(uint64_t) * static_cast<size_t>(w.size + 1)));
+  DIST_CUDA(cudaMallocHost(&c->impl_->host, sizeof(uint64_t) * static_cast<size_t>(w.size + 1)));
   return c;
 }
 
 Communicator::~Communicator() {
   if (!impl_) return;
-  if (impl_->stream) cudaStreamSynchronize(impl_->stream);
-  if (impl_->scratch) cudaFree(impl_->scratch);
+  // After an abort, work of this communicator may never finish, and cudaFree waits for the whole
+  // device: the few bytes of scratch are left to the process's end instead.
+  if (!aborted_) {
+    if (impl_->stream) cudaStreamSynchronize(impl_->stream);
+    if (impl_->scratch) cudaFree(impl_->scratch);
+    if (impl_->host) cudaFreeHost(impl_->host);
+  }
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
   cudaGetLastError();
   if (impl_->comm) {
@@ -165,15 +172,18 @@ void Communicator::all_reduce_avg(const std::vector<std::pair<float*, int64_t>>&
 std::vector<uint64_t> Communicator::all_gather(uint64_t value, const std::string& what) {
   SG_REQUIRE(!aborted_, "data-parallel: rank ", world_.rank, ": the communicator was aborted after an earlier error");
   const NcclApi& api = nccl();
-  uint64_t* d = impl_->scratch;
-  DIST_CUDA(cudaMemcpyAsync(d, &value, sizeof(value), cudaMemcpyHostToDevice, impl_->stream));
+  uint64_t *d = impl_->scratch, *h = impl_->host;
+  h[0] = value;
+  DIST_CUDA(cudaMemcpyAsync(d, h, sizeof(value), cudaMemcpyHostToDevice, impl_->stream));
   const ncclResult_t r = api.AllGather(d, d + 1, 1, ncclUint64, impl_->comm, impl_->stream);
   if (r != ncclSuccess) throw Error(cat("rank ", world_.rank, ": ", what, ": ", nccl_error("ncclAllGather", r, impl_->comm)));
-  std::vector<uint64_t> all(static_cast<size_t>(world_.size));
-  DIST_CUDA(cudaMemcpyAsync(all.data(), d + 1, sizeof(uint64_t) * all.size(), cudaMemcpyDeviceToHost, impl_->stream));
+  // Pinned memory: the copy is queued, and only the bounded wait below blocks.
+  DIST_CUDA(cudaMemcpyAsync(h + 1, d + 1, sizeof(uint64_t) * static_cast<size_t>(world_.size), cudaMemcpyDeviceToHost,
+                            impl_->stream));
   cudaStream_t s = impl_->stream;
   wait([s] { return cudaStreamQuery(s) != cudaErrorNotReady; }, [&] { return what; });
   DIST_CUDA(cudaStreamSynchronize(s));  // done by now: reports an error of the copy, if any
+  std::vector<uint64_t> all(h + 1, h + 1 + world_.size);
   return all;
 }
 
