@@ -352,12 +352,10 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     rep.record(j, text);
   };
 
-  // Device-resident batches are not sharded yet: data-parallel runs feed their shards from the host.
-  const bool resident = cfg.data.device_resident && !par.on();
-  if (cfg.data.device_resident && par.on())
-    rep.info("data.device_resident is not sharded per rank yet: the data-parallel run feeds each rank's shard from the host");
-  if (resident)  // uploaded once; every step gathers and shuffles its own batch on the device
-    t.set_dataset(data.train.X, data.train.y, B, cfg.data.shuffle, cfg.data.last_batch, mix_seed(t.seed(), "data"));
+  const bool resident = cfg.data.device_resident;
+  if (resident)  // uploaded once; every step gathers and shuffles its own batch (its shard) on the device
+    t.set_dataset(data.train.X, data.train.y, B, cfg.data.shuffle, cfg.data.last_batch, mix_seed(t.seed(), "data"),
+                  par.world.rank, ranks);
   const auto t0 = clock::now();
   float loss = NAN;
   for (int64_t s = start; s < total; ++s) {

@@ -275,14 +275,18 @@ void Trainer::invalidate() {
 }
 
 void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle,
-                          LastBatch last, uint64_t seed) {
+                          LastBatch last, uint64_t seed, int shard, int shards) {
   settle();
   SG_REQUIRE(batch_size > 0, "set_dataset: batch_size must be positive, got ", batch_size);
+  SG_REQUIRE(shards >= 1 && shard >= 0 && shard < shards, "set_dataset: shard ", shard, " of ", shards);
+  SG_REQUIRE(shards == 1 || last == LastBatch::Drop,
+             "set_dataset: a sharded data set drops the last partial global batch (LastBatch::Drop)");
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
              "set_dataset: X must be f32 [samples, features], got ", dtype_name(X.dtype()), " ", shape_str(X.shape()));
   const int64_t N = X.shape()[0];
-  SG_REQUIRE(last == LastBatch::Partial || batch_size <= N, "set_dataset: batch_size ", batch_size,
-             " is larger than the data set (", N, " samples)");
+  SG_REQUIRE(last == LastBatch::Partial || batch_size * shards <= N, "set_dataset: batch_size ", batch_size,
+             shards > 1 ? cat(" times ", shards, " shards") : std::string(), " is larger than the data set (", N,
+             " samples)");
   // Shapes, dtypes and labels are checked through a host-fed variant of the same batch size.
   if (!current_ || current_->resident || current_->input_shape != Shape{batch_size, X.shape()[1]})
     compile({batch_size, X.shape()[1]});
@@ -292,7 +296,7 @@ void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_
   r->y = y;
   if (r->y.dtype() == DType::F32 && r->y.shape().size() == 1) r->y = r->y.reshaped({N, 1});
   r->batch = batch_size;
-  r->attrs = GatherAttrs{seed, shuffle, last == LastBatch::Partial};
+  r->attrs = GatherAttrs{seed, shuffle, last == LastBatch::Partial, shard, shards};
   resident_variant_.reset();
   resident_ = std::move(r);
   auto v = build_variant({batch_size, X.shape()[1]}, true, resident_.get());
