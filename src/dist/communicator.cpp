@@ -211,10 +211,17 @@ void Communicator::wait(const std::function<bool()>& done, const std::function<s
   SG_REQUIRE(!aborted_, "data-parallel: rank ", world_.rank, ": the communicator was aborted after an earlier error");
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
-  auto pause = std::chrono::microseconds(2);
+  // Spin (yielding) for the first 200 us, as a small step ends within that; then sleep, doubling
+  // up to 1 ms, so a long wait costs no CPU.
+  const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+  auto pause = std::chrono::microseconds(5);
   int polls = 0;
   while (!done()) {
-    if (++polls % 64 == 0) check(what_());  // NCCL's error state, now and then (not every few us)
+    if (++polls % 256 == 0) check(what_());  // NCCL's error state, now and then
+    if (Clock::now() < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
     if (Clock::now() >= deadline) {
       check(what_());
       const std::string what = what_();
