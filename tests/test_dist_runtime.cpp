@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "stepgraph/distributed.h"
+#include "stepgraph/run.h"
 #include "stepgraph/trainer.h"
 #include "test_util.h"
 
@@ -282,6 +283,36 @@ TEST(Nccl, WorldOfOneEqualsSingleProcess) {
       // Evaluation programs have no gradients and no collectives.
       EXPECT_NEAR(a.evaluate(data.X[0], data.y[0]).loss, b.evaluate(data.X[0], data.y[0]).loss, 1e-6);
     }
+  }
+}
+
+// The whole training run (`stepgraph train` with train.distributed "nccl"): communicator on
+// device 0, checksums, loss averaged over ranks, shards of world 1, host-fed and device-resident,
+// gives the plain run's losses exactly.
+TEST(Nccl, TrainRunThroughNcclEqualsThePlainRun) {
+  REQUIRE_NCCL_GPUS(1);
+  for (bool resident : {false, true}) {
+    nlohmann::json j = default_config();
+    j["train"]["steps"] = 120;
+    j["train"]["device"] = "cuda";
+    j["train"]["log_every"] = 40;
+    j["data"]["device_resident"] = resident;
+    const RunConfig plain = parse_config(j);
+    j["train"]["distributed"] = "nccl";
+    j["train"]["check_params"] = 30;
+    j["train"]["bucket_mb"] = 0.05;  // several buckets
+    const RunConfig dp = parse_config(j);
+    std::ostringstream out_plain, out_dp;
+    RunOptions o;
+    o.out = &out_plain;
+    const RunSummary a = train_run(plain, o);
+    o.out = &out_dp;
+    const RunSummary b = train_run(dp, o);
+    EXPECT_NE(out_dp.str().find("data-parallel: 1 rank (NCCL"), std::string::npos) << out_dp.str();
+    EXPECT_EQ(a.steps, b.steps);
+    EXPECT_EQ(a.final_loss, b.final_loss) << (resident ? "resident" : "host-fed");
+    EXPECT_EQ(a.val_loss, b.val_loss);
+    EXPECT_EQ(a.val_accuracy, b.val_accuracy);
   }
 }
 
