@@ -205,6 +205,9 @@ TEST(Distributed, NcclAvailabilityIsExplained) {
   if (!dist::nccl_available(&why)) {
     EXPECT_FALSE(why.empty());
     EXPECT_TRUE(why.find("NCCL") != std::string::npos || why.find("libnccl") != std::string::npos) << why;
+    std::printf("NCCL: not available: %s\n", why.c_str());
+  } else {
+    std::printf("NCCL: libnccl.so.2 loaded\n");
   }
 }
 
