@@ -197,9 +197,25 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& argv, s
       if (!readable) break;
     }
   }
-  for (Child& k : kids) {
-    if (k.out >= 0) emit(k.out_buf, &k - kids.data(), out, true), ::close(k.out);
-    if (k.err >= 0) emit(k.err_buf, &k - kids.data(), err, true), ::close(k.err);
+  // What the processes wrote before they exited and was not read yet (their last error lines):
+  // read without blocking (a grandchild may still hold a pipe open), then flush.
+  for (int r = 0; r < o.nprocs; ++r) {
+    Child& k = kids[r];
+    for (int* fd : {&k.out, &k.err}) {
+      if (*fd < 0) continue;
+      std::string& b = fd == &k.out ? k.out_buf : k.err_buf;
+      for (;;) {
+        pollfd p{*fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP))) break;
+        char buf[4096];
+        const ssize_t n = ::read(*fd, buf, sizeof(buf));
+        if (n <= 0) break;
+        b.append(buf, static_cast<size_t>(n));
+      }
+      emit(b, r, fd == &k.out ? out : err, true);
+      ::close(*fd);
+      *fd = -1;
+    }
   }
   if (failed_rank >= 0) {
     err << "launch: failed: rank " << failed_rank << " (status " << failed_status << ") of " << o.nprocs << "\n";
