@@ -200,6 +200,25 @@ TEST(Distributed, GradientsLieInBackwardOrder) {
   }
 }
 
+TEST(Distributed, ConfigKeysAreChecked) {
+  auto error_for = [](const char* key, nlohmann::json v) {
+    nlohmann::json j = default_config();
+    j["train"][key] = v;
+    return error_of([&] { parse_config(j); });
+  };
+  EXPECT_NE(error_for("distributed", "mpi").find("train.distributed"), std::string::npos);
+  EXPECT_NE(error_for("bucket_mb", 0).find("train.bucket_mb"), std::string::npos);
+  EXPECT_NE(error_for("check_params", -1).find("train.check_params"), std::string::npos);
+  nlohmann::json j = default_config();
+  j["train"]["distributed"] = "nccl";
+  j["train"]["bucket_mb"] = 4;
+  j["train"]["check_params"] = 50;
+  const RunConfig c = parse_config(j);
+  EXPECT_EQ(c.train.distributed, "nccl");
+  EXPECT_EQ(c.train.bucket_mb, 4);
+  EXPECT_EQ(c.train.check_params, 50);
+}
+
 TEST(Distributed, NcclAvailabilityIsExplained) {
   std::string why;
   if (!dist::nccl_available(&why)) {
