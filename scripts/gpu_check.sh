@@ -69,9 +69,15 @@ for cfg in bench/configs/seed_mlp.json bench/configs/large_mlp.json; do
 done
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -ge 2 ]; then
-  "$SG" launch --gpus 2 train configs/digits_mlp.json --json --check-params 100 --out "$LOG/run_launch2" \
+  "$SG" launch --gpus 2 train configs/digits_mlp.json --json --steps 300 --check-params 100 --out "$LOG/run_launch2" \
     > "$LOG/train_launch2.log" 2>&1
   row "launch --gpus 2 train digits_mlp" "exit $? $(tail -n 1 "$LOG/train_launch2.log" | cut -c1-140)"
+  # Two ranks of batch 64 against one process of batch 128 (the same global batches).
+  python3 -c 'import json; c = json.load(open("configs/digits_mlp.json")); c["train"]["batch_size"] *= 2; print(json.dumps(c))' \
+    > "$LOG/digits_mlp_batch128.json"
+  "$SG" train "$LOG/digits_mlp_batch128.json" --device cuda --json --steps 300 --out "$LOG/run_batch128" \
+    > "$LOG/train_batch128.log" 2>&1
+  row "2 ranks vs 1 on batch 128 (loss, us)" "$(summary_of "$LOG/train_launch2.log") vs $(summary_of "$LOG/train_batch128.log")"
   for cfg in bench/configs/seed_mlp.json bench/configs/large_mlp.json; do
     "$SG" launch --gpus 2 bench "$cfg" --steps 200 --json > "$LOG/bench_launch2_$(basename "$cfg" .json).log" 2>&1
     "$SG" bench "$cfg" --steps 200 --json > "$LOG/bench_one_$(basename "$cfg" .json).log" 2>&1
