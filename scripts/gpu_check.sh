@@ -16,6 +16,11 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 CUDNN_LIB=$(bash scripts/cudnn_lib_dir.sh)
 [ -n "$CUDNN_LIB" ] && export LD_LIBRARY_PATH="$CUDNN_LIB:$LD_LIBRARY_PATH"
 echo "libcudnn.so.9: ${CUDNN_LIB:-the loader's cache, or not found}"
+# libnccl.so.2 for data-parallel training (loaded at run time): python3's wheel (PyTorch's
+# nvidia-nccl-cu13) or the system's.
+NCCL_LIB=$(bash scripts/nccl_lib_dir.sh)
+[ -n "$NCCL_LIB" ] && export LD_LIBRARY_PATH="$NCCL_LIB:$LD_LIBRARY_PATH"
+echo "libnccl.so.2: ${NCCL_LIB:-not found}"
 export NCCL_NVLS_ENABLE=0
 SG="$BUILD/stepgraph"
 declare -a rows
@@ -71,6 +76,45 @@ done
 SG_CUDNN_DYNAMIC_SHAPES=0 "$SG" bench bench/cnn_configs/cnn_wide.json --steps 200 --autotune heuristic --plan-cache off --json \
   > "$LOG/bench_cnn_wide_static.json" 2> "$LOG/bench_cnn_wide_static.err"
 row "cnn_wide heuristic, static shapes" "$(grep -o '"graph_us_per_step":[0-9.]*' "$LOG/bench_cnn_wide_static.json" || echo FAILED)"
+# Data parallel (README "Several GPUs"): world size 1 through the NCCL path trains like the plain
+# run (same final loss); its bench shows the cost of the in-graph all-reduce; with 2+ GPUs, two
+# ranks train with checksums compared every 100 steps, and the scaling of seed/large MLPs.
+summary_of() { tail -n 1 "$1" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d.get("final_loss"), d.get("us_per_step"))' 2>/dev/null || echo FAILED; }
+"$SG" train configs/digits_mlp.json --device cuda --json --steps 300 --out "$LOG/run_plain300" > "$LOG/train_plain300.log" 2>&1
+SG_DISTRIBUTED=nccl "$SG" train configs/digits_mlp.json --device cuda --json --steps 300 --check-params 100 \
+  --out "$LOG/run_nccl1" > "$LOG/train_nccl1.log" 2>&1
+row "nccl world 1 vs plain (loss, us)" "$(summary_of "$LOG/train_nccl1.log") vs $(summary_of "$LOG/train_plain300.log")"
+for cfg in bench/configs/seed_mlp.json bench/configs/large_mlp.json; do
+  SG_DISTRIBUTED=nccl "$SG" bench "$cfg" --steps 200 > "$LOG/bench_nccl1_$(basename "$cfg" .json).log" 2>&1
+  row "bench nccl world 1 $(basename "$cfg" .json)" "$(grep -E 'graph:' "$LOG/bench_nccl1_$(basename "$cfg" .json).log" | tr -s ' ' || echo FAILED)"
+done
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NGPU" -ge 2 ]; then
+  "$SG" launch --gpus 2 train configs/digits_mlp.json --json --steps 300 --check-params 100 --out "$LOG/run_launch2" \
+    > "$LOG/train_launch2.log" 2>&1
+  row "launch --gpus 2 train digits_mlp" "exit $? $(tail -n 1 "$LOG/train_launch2.log" | cut -c1-140)"
+  # Two ranks of batch 64 against one process of batch 128 (the same global batches).
+  python3 -c 'import json; c = json.load(open("configs/digits_mlp.json")); c["train"]["batch_size"] *= 2; print(json.dumps(c))' \
+    > "$LOG/digits_mlp_batch128.json"
+  "$SG" train "$LOG/digits_mlp_batch128.json" --device cuda --json --steps 300 --out "$LOG/run_batch128" \
+    > "$LOG/train_batch128.log" 2>&1
+  row "2 ranks vs 1 on batch 128 (loss, us)" "$(summary_of "$LOG/train_launch2.log") vs $(summary_of "$LOG/train_batch128.log")"
+  for cfg in bench/configs/seed_mlp.json bench/configs/large_mlp.json; do
+    "$SG" launch --gpus 2 bench "$cfg" --steps 200 --json > "$LOG/bench_launch2_$(basename "$cfg" .json).log" 2>&1
+    "$SG" bench "$cfg" --steps 200 --json > "$LOG/bench_one_$(basename "$cfg" .json).log" 2>&1
+    row "scaling 2 GPUs $(basename "$cfg" .json)" "$(python3 - "$LOG/bench_one_$(basename "$cfg" .json).log" "$LOG/bench_launch2_$(basename "$cfg" .json).log" <<'PY' 2>/dev/null || echo FAILED
+import json, sys
+one = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["graph_us_per_step"]
+two = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+t2 = two["graph_us_per_step"]
+# weak scaling (batch per rank fixed): efficiency = time of 1 GPU / time of each of 2
+print(f"1 GPU {one:.1f} us, 2 GPUs {t2:.1f} us/step (ranks {two['rank_graph_us_per_step']}), efficiency {one / t2:.2f}")
+PY
+)"
+  done
+else
+  row "data parallel on 2+ GPUs" "skipped: $NGPU GPU(s)"
+fi
 
 for cfg in bench/configs/*.json bench/pinn_configs/*.json bench/cnn_configs/*.json; do
   "$SG" bench "$cfg" --steps 200 > "$LOG/bench_$(basename "$cfg" .json).log" 2>&1

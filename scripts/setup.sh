@@ -13,6 +13,11 @@
 # headers from PyPI nvidia-cudnn-frontend, and, when the CUDA toolkit has no cudnn.h, PyPI
 # nvidia-cudnn-cu13 (headers and libcudnn.so.9). Without nvcc it skips cuDNN entirely.
 # SG_SKIP_CUDNN=1 skips it too (the build then refuses convolutions on the GPU).
+#
+# Likewise for data-parallel training: when neither the CUDA toolkit nor the system has nccl.h,
+# it unpacks the headers (only) of PyPI nvidia-nccl-cu13 into .deps/nccl (pip download, no
+# dependencies; libnccl.so.2 is loaded at run time, see scripts/nccl_lib_dir.sh). SG_SKIP_NCCL=1
+# skips it (the build then has no data-parallel training).
 set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev)
@@ -62,6 +67,50 @@ install_cudnn_headers() {
   fi
 }
 
+install_nccl_headers() {
+  [ "${SG_SKIP_NCCL:-0}" = "1" ] && { say "SG_SKIP_NCCL=1: skipping the NCCL headers"; return 0; }
+  local nvcc=""
+  if command -v nvcc >/dev/null 2>&1; then nvcc=$(command -v nvcc)
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+  [ -z "$nvcc" ] && return 0  # no CUDA backend, no NCCL
+  local cuda_inc
+  cuda_inc="$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include"
+  if [ -f "$cuda_inc/nccl.h" ] || [ -f /usr/include/nccl.h ] || [ -f "$ROOT/.deps/nccl/include/nccl.h" ]; then
+    say "nccl.h found"
+    return 0
+  fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: warning: python3 has no pip: cannot fetch the NCCL headers; building without NCCL" >&2
+    return 0
+  fi
+  say "no nccl.h: unpacking the headers of nvidia-nccl-cu13 into .deps/nccl (pip download)"
+  local tmp
+  tmp=$(mktemp -d)
+  if python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" \
+       "nvidia-nccl-cu13>=2.18" &&
+     python3 - "$tmp" "$ROOT/.deps/nccl/include" <<'PY'
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+out = sys.argv[2]
+os.makedirs(out, exist_ok=True)
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if "/include/" in n and n.endswith(".h")]
+    for n in names:
+        dest = os.path.join(out, n.split("/include/", 1)[1])
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(z.read(n))
+if not os.path.exists(os.path.join(out, "nccl.h")):
+    sys.exit("no nccl.h in " + wheel)
+PY
+  then
+    say "NCCL headers are in .deps/nccl/include"
+  else
+    echo "setup: warning: could not fetch the NCCL headers (pip); building without NCCL" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 check_cmake() {
   command -v cmake >/dev/null 2>&1 || die "cmake is not on PATH"
   local v
@@ -87,6 +136,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   say "all dependencies are installed"
   check_cmake
   install_cudnn_headers
+  install_nccl_headers
   exit 0
 fi
 
@@ -107,4 +157,5 @@ as_root apt-get update
 as_root apt-get install -y --no-install-recommends "${missing[@]}"
 check_cmake
 install_cudnn_headers
+install_nccl_headers
 say "done"

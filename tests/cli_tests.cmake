@@ -461,3 +461,26 @@ sg_cli_fail(cli_pinn_bad_expression
   ARGS train "${SG_DATA}/pinn_bad_expression.json"
   EXIT 1
   STDERR "problem\\.residual: unknown name 'uxx' at column 8")
+
+# Data-parallel launch (README "Several GPUs"). Without GPUs only the launcher and the refusals
+# are testable: one rank is a plain run; two CPU ranks fail, each saying why, and the launcher
+# reports the failing rank (whichever fails first: the other may be stopped before it prints).
+sg_cli_ok(cli_launch_one_rank_is_a_plain_run
+  ARGS launch --gpus 1 train --steps 20 --device cpu --json
+  OUT "${SG_RUNS}/launch1"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=20|device=cpu")
+sg_cli_fail(cli_launch_two_cpu_ranks_fail_with_their_rank
+  ARGS launch --gpus 2 train --steps 5 --device cpu
+  STDERR "stepgraph: error: data-parallel training \\(rank [01] of 2, torchrun launch\\) runs on CUDA devices.*launch: failed: rank [01] \\(status 1\\) of 2"
+  EXIT 1)
+sg_cli_fail(cli_launch_needs_a_train_command
+  ARGS launch --gpus 2 eval
+  STDERR "expected the command to run, `train CONFIG \\[options\\]` or `bench CONFIG \\[options\\]`, got 'eval'"
+  EXIT 2)
+sg_cli_fail(cli_launch_needs_gpus
+  ARGS launch train
+  STDERR "--gpus is required")
+sg_cli_fail(cli_distributed_nccl_refuses_the_cpu
+  ARGS train "${SG_DATA}/distributed_nccl.json" --steps 5
+  STDERR "data-parallel training \\(rank 0 of 1, single launch\\) runs on CUDA devices; the device asked for is cpu")

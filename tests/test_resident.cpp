@@ -79,6 +79,33 @@ TEST(Resident, InStepGatherEqualsHostFedBatches) {
   }
 }
 
+// Data parallel: shard r of 3 gathers rows [r*B, (r+1)*B) of the global batch of 3*B rows that
+// the GatherBatch rule draws (dist::shard_of's slice), and trains exactly as if fed those rows.
+TEST(Resident, ShardsGatherTheirSliceOfTheGlobalBatch) {
+  const int64_t N = 29, B = 8, shards = 3;  // global batch 24: one per epoch, 5 rows dropped
+  HostArray X = random_f32({N, 5}, 3), y = random_labels(N, 4, 4);
+  for (int r = 0; r < shards; ++r) {
+    auto resident = small_trainer(), fed = small_trainer();
+    resident->set_dataset(X, y, B, true, LastBatch::Drop, 77, r, shards);
+    for (int64_t s = 0; s < 4; ++s) {  // crosses epochs
+      resident->launch();
+      const std::vector<int64_t> all = rows_for(s, N, B * shards, false, 77);
+      ASSERT_EQ(static_cast<int64_t>(all.size()), B * shards);
+      const std::vector<int64_t> mine(all.begin() + r * B, all.begin() + (r + 1) * B);
+      const float lf = fed->one_step(take(X, mine), take(y, mine));
+      EXPECT_TRUE(near(resident->loss(), lf, 1e-6, 1e-5)) << "shard " << r << " step " << s;
+    }
+    auto a = resident->params(), b = fed->params();
+    for (auto& [name, v] : a)
+      for (int64_t k = 0; k < v.numel(); ++k)
+        ASSERT_TRUE(near(v.data<float>()[k], b.at(name).data<float>()[k], 1e-6, 1e-5)) << name << " shard " << r;
+  }
+  auto t = small_trainer();
+  EXPECT_THROW(t->set_dataset(X, y, B, true, LastBatch::Partial, 77, 1, 3), Error);  // shards drop the tail
+  EXPECT_THROW(t->set_dataset(X, y, B, true, LastBatch::Drop, 77, 3, 3), Error);
+  EXPECT_THROW(t->set_dataset(X, y, 10, true, LastBatch::Drop, 77, 0, 3), Error);  // 30 rows > 29
+}
+
 TEST(Resident, BadDataSetsAreClearErrors) {
   auto t = small_trainer();
   EXPECT_THROW(t->set_dataset(random_f32({5, 5}, 1), random_labels(5, 4, 2), 8), Error);   // batch > N

@@ -10,6 +10,10 @@
 
 namespace sg {
 
+namespace dist {
+class Communicator;  // distributed.h
+}
+
 enum class Device : uint8_t { CPU, CUDA };
 const char* device_name(Device d);
 Device parse_device(const std::string& s);  // "cpu" | "cuda"
@@ -38,6 +42,12 @@ struct LowerOptions {
   Autotune autotune = Autotune::Off;
   Precision precision = Precision::FP32;
   std::string plan_cache;
+  // Data-parallel training (CUDA backend): a step with gradients averages them over the
+  // communicator's ranks inside the step, in buckets of about bucket_bytes (dist::plan_buckets),
+  // each all-reduced on a side stream as soon as backward has finished it; the optimizer waits
+  // for all of them. Null: no collectives.
+  std::shared_ptr<dist::Communicator> comm;
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 // A lowered program: every op's pointers and library plans are fixed.
@@ -52,6 +62,10 @@ class Executable {
   virtual bool is_captured() const { return false; }
   virtual void replay() { run(); }
   virtual size_t graph_nodes() const { return 0; }
+  // Waits until every launched step has finished. Steps with collectives are waited on under the
+  // communicator's deadline: a rank that fails or hangs becomes an Error naming this rank and the
+  // collective, never a hang. Without collectives: nothing (host reads synchronize anyway).
+  virtual void wait_collectives() {}
   // Per-op notes from lowering: kernels, fused epilogues, chosen algorithms and timings.
   virtual std::string describe() const { return ""; }
   // Times each op alone (`reps` runs between device events, after a warm-up): (op name, us).

@@ -19,11 +19,16 @@ struct BenchResult {
   bool tf32 = false;
   std::vector<std::pair<std::string, double>> per_op_us;  // each op timed alone (eager)
   std::string lowering;                                   // explain's lowering notes
+  // Data parallel (`stepgraph launch --gpus N bench`): every rank times its own steps with the
+  // gradient all-reduces in them; graph_us_per_step is the slowest rank's, rank_graph_us each one's.
+  int ranks = 1, rank = 0;
+  std::vector<double> rank_graph_us;
   nlohmann::json to_json() const;
 };
 
 // Times `steps` steps in eager mode and `steps` graph replays (median of 5 repeats after a
-// warm-up) on one batch already on the device, as the framework baselines are timed.
+// warm-up) on one batch already on the device, as the framework baselines are timed. In a
+// data-parallel launch every rank does so (per-op timings are skipped) and rank 0 reports.
 BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps,
                       const std::string& config_name);
 

@@ -184,6 +184,9 @@ struct GatherAttrs {
   uint64_t seed = 0;
   bool shuffle = true;
   bool partial_last = false;  // the tail is a padded batch instead of being dropped
+  // Data parallel (dist::shard_of): the batch is slice `shard` of a global batch of shards * B
+  // rows drawn by the same rule, rows [shard * B, (shard + 1) * B). 0 of 1: the whole batch.
+  int32_t shard = 0, shards = 1;
 };
 // Where each expression variable comes from, per point.
 struct ExprVar {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stepgraph/config.h"
+#include "stepgraph/distributed.h"
 #include "stepgraph/trainer.h"
 
 namespace sg {
@@ -21,6 +22,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;       // overrides train.seed
   std::string out_dir;                // metrics.jsonl, checkpoint.safetensors, config.json
   std::string resume;                 // checkpoint to continue from (steps continue its count)
+  std::optional<int64_t> check_params;  // overrides train.check_params (data-parallel runs)
   bool json = false;                  // every output line a JSON object
   std::ostream* out = nullptr;        // progress and summary (default std::cout)
 };
@@ -46,6 +48,15 @@ struct RunSummary {
 // Picks the backend: "auto" means CUDA when available, otherwise CPU with *note saying why.
 Device choose_device(const std::string& requested, std::string* note);
 
+// Data-parallel training from the launch environment (README "Several GPUs"): when WORLD_SIZE > 1,
+// or train.distributed is "nccl" or SG_DISTRIBUTED=nccl (world size 1 through the same path),
+// makes CUDA device LOCAL_RANK this thread's and returns this rank's NCCL communicator (the world
+// in *world); otherwise null. Errors say why data-parallel training cannot run here.
+std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, const std::string& requested_device,
+                                                       dist::World* world);
+
+// Trains; in a data-parallel launch, each rank on its shard of every global batch, rank 0 alone
+// writing progress, metrics and checkpoints.
 RunSummary train_run(const RunConfig& cfg, const RunOptions& opt);
 
 // Evaluates a checkpoint on the config's validation split (and training split).

@@ -44,7 +44,7 @@ struct TrainerOptions {
   ExecMode mode = ExecMode::Graph;
   ShapePolicy shape_policy = ShapePolicy::Recapture;
   int max_shapes = 8;
-  LowerOptions lower;  // autotune, precision
+  LowerOptions lower;  // autotune, precision; comm: data-parallel training (distributed.h)
 };
 
 struct EvalResult {
@@ -121,8 +121,10 @@ class Trainer {
   // The order depends only on (seed, step), so a resumed run continues it exactly. `last`:
   // Drop skips a tail smaller than the batch; Partial makes it a padded batch. compile()
   // switches back to host-fed batches.
+  // Data parallel: shard r of `shards` trains on rows [r * batch_size, (r + 1) * batch_size) of
+  // each global batch of shards * batch_size rows (dist::shard_of; Drop only).
   void set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle = true,
-                   LastBatch last = LastBatch::Drop, uint64_t seed = 0);
+                   LastBatch last = LastBatch::Drop, uint64_t seed = 0, int shard = 0, int shards = 1);
   bool is_resident() const;
   HostArray logits() const;  // the last step's predictions [B, out]
 
@@ -179,6 +181,7 @@ class Trainer {
   void check_batch(const Variant& v, const HostArray& X, const HostArray& y) const;
   void upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0, int64_t rows);
   HostArray read_tensor(const std::string& name) const;
+  void settle() const;
   void write_tensor(const std::string& name, const HostArray& a);
 
   LayerPtr model_;

@@ -78,17 +78,38 @@ MemoryPlan plan_memory(const Program& p) {
     for (TensorId t : op.out) touch(t);
   }
 
+  // Persistent tensors in creation order, except gradients: they come last, in the order backward
+  // finishes them (their last writer), so every all-reduce bucket of data-parallel training (a
+  // run of consecutive gradients in that order, dist::plan_buckets) is one contiguous span.
+  std::vector<int> last_write(p.num_tensors(), -1);
+  for (int i = 0; i < n_ops; ++i)
+    for (TensorId t : p.ops()[i].out)
+      if (t != kNone) last_write[t] = i;
+  std::vector<TensorId> persistent_order, grads;
+  for (size_t t = 0; t < p.num_tensors(); ++t) {
+    const Role r = p.tensor(static_cast<TensorId>(t)).role;
+    if (r == Role::Gradient) grads.push_back(static_cast<TensorId>(t));
+    else if (is_persistent(r)) persistent_order.push_back(static_cast<TensorId>(t));
+  }
+  std::stable_sort(grads.begin(), grads.end(), [&](TensorId a, TensorId b) { return last_write[a] < last_write[b]; });
+  persistent_order.insert(persistent_order.end(), grads.begin(), grads.end());
   size_t persistent = 0;
+  for (TensorId t : persistent_order) {
+    const TensorInfo& info = p.tensor(t);
+    Placement& pl = plan.at[t];
+    pl.bytes = align_up(static_cast<size_t>(numel(info.shape)) * dtype_size(info.dtype));
+    pl.region = Placement::Region::Persistent;
+    pl.offset = persistent;
+    persistent += pl.bytes;
+    pl.first = 0;
+    pl.last = end;
+  }
   for (size_t t = 0; t < p.num_tensors(); ++t) {
     const TensorInfo& info = p.tensor(static_cast<TensorId>(t));
     Placement& pl = plan.at[t];
     pl.bytes = align_up(static_cast<size_t>(numel(info.shape)) * dtype_size(info.dtype));
     if (is_persistent(info.role)) {
-      pl.region = Placement::Region::Persistent;
-      pl.offset = persistent;
-      persistent += pl.bytes;
-      pl.first = 0;
-      pl.last = end;
+      continue;
     } else {
       plan.transient_unshared += pl.bytes;
       if (info.role == Role::Input || info.live_out || !used[t]) {

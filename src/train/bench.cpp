@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
 #include "stepgraph/rng.h"
+#include "stepgraph/run.h"
 
 namespace sg {
 
@@ -29,7 +31,7 @@ json BenchResult::to_json() const {
           {"graph_us_per_step", graph_us_per_step},
           {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
           {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"per_op_us", per_op_us},
-          {"cudnn_plans", cudnn}};
+          {"cudnn_plans", cudnn},       {"ranks", ranks},             {"rank_graph_us_per_step", rank_graph_us}};
 }
 
 json VerifyResult::to_json() const {
@@ -56,15 +58,20 @@ Dataset first_rows(const RunConfig& cfg, int64_t rows) {
   return gather(d, idx);
 }
 
-// Median over 5 repeats of (time of `steps` launches) / steps, after a warm-up.
-double time_steps(Trainer& t, int64_t steps) {
+// Median over 5 repeats of (time of `steps` launches) / steps, after a warm-up. Data parallel:
+// the end of the steps is waited for through loss() (bounded by the collective timeout).
+double time_steps(Trainer& t, int64_t steps, bool collectives) {
+  auto finish = [&] {
+    if (collectives) t.loss();
+    else t.backend().synchronize();
+  };
   for (int i = 0; i < 20; ++i) t.launch();
-  t.backend().synchronize();
+  finish();
   std::vector<double> us;
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < steps; ++i) t.launch();
-    t.backend().synchronize();
+    finish();
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
                  static_cast<double>(steps));
   }
@@ -89,7 +96,9 @@ double rel_l2(const HostArray& a, const HostArray& b) {
 BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, const std::string& name) {
   SG_REQUIRE(steps > 0, "bench: --steps must be positive, got ", steps);
   std::string note;
-  const Device device = choose_device(opt.device.value_or("cuda"), &note);
+  dist::World world;
+  const std::shared_ptr<dist::Communicator> comm = start_data_parallel(cfg, opt.device.value_or("cuda"), &world);
+  const Device device = comm ? Device::CUDA : choose_device(opt.device.value_or("cuda"), &note);
   if (!note.empty()) std::cerr << "stepgraph: " << note << "\n";
   const int64_t B = cfg.train.batch_size;
   // A physics-informed step makes its own points; other configs time one fixed batch.
@@ -100,7 +109,12 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   r.batch = B;
   r.steps = steps;
   r.tf32 = cfg.trainer.lower.precision == Precision::TF32;
+  r.ranks = world.size;
+  r.rank = world.rank;
   for (ExecMode mode : {ExecMode::Eager, ExecMode::Graph}) {
+    TrainerOptions topt = options_for(cfg, mode);
+    topt.lower.comm = comm;
+    topt.lower.bucket_bytes = static_cast<int64_t>(cfg.train.bucket_mb * 1048576.0);
     std::unique_ptr<Trainer> tp;
     const uint64_t seed = opt.seed.value_or(cfg.train.seed);
     if (cfg.problem) {
@@ -110,23 +124,33 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
       r.batch = cfg.problem->terms[0].points;
     } else {
       check_model_inputs(cfg, batch);
-      tp = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, options_for(cfg, mode));
+      tp = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, topt);
       tp->compile({B, batch.features()});
       tp->set_batch(batch.X, batch.y);
     }
     Trainer& t = *tp;
-    const double us = time_steps(t, steps);
+    const double us = time_steps(t, steps, comm != nullptr);
     SG_REQUIRE(std::isfinite(t.loss()), "bench: the loss is not finite after timing (", t.loss(), ")");
     if (mode == ExecMode::Eager) {
       r.eager_us_per_step = us;
     } else {
       r.graph_us_per_step = us;
+      if (comm) {  // every rank's time; the job runs at the slowest rank's pace
+        uint64_t bits = 0;
+        std::memcpy(&bits, &us, sizeof(us));
+        for (uint64_t b : comm->all_gather(bits, "the bench timings")) {
+          double x = 0;
+          std::memcpy(&x, &b, sizeof(x));
+          r.rank_graph_us.push_back(x);
+        }
+        r.graph_us_per_step = *std::max_element(r.rank_graph_us.begin(), r.rank_graph_us.end());
+      }
       r.graph_nodes = t.graph_nodes();
       r.peak_device_bytes = t.backend().peak_allocated_bytes();
       r.arena_bytes = t.plan().peak_bytes();
       if (t.backend().peak_allocated_bytes() == 0) r.peak_device_bytes = r.arena_bytes;  // the CPU does not track
       r.gpu = t.backend().describe();
-      r.per_op_us = t.profile(100);
+      if (!comm) r.per_op_us = t.profile(100);  // ops alone, out of order: not with collectives
       r.lowering = t.explain();
     }
   }

@@ -374,7 +374,8 @@ TrainerOptions parse_trainer_options(const Node& n) {
 
 TrainConfig parse_train(const Node& n) {
   n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every", "mode",
-          "shape_policy", "max_shapes", "autotune", "precision", "plan_cache"});
+          "shape_policy", "max_shapes", "autotune", "precision", "plan_cache", "distributed", "bucket_mb",
+          "check_params"});
   TrainConfig t;
   t.steps = n.integer("steps", t.steps, 1);
   t.batch_size = n.integer("batch_size", t.batch_size, 1);
@@ -383,6 +384,9 @@ TrainConfig parse_train(const Node& n) {
   t.log_every = n.integer("log_every", t.log_every, 0);
   t.eval_every = n.integer("eval_every", t.eval_every, 0);
   t.checkpoint_every = n.integer("checkpoint_every", t.checkpoint_every, 0);
+  t.distributed = n.string("distributed", "auto", {"auto", "nccl"});
+  t.bucket_mb = n.number("bucket_mb", t.bucket_mb, 1.0 / 1024, 1 << 20);
+  t.check_params = n.integer("check_params", t.check_params, 0);
   return t;
 }
 

@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <cstring>
 #include <iostream>
 
+#include "stepgraph/distributed.h"
 #include "stepgraph/rng.h"
 
 namespace sg {
@@ -80,8 +82,9 @@ PreparedData prepare(const RunConfig& cfg) {
 
 class Reporter {
  public:
-  Reporter(const RunOptions& opt, const std::string& metrics_path)
-      : os_(opt.out ? *opt.out : std::cout), json_(opt.json) {
+  // quiet: ranks other than 0 of a data-parallel run print nothing (errors still reach stderr).
+  Reporter(const RunOptions& opt, const std::string& metrics_path, bool quiet = false)
+      : os_(quiet ? null_ : opt.out ? *opt.out : std::cout), json_(opt.json) {
     if (!metrics_path.empty()) {
       metrics_.open(metrics_path, std::ios::app);
       SG_REQUIRE(metrics_, "cannot write metrics file '", metrics_path, "': ", std::strerror(errno));
@@ -100,10 +103,53 @@ class Reporter {
   }
 
  private:
+  std::ostream null_{nullptr};  // a stream without a buffer writes nothing
   std::ostream& os_;
   bool json_;
   std::ofstream metrics_;
 };
+
+// Data-parallel training: this process's rank, its NCCL communicator on device LOCAL_RANK, or
+// nothing for a plain single-process run.
+struct Parallel {
+  dist::World world;
+  std::shared_ptr<dist::Communicator> comm;
+  bool on() const { return comm != nullptr; }
+  bool leader() const { return world.rank == 0; }
+};
+
+Parallel start_parallel(const RunConfig& cfg, const std::string& requested_device) {
+  Parallel par;
+  par.comm = start_data_parallel(cfg, requested_device, &par.world);
+  return par;
+}
+
+// Every rank's parameter checksum must equal rank 0's (all ranks call this at the same steps).
+void check_same_params(const Trainer& t, dist::Communicator& comm, int64_t step) {
+  uint64_t h = dist::kChecksumStart;
+  for (const auto& [name, a] : t.params()) {
+    h = dist::checksum(name.data(), name.size(), h);
+    h = dist::checksum(a.raw(), a.nbytes(), h);
+  }
+  const std::vector<uint64_t> all = comm.all_gather(h, cat("the parameter checksum at step ", step));
+  for (size_t r = 1; r < all.size(); ++r)
+    SG_REQUIRE(all[r] == all[0], "data-parallel: the parameters differ across ranks at step ", step, ": rank ", r,
+               "'s checksum ", std::hex, all[r], " differs from rank 0's ", all[0], std::dec,
+               " (the ranks must train identical copies: same config, seed and checkpoint on every rank)");
+}
+
+// The mean over ranks of a value every rank has (the reported loss).
+double mean_over_ranks(dist::Communicator& comm, double v, const std::string& what) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(v));
+  double sum = 0;
+  for (uint64_t b : comm.all_gather(bits, what)) {
+    double x = 0;
+    std::memcpy(&x, &b, sizeof(x));
+    sum += x;
+  }
+  return sum / comm.size();
+}
 
 // The run's output folder: created, config.json written; paths of the metrics and checkpoint.
 // Called only once every input has been checked, so a bad input leaves a previous run's files.
@@ -142,6 +188,7 @@ namespace {
 RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   using clock = std::chrono::steady_clock;
   const pinn::Problem& prob = *cfg.problem;
+  start_data_parallel(cfg, "cuda", nullptr);  // refuses a data-parallel launch with a clear message
   const int64_t total = opt.steps.value_or(cfg.train.steps);
   SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
   std::string note;
@@ -214,6 +261,27 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
 
 }  // namespace
 
+std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, const std::string& requested_device,
+                                                       dist::World* world_out) {
+  const dist::World world = dist::world_from_env();
+  if (world_out) *world_out = world;
+  const char* forced = std::getenv("SG_DISTRIBUTED");
+  SG_REQUIRE(!forced || std::string(forced) == "nccl" || std::string(forced) == "auto",
+             "environment: SG_DISTRIBUTED='", forced, "': expected nccl or auto");
+  const bool want = world.size > 1 || cfg.train.distributed == "nccl" || (forced && std::string(forced) == "nccl");
+  if (!want) return nullptr;
+  const std::string who =
+      cat("data-parallel training (rank ", world.rank, " of ", world.size, ", ", world.launcher, " launch)");
+  SG_REQUIRE(!cfg.problem, who, " of physics-informed problems is not supported (every rank would draw the same "
+             "collocation points); train '", cfg.problem ? cfg.problem->name : "", "' in one process");
+  SG_REQUIRE(requested_device != "cpu", who, " runs on CUDA devices; the device asked for is cpu");
+  std::string why;
+  SG_REQUIRE(cuda_available(&why), who, " needs a CUDA device: ", why);
+  SG_REQUIRE(dist::nccl_available(&why), who, ": ", why);
+  dist::use_device(world.local_rank);
+  return dist::Communicator::create(world, dist::timeout_from_env());
+}
+
 RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   if (cfg.problem) return train_problem(cfg, opt);
   using clock = std::chrono::steady_clock;
@@ -221,15 +289,26 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
   const uint64_t seed = opt.seed.value_or(cfg.train.seed);
   std::string note;
-  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
+  const std::string requested = opt.device.value_or(cfg.train.device);
+  // Data parallel: device LOCAL_RANK and the communicator before anything is made on a device.
+  const Parallel par = start_parallel(cfg, requested);
+  const Device device = par.on() ? Device::CUDA : choose_device(requested, &note);
+  const int ranks = par.world.size;
 
   // Every input (data, model fit, checkpoint to resume) is checked before anything in out_dir is
   // written: a bad input leaves a previous run's files there as they were.
   PreparedData data = prepare(cfg);
-  const int64_t B = cfg.train.batch_size;
-  SG_REQUIRE(B <= data.train.size(), "train.batch_size ", B, " is larger than the training split (",
-             data.train.size(), " samples of '", data.train.name, "')");
-  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed, cfg.trainer);
+  // B rows per rank; every rank draws the same global batch of ranks * B rows (dist::shard_of).
+  const int64_t B = cfg.train.batch_size, G = B * ranks;
+  SG_REQUIRE(G <= data.train.size(), "train.batch_size ", B, par.on() ? cat(" times ", ranks, " ranks") : "",
+             " is larger than the training split (", data.train.size(), " samples of '", data.train.name, "')");
+  SG_REQUIRE(!par.on() || cfg.data.last_batch == LastBatch::Drop,
+             "data.last_batch \"partial\" is not supported with data-parallel training (the ranks' shards of the "
+             "last batch would differ in size); use \"drop\"");
+  TrainerOptions topt = cfg.trainer;
+  topt.lower.comm = par.comm;
+  topt.lower.bucket_bytes = static_cast<int64_t>(cfg.train.bucket_mb * 1048576.0);
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed, topt);
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
   check_data_fits(cfg, data.all, t.output_shape().back());
@@ -237,23 +316,30 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
              ", beyond the requested total of ", total, " steps");
+  const int64_t check_every = opt.check_params.value_or(cfg.train.check_params);
+  if (par.on()) check_same_params(t, *par.comm, start);
 
-  const OutputFiles files = open_output(cfg, opt);
+  // Only rank 0 writes files and progress.
+  const OutputFiles files = par.leader() ? open_output(cfg, opt) : OutputFiles{};
   const std::string& ckpt_path = files.checkpoint;
-  Reporter rep(opt, files.metrics);
+  Reporter rep(opt, files.metrics, !par.leader());
   if (!note.empty()) rep.info(note);
 
   rep.info(cat("stepgraph: training on ", device_name(device), ": ", cfg.model->describe(), "; ",
                data.train.name, " ", data.train.size(), " train / ", data.val.size(), " validation; ",
                total - start, " steps of batch ", B, start ? cat(" (resuming at step ", start, ")") : ""));
+  if (par.on())
+    rep.info(cat("data-parallel: ", ranks, " rank", ranks == 1 ? "" : "s", " (", par.comm->describe(),
+                 "), global batch ", G, " = ", ranks, " x ", B, "; gradients averaged in the step graph"));
 
-  BatchSampler sampler(data.train.size(), B, cfg.data.shuffle, mix_seed(t.seed(), "data"),
+  BatchSampler sampler(data.train.size(), G, cfg.data.shuffle, mix_seed(t.seed(), "data"),
                        cfg.data.last_batch);
+  const dist::Shard shard = dist::shard_of(B, par.world);
   RunSummary sum;
   sum.task = task_name(data.train.task);
   sum.device = device_name(device);
   auto evaluate_val = [&](int64_t step) {
-    if (data.val.size() == 0) return;
+    if (data.val.size() == 0 || !par.leader()) return;  // every rank holds the same parameters
     EvalResult r = t.evaluate(data.val.X, data.val.y);
     sum.val_loss = r.loss;
     sum.val_accuracy = r.accuracy;
@@ -267,8 +353,9 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   };
 
   const bool resident = cfg.data.device_resident;
-  if (resident)  // uploaded once; every step gathers and shuffles its own batch on the device
-    t.set_dataset(data.train.X, data.train.y, B, cfg.data.shuffle, cfg.data.last_batch, mix_seed(t.seed(), "data"));
+  if (resident)  // uploaded once; every step gathers and shuffles its own batch (its shard) on the device
+    t.set_dataset(data.train.X, data.train.y, B, cfg.data.shuffle, cfg.data.last_batch, mix_seed(t.seed(), "data"),
+                  par.world.rank, ranks);
   const auto t0 = clock::now();
   float loss = NAN;
   for (int64_t s = start; s < total; ++s) {
@@ -279,9 +366,14 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
       t.launch();  // no host work, no synchronization: the loss is read only when reported
       if (report) loss = t.loss();
     } else {
-      Dataset batch = gather(data.train, sampler.indices(s));
+      std::vector<int64_t> rows = sampler.indices(s);
+      if (par.on()) rows = std::vector<int64_t>(rows.begin() + shard.begin, rows.begin() + shard.end);
+      Dataset batch = gather(data.train, rows);
       loss = t.one_step(batch.X, batch.y);
     }
+    if (par.on() && report && cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total))
+      loss = static_cast<float>(mean_over_ranks(*par.comm, loss, cat("the loss of step ", done)));
+    if (par.on() && check_every && done % check_every == 0) check_same_params(t, *par.comm, done);
     const bool have_loss = !resident || report;
     SG_REQUIRE(!have_loss || std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
                ": training diverged (try a smaller learning rate); no checkpoint was written");
@@ -304,14 +396,16 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0 && !ckpt_path.empty())
       t.save(ckpt_path);
   }
+  if (par.on()) t.loss();  // the last step has finished on this rank (bounded wait)
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  if (par.on()) check_same_params(t, *par.comm, total);
   sum.steps = t.step();
   sum.final_loss = std::isfinite(loss) ? loss : t.loss();
   sum.amax = t.amax();
   sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
   evaluate_val(sum.steps);
   sum.val_size = data.val.size();
-  if (data.train.task == Task::Classification)
+  if (data.train.task == Task::Classification && par.leader())
     sum.train_accuracy = t.evaluate(data.train.X, data.train.y).accuracy;
   if (!ckpt_path.empty()) {
     t.save(ckpt_path);

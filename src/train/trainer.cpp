@@ -72,6 +72,9 @@ Trainer::Trainer(LayerPtr model, LossPtr loss, OptimizerPtr optimizer, Device de
   SG_REQUIRE(model_ && loss_ && optimizer_, "Trainer needs a model, a loss and an optimizer");
   SG_REQUIRE(options_.max_shapes >= 1, "TrainerOptions.max_shapes must be at least 1, got ",
              options_.max_shapes);
+  SG_REQUIRE(!options_.lower.comm || device == Device::CUDA,
+             "data-parallel training (a communicator in TrainerOptions.lower.comm) runs on the CUDA backend, not on ",
+             device_name(device));
   backend_ = make_backend(device);
 }
 
@@ -80,6 +83,9 @@ Trainer::Trainer(LayerPtr model, StepBuilder step, OptimizerPtr optimizer, Devic
     : model_(std::move(model)), step_(std::move(step)), optimizer_(std::move(optimizer)), seed_(seed),
       options_(options) {
   SG_REQUIRE(model_ && step_ && optimizer_, "Trainer needs a model, a step builder and an optimizer");
+  SG_REQUIRE(!options_.lower.comm || device == Device::CUDA,
+             "data-parallel training (a communicator in TrainerOptions.lower.comm) runs on the CUDA backend, not on ",
+             device_name(device));
   backend_ = make_backend(device);
 }
 
@@ -92,6 +98,7 @@ void Trainer::compile_custom() {
 }
 
 std::map<std::string, float> Trainer::loss_terms() const {
+  settle();
   SG_REQUIRE(current_, "loss_terms: the trainer is not compiled");
   std::map<std::string, float> out;
   for (const auto& [name, t] : current_->terms) {
@@ -103,6 +110,7 @@ std::map<std::string, float> Trainer::loss_terms() const {
 }
 
 std::map<std::string, float> Trainer::amax() const {
+  settle();
   SG_REQUIRE(current_, "amax: the trainer is not compiled");
   std::map<std::string, float> out;
   for (const Op& op : current_->program.ops()) {
@@ -233,6 +241,7 @@ void Trainer::init_persistent(const Program& p, const MemoryPlan& plan,
 }
 
 void Trainer::compile(const Shape& input_shape) {
+  settle();
   SG_REQUIRE(input_shape.size() == 2, "compile: input shape must be {batch, features}, got ",
              shape_str(input_shape));
   auto it = train_variants_.find(input_shape[0]);
@@ -266,13 +275,18 @@ void Trainer::invalidate() {
 }
 
 void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle,
-                          LastBatch last, uint64_t seed) {
+                          LastBatch last, uint64_t seed, int shard, int shards) {
+  settle();
   SG_REQUIRE(batch_size > 0, "set_dataset: batch_size must be positive, got ", batch_size);
+  SG_REQUIRE(shards >= 1 && shard >= 0 && shard < shards, "set_dataset: shard ", shard, " of ", shards);
+  SG_REQUIRE(shards == 1 || last == LastBatch::Drop,
+             "set_dataset: a sharded data set drops the last partial global batch (LastBatch::Drop)");
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
              "set_dataset: X must be f32 [samples, features], got ", dtype_name(X.dtype()), " ", shape_str(X.shape()));
   const int64_t N = X.shape()[0];
-  SG_REQUIRE(last == LastBatch::Partial || batch_size <= N, "set_dataset: batch_size ", batch_size,
-             " is larger than the data set (", N, " samples)");
+  SG_REQUIRE(last == LastBatch::Partial || batch_size * shards <= N, "set_dataset: batch_size ", batch_size,
+             shards > 1 ? cat(" times ", shards, " shards") : std::string(), " is larger than the data set (", N,
+             " samples)");
   // Shapes, dtypes and labels are checked through a host-fed variant of the same batch size.
   if (!current_ || current_->resident || current_->input_shape != Shape{batch_size, X.shape()[1]})
     compile({batch_size, X.shape()[1]});
@@ -282,7 +296,7 @@ void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_
   r->y = y;
   if (r->y.dtype() == DType::F32 && r->y.shape().size() == 1) r->y = r->y.reshaped({N, 1});
   r->batch = batch_size;
-  r->attrs = GatherAttrs{seed, shuffle, last == LastBatch::Partial};
+  r->attrs = GatherAttrs{seed, shuffle, last == LastBatch::Partial, shard, shards};
   resident_variant_.reset();
   resident_ = std::move(r);
   auto v = build_variant({batch_size, X.shape()[1]}, true, resident_.get());
@@ -337,6 +351,7 @@ void Trainer::upload_batch(Variant& v, const HostArray& X, const HostArray& y, i
 }
 
 void Trainer::set_batch(const HostArray& X, const HostArray& y) {
+  settle();
   SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch, features}) first");
   SG_REQUIRE(!current_->resident, "set_batch: this trainer gathers its batches from the device-resident "
              "data set (set_dataset); call launch(), or compile() to feed batches from the host");
@@ -358,6 +373,7 @@ void Trainer::set_batch(const HostArray& X, const HostArray& y) {
 }
 
 void Trainer::set_batch_device(const void* X, const void* y, int64_t rows) {
+  settle();
   SG_REQUIRE(current_, "set_batch_device: the trainer is not compiled: call compile({batch, features}) first");
   SG_REQUIRE(!current_->resident, "set_batch_device: this trainer gathers its batches from the device-resident data set");
   SG_REQUIRE(X && y, "set_batch_device: null pointer");
@@ -416,6 +432,13 @@ void Trainer::launch() {
   ++launches_;
 }
 
+// Data parallel: every launched step has finished (bounded by the communicator's timeout; a
+// failed or hung rank becomes an Error) before the host reads or writes device memory, which
+// would otherwise wait on the stream without a deadline.
+void Trainer::settle() const {
+  if (options_.lower.comm && current_) current_->exe->wait_collectives();
+}
+
 void Trainer::one_step_async(const HostArray& X, const HostArray& y) {
   SG_REQUIRE(current_, "one_step: the trainer is not compiled: call compile({batch, features}) first");
   set_batch(X, y);
@@ -442,6 +465,7 @@ std::map<std::string, HostArray> Trainer::state() const {
 }
 
 float Trainer::loss() const {
+  settle();
   SG_REQUIRE(current_, "loss: the trainer is not compiled");
   float l = 0;
   backend_->download(&l, current_->ptrs[current_->loss], sizeof(float));
@@ -449,6 +473,7 @@ float Trainer::loss() const {
 }
 
 HostArray Trainer::logits() const {
+  settle();
   SG_REQUIRE(current_, "logits: the trainer is not compiled");
   SG_REQUIRE(current_->pred != kNone, "logits: a custom step has no single output: use predict()");
   HostArray out(DType::F32, current_->program.tensor(current_->pred).shape);
@@ -466,6 +491,7 @@ Trainer::Variant& Trainer::eval_variant(int64_t batch) {
 }
 
 EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
+  settle();
   SG_REQUIRE(current_, "evaluate: the trainer is not compiled: call compile({batch, features}) first");
   check_batch(*current_, X, y);
   const int64_t N = X.shape()[0];
@@ -514,6 +540,7 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
 }
 
 HostArray Trainer::predict(const HostArray& X) {
+  settle();
   SG_REQUIRE(current_, "predict: the trainer is not compiled: call compile({batch, features}) first");
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
              "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
@@ -544,6 +571,7 @@ HostArray Trainer::predict(const HostArray& X) {
 }
 
 HostArray Trainer::read_tensor(const std::string& name) const {
+  settle();
   SG_REQUIRE(persistent_, "the trainer has no parameters yet: call compile first");
   auto it = persistent_->slots.find(name);
   SG_REQUIRE(it != persistent_->slots.end(), "no tensor named '", name, "'");
@@ -553,6 +581,7 @@ HostArray Trainer::read_tensor(const std::string& name) const {
 }
 
 void Trainer::write_tensor(const std::string& name, const HostArray& a) {
+  settle();
   auto it = persistent_->slots.find(name);
   SG_ASSERT(it != persistent_->slots.end());
   SG_ASSERT(a.dtype() == it->second.info.dtype && a.shape() == it->second.info.shape);

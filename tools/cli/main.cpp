@@ -8,13 +8,14 @@
 #include <new>
 
 #include "stepgraph/bench.h"
+#include "stepgraph/distributed.h"
 #include "stepgraph/run.h"
 
 namespace {
 
 struct Common {
   std::string config, device, out, resume, checkpoint, mode, autotune, precision, plan_cache;
-  int64_t steps = 0, batch = 0, then_batch = 0;
+  int64_t steps = 0, batch = 0, then_batch = 0, check_params = 0;
   uint64_t seed = 0;
   double tolerance = 1e-3;
   bool json = false;
@@ -76,6 +77,7 @@ sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
   if (given(cmd, "--steps")) o.steps = c.steps;
   if (given(cmd, "--device")) o.device = c.device;
   if (given(cmd, "--seed")) o.seed = c.seed;
+  if (given(cmd, "--check-params")) o.check_params = c.check_params;
   o.json = c.json;
   o.resume = c.resume;
   o.out_dir = c.out;
@@ -106,6 +108,22 @@ int main(int argc, char** argv) {
   train->add_flag("--json", c.json, "Print every line as a JSON object; the last is the summary");
   add_execution_options(train, c, true);
   train->add_option("--tolerance", c.tolerance, "--mode verify: largest allowed relative difference to the CPU");
+  train->add_option("--check-params", c.check_params,
+                    "Data-parallel runs: every K steps all ranks compare parameter checksums (default train.check_params; "
+                    "they are always compared at the start and the end)")
+      ->check(integer_at_least(0));
+
+  sg::dist::LaunchOptions lo;
+  auto* launch = app.add_subcommand(
+      "launch", "Data-parallel training on this host: run `train CONFIG [options]` (or `bench`) as N processes, one per GPU "
+                "(torchrun's environment, NCCL all-reduce inside each step graph)");
+  launch->add_option("--gpus", lo.nprocs, "Processes to start, one per GPU (device LOCAL_RANK)")
+      ->required()->check(integer_at_least(1));
+  launch->add_option("--master-port", lo.master_port, "Rendezvous port on 127.0.0.1 (default: a free one)")
+      ->check(CLI::Range(1, 65535));
+  launch->prefix_command();  // from the first positional on: the command each rank runs
+  launch->footer("Example: stepgraph launch --gpus 2 train configs/digits_mlp.json --steps 1000\n"
+                 "Ranks > 0 print only errors, prefixed [rank r]; the exit status is the first failing rank's.\n");
 
   auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the config's validation split");
   eval->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
@@ -151,6 +169,25 @@ int main(int argc, char** argv) {
   plot->add_option("--out", plot_out, "Image file to write (default RUN_DIR/loss.png)");
 
   CLI11_PARSE(app, argc, argv);
+
+  if (launch->parsed()) {
+    std::vector<std::string> rest = launch->remaining();
+    if (rest.empty() || (rest[0] != "train" && rest[0] != "bench")) {
+      std::cerr << "stepgraph launch: expected the command to run, `train CONFIG [options]` or `bench CONFIG [options]`"
+                << (rest.empty() ? std::string() : ", got '" + rest[0] + "'") << "\n";
+      return 2;
+    }
+    std::error_code ec;
+    const auto self = std::filesystem::canonical("/proc/self/exe", ec);
+    std::vector<std::string> cmd = {ec ? std::string(argv[0]) : self.string()};
+    cmd.insert(cmd.end(), rest.begin(), rest.end());
+    try {
+      return sg::dist::launch_local(lo, cmd, std::cout, std::cerr);
+    } catch (const std::exception& e) {
+      std::cerr << "stepgraph launch: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
 
   if (plot->parsed()) {
     // The plot lives in the Python package (matplotlib); this forwards to it.
@@ -219,9 +256,16 @@ int main(int argc, char** argv) {
       sg::RunOptions o = options_from(c, *bench);
       sg::BenchResult r = sg::bench_run(cfg, o, given(*bench, "--steps") ? c.steps : 1000,
                                         c.config.empty() ? "default" : c.config);
-      if (c.json) {
+      if (r.rank != 0) {
+        // data parallel: rank 0 reports for every rank
+      } else if (c.json) {
         std::cout << r.to_json().dump() << "\n";
       } else {
+        if (r.ranks > 1) {
+          std::cout << "data-parallel: " << r.ranks << " ranks, graph us/step per rank:";
+          for (double us : r.rank_graph_us) std::cout << " " << us;
+          std::cout << " (the figures below are the slowest rank's graph time and rank 0's)\n";
+        }
         std::cout << "bench " << r.config << " on " << r.gpu << ", batch " << r.batch << ":\n"
                   << "  eager: " << r.eager_us_per_step << " us/step\n"
                   << "  graph: " << r.graph_us_per_step << " us/step (" << r.graph_nodes << " nodes per step)\n"

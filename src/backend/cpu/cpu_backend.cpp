@@ -65,7 +65,10 @@ class CpuBackend : public Backend {
   void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
   std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
-                                    const LowerOptions&) override {
+                                    const LowerOptions& opt) override {
+    if (opt.comm)
+      for (const TensorInfo& t : p.tensors())
+        SG_REQUIRE(t.role != Role::Gradient, "data-parallel training (NCCL all-reduce) runs on the CUDA backend only");
     std::vector<std::function<void()>> steps;
     for (const Op& op : p.ops()) steps.push_back(lower_op(p, op, ptrs));
     return std::make_unique<CpuExecutable>(std::move(steps));

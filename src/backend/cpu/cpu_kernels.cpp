@@ -17,8 +17,9 @@ inline void store(float* out, double v, bool acc) { *out = acc ? static_cast<flo
 
 void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
                   int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a) {
-  const int64_t bpe = gather_batches_per_epoch(N, B, a.partial_last);
-  const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * B;
+  const int64_t G = B * a.shards;  // the global batch; this one is its slice a.shard
+  const int64_t bpe = gather_batches_per_epoch(N, G, a.partial_last);
+  const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * G + a.shard * B;
   const int64_t v = std::min(B, N - pos0);
   *valid = static_cast<int32_t>(v);
   for (int64_t j = 0; j < B; ++j) {

@@ -19,8 +19,9 @@ inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8)
 __global__ void gather_batch_kernel(const float* dataX, const char* dataY, const int32_t* step, float* X,
                                     char* y, int32_t* valid, int64_t N, int64_t D, int64_t B, size_t row_bytes,
                                     GatherAttrs a) {
-  const int64_t bpe = a.partial_last ? (N + B - 1) / B : N / B;
-  const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * B;
+  const int64_t G = B * a.shards;  // the global batch; this one is its slice a.shard
+  const int64_t bpe = a.partial_last ? (N + G - 1) / G : N / G;
+  const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * G + a.shard * B;
   const int64_t v = B < N - pos0 ? B : N - pos0;
   const int64_t j = blockIdx.x;
   if (j == 0 && threadIdx.x == 0) *valid = static_cast<int32_t>(v);

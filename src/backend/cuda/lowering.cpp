@@ -25,27 +25,128 @@
 #include "backend/cuda/image_lowering.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/pinn_kernels.cuh"
+#include "stepgraph/distributed.h"
 #include "stepgraph/graph.h"
 
 namespace sg::cuda {
 
 namespace {
 
+// Data-parallel training: the step's gradient all-reduces. Each bucket forks from the step's
+// stream onto one side stream right after the op that finishes it (an event), so NCCL overlaps
+// the rest of backward; the step's stream joins the side stream before the first op that reads a
+// reduced gradient (the optimizer). Events and the stream are made here, before any capture.
+struct Collectives {
+  struct Bucket {
+    std::vector<std::pair<float*, int64_t>> spans;  // contiguous f32 runs of the bucket's gradients
+    cudaEvent_t ready = nullptr, done = nullptr;     // forked after / finished on the side stream
+    std::string what;                                // for errors: which all-reduce
+  };
+  std::shared_ptr<dist::Communicator> comm;
+  cudaStream_t side = nullptr;
+  std::vector<Bucket> buckets;
+  cudaEvent_t joined = nullptr;
+  // The ends of the last two launches: launch k waits (bounded) for launch k-2, so a hung rank
+  // is found within the timeout while the host still queues one step ahead.
+  cudaEvent_t launched[2] = {nullptr, nullptr};
+  bool pending[2] = {false, false};
+  int next = 0;
+
+  Collectives() {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+    for (cudaEvent_t& e : launched) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  ~Collectives() {
+    // After an abort the side stream may hold work that never ends: do not wait for it.
+    if (!comm || !comm->aborted()) CUDA_CHECK_WARN(cudaStreamSynchronize(side));
+    for (Bucket& b : buckets) {
+      if (b.ready) CUDA_CHECK_WARN(cudaEventDestroy(b.ready));
+      if (b.done) CUDA_CHECK_WARN(cudaEventDestroy(b.done));
+    }
+    for (cudaEvent_t e : launched) CUDA_CHECK_WARN(cudaEventDestroy(e));
+    CUDA_CHECK_WARN(cudaEventDestroy(joined));
+    CUDA_CHECK_WARN(cudaStreamDestroy(side));
+  }
+  Collectives(const Collectives&) = delete;
+  Collectives& operator=(const Collectives&) = delete;
+
+  void fork(size_t b, cudaStream_t s) {
+    Bucket& bk = buckets[b];
+    CUDA_CHECK(cudaEventRecord(bk.ready, s));
+    CUDA_CHECK(cudaStreamWaitEvent(side, bk.ready, 0));
+    comm->all_reduce_avg(bk.spans, side);
+    // Inside a capture the event becomes a node of the graph that the host can still query
+    // (external), so a timeout names the first all-reduce that did not finish.
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(side, &st));
+    if (st == cudaStreamCaptureStatusActive) CUDA_CHECK(cudaEventRecordWithFlags(bk.done, side, cudaEventRecordExternal));
+    else CUDA_CHECK(cudaEventRecord(bk.done, side));
+  }
+  void join(cudaStream_t s) {
+    CUDA_CHECK(cudaEventRecord(joined, side));
+    CUDA_CHECK(cudaStreamWaitEvent(s, joined, 0));
+  }
+  std::string unfinished() const {
+    for (const Bucket& b : buckets)
+      if (cudaEventQuery(b.done) == cudaErrorNotReady) return b.what;
+    return cat("a step with ", buckets.size(), " gradient all-reduce", buckets.size() == 1 ? "" : "s");
+  }
+  void wait(cudaEvent_t e) {
+    comm->wait([e] { return cudaEventQuery(e) != cudaErrorNotReady; }, [this] { return unfinished(); });
+    CUDA_CHECK(cudaEventSynchronize(e));  // finished: reports a failed step's CUDA error, if any
+  }
+  // Before a launch: the one two launches back has finished (or this throws).
+  void before_launch() {
+    if (pending[next]) {
+      wait(launched[next]);
+      pending[next] = false;
+    }
+  }
+  void after_launch(cudaStream_t s) {
+    CUDA_CHECK(cudaEventRecord(launched[next], s));
+    pending[next] = true;
+    next ^= 1;
+  }
+  void wait_all() {
+    for (int k = 0; k < 2; ++k) {  // the older launch first
+      const int slot = (next + k) % 2;
+      if (pending[slot]) {
+        wait(launched[slot]);
+        pending[slot] = false;
+      }
+    }
+  }
+};
+
 class CudaExecutable : public Executable {
  public:
   CudaExecutable(CudaBackend& be, std::vector<Step> steps, std::vector<DeviceBuffer> owned,
-                 std::vector<std::unique_ptr<GemmPlan>> gemms, std::string notes, Shape key)
+                 std::vector<std::unique_ptr<GemmPlan>> gemms, std::string notes, Shape key,
+                 std::unique_ptr<Collectives> coll)
       : be_(be), steps_(std::move(steps)), owned_(std::move(owned)), gemms_(std::move(gemms)),
-        notes_(std::move(notes)), key_(std::move(key)), graph_(be.stream()) {}
+        notes_(std::move(notes)), key_(std::move(key)), coll_(std::move(coll)), graph_(be.stream()) {}
 
-  void run() override { enqueue_all(be_.stream()); }
+  void run() override {
+    if (coll_) coll_->before_launch();
+    enqueue_all(be_.stream());
+    if (coll_) coll_->after_launch(be_.stream());
+  }
   size_t num_ops() const override { return steps_.size(); }
   bool can_capture() const override { return true; }
   void capture() override {
+    if (coll_) coll_->wait_all();  // capture starts from an idle device
     graph_.capture(key_, [&](void* s) { enqueue_all(static_cast<cudaStream_t>(s)); });
   }
   bool is_captured() const override { return graph_.is_captured(); }
-  void replay() override { graph_.launch(); }
+  void replay() override {
+    if (coll_) coll_->before_launch();
+    graph_.launch();
+    if (coll_) coll_->after_launch(be_.stream());
+  }
+  void wait_collectives() override {
+    if (coll_) coll_->wait_all();
+  }
   size_t graph_nodes() const override { return graph_.num_nodes(); }
   std::string describe() const override { return notes_; }
   std::vector<std::pair<std::string, double>> profile(int reps) override {
@@ -90,6 +191,7 @@ class CudaExecutable : public Executable {
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::string notes_;
   Shape key_;
+  std::unique_ptr<Collectives> coll_;  // before graph_: the graph refers to its events
   StepGraph graph_;
 };
 
@@ -102,6 +204,101 @@ class Lowering {
  public:
   Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
       : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()) {}
+
+  // Data parallel: the gradient buckets, each as few contiguous f32 spans as the memory plan
+  // allows (the planner keeps a bucket's gradients together; a gap is crossed only when no other
+  // tensor lies in it, so the all-reduce touches nothing but padding).
+  void plan_collectives() {
+    if (!opt_.comm) return;
+    const std::vector<dist::Bucket> plan = dist::plan_buckets(p_, opt_.bucket_bytes);
+    if (plan.empty()) return;  // no gradients (an evaluation step): nothing to reduce
+    coll_ = std::make_unique<Collectives>();
+    coll_->comm = opt_.comm;
+    std::vector<std::pair<uintptr_t, uintptr_t>> all;  // every tensor's [begin, end)
+    for (size_t t = 0; t < p_.num_tensors(); ++t) {
+      const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]);
+      const TensorInfo& ti = p_.tensor(static_cast<TensorId>(t));
+      if (b) all.emplace_back(b, b + static_cast<uintptr_t>(numel(ti.shape)) * dtype_size(ti.dtype));
+    }
+    notes_ << "data-parallel: gradients averaged over " << opt_.comm->size() << " rank"
+           << (opt_.comm->size() == 1 ? "" : "s") << " (" << opt_.comm->describe() << ") in " << plan.size()
+           << " bucket" << (plan.size() == 1 ? "" : "s") << " of up to " << opt_.bucket_bytes << " bytes, "
+           << "each all-reduced (ncclAvg) on a side stream as soon as backward has finished it\n";
+    for (size_t k = 0; k < plan.size(); ++k) {
+      const dist::Bucket& b = plan[k];
+      std::vector<std::pair<uintptr_t, uintptr_t>> mine;
+      for (TensorId g : b.grads) {
+        const TensorInfo& ti = p_.tensor(g);
+        SG_REQUIRE(ti.dtype == DType::F32, "data-parallel: gradient '", ti.name, "' is ", dtype_name(ti.dtype),
+                   "; the all-reduce takes f32 gradients");
+        const uintptr_t a = reinterpret_cast<uintptr_t>(ptrs_[g]);
+        mine.emplace_back(a, a + static_cast<uintptr_t>(numel(ti.shape)) * sizeof(float));
+      }
+      std::sort(mine.begin(), mine.end());
+      Collectives::Bucket cb;
+      uintptr_t lo = mine[0].first, hi = mine[0].second;
+      auto flush = [&] {
+        cb.spans.emplace_back(reinterpret_cast<float*>(lo), static_cast<int64_t>((hi - lo) / sizeof(float)));
+      };
+      // [from, to) holds nothing but padding (no tensor other than the bucket's own overlaps it).
+      auto gap_free = [&](uintptr_t from, uintptr_t to) {
+        if (to < from || (to - from) % sizeof(float) != 0) return false;
+        for (const auto& iv : all)
+          if (iv.first < to && iv.second > from && !std::binary_search(mine.begin(), mine.end(), iv)) return false;
+        return true;
+      };
+      for (size_t j = 1; j < mine.size(); ++j) {
+        if (gap_free(hi, mine[j].first)) {
+          hi = mine[j].second;
+        } else {
+          flush();
+          lo = mine[j].first, hi = mine[j].second;
+        }
+      }
+      flush();
+      SG_REQUIRE(b.ready_after_op >= 0, "data-parallel: bucket ", k, " has no finishing op");
+      cb.what = cat("the all-reduce of gradient bucket ", k + 1, " of ", plan.size(), " (", b.grads.size(),
+                    " tensor", b.grads.size() == 1 ? "" : "s", ", ", b.bytes, " bytes, first '",
+                    p_.tensor(b.grads[0]).name, "'), started after op '", p_.ops()[b.ready_after_op].name, "'");
+      CUDA_CHECK(cudaEventCreateWithFlags(&cb.ready, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&cb.done, cudaEventDisableTiming));
+      notes_ << "  bucket " << k + 1 << ": " << b.grads.size() << " gradients, " << b.bytes << " bytes in "
+             << cb.spans.size() << " contiguous span" << (cb.spans.size() == 1 ? "" : "s") << ", after op "
+             << b.ready_after_op << " '" << p_.ops()[b.ready_after_op].name << "'\n";
+      coll_->buckets.push_back(std::move(cb));
+      fork_at_[b.ready_after_op].push_back(k);
+      for (TensorId g : b.grads) bucket_of_[g] = k;
+    }
+  }
+  void fork_after(int i) {
+    auto it = fork_at_.find(i);
+    if (it == fork_at_.end()) return;
+    Collectives* c = coll_.get();
+    for (size_t k : it->second) {
+      steps_.push_back({c->buckets[k].what, [c, k](cudaStream_t s) { c->fork(k, s); }});
+      unjoined_.insert(k);
+    }
+  }
+  // Before an op that reads a gradient whose all-reduce is still in flight: join the side stream.
+  void join_before(int i, const Op& op) {
+    if (unjoined_.empty()) return;
+    bool reads = false;
+    for (TensorId t : op.in) {
+      auto it = t == kNone ? bucket_of_.end() : bucket_of_.find(t);
+      reads = reads || (it != bucket_of_.end() && unjoined_.count(it->second));
+    }
+    for (TensorId t : op.out) {  // a write to a gradient in flight would race too
+      auto it = t == kNone ? bucket_of_.end() : bucket_of_.find(t);
+      reads = reads || (it != bucket_of_.end() && unjoined_.count(it->second));
+    }
+    if (reads) add_join(cat("op ", i, " '", op.name, "'"));
+  }
+  void add_join(const std::string& before) {
+    Collectives* c = coll_.get();
+    notes_ << "  join: the step waits for the all-reduces before " << before << "\n";
+    steps_.push_back({"join of the gradient all-reduces", [c](cudaStream_t s) { c->join(s); }});
+    unjoined_.clear();
+  }
 
   // Ops (and forms of ops) with only a CPU reference so far: refused before anything is planned.
   [[noreturn]] static void refuse(const Op& op) {
@@ -133,18 +330,22 @@ class Lowering {
   std::unique_ptr<Executable> run() {
     refuse_cpu_only_ops();
     plan_fusions();
+    plan_collectives();
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
+      join_before(static_cast<int>(i), op);
       notes_ << "  " << i << " " << op_kind_name(op.kind) << " '" << op.name << "': ";
       lower(static_cast<int>(i), op);
       notes_ << "\n";
+      fork_after(static_cast<int>(i));
     }
+    if (!unjoined_.empty()) add_join("end of step");
     if (image_) image_->finish();
     Shape key;
     for (const TensorInfo& t : p_.tensors())
       if (t.role == Role::Input && key.empty()) key = t.shape;
     return std::make_unique<CudaExecutable>(be_, std::move(steps_), std::move(owned_), std::move(gemms_),
-                                            notes_.str(), key);
+                                            notes_.str(), key, std::move(coll_));
   }
 
  private:
@@ -751,6 +952,10 @@ class Lowering {
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;
+  std::unique_ptr<Collectives> coll_;               // data parallel (opt_.comm)
+  std::map<int, std::vector<size_t>> fork_at_;      // op -> buckets to all-reduce after it
+  std::map<TensorId, size_t> bucket_of_;            // gradient -> its bucket
+  std::set<size_t> unjoined_;                       // buckets forked and not joined yet
 };
 
 }  // namespace
