@@ -101,18 +101,34 @@ __device__ void finish_reduction(float block_total, float scale, float* loss, Re
 
 constexpr int kRowsPerBlock = kBlock / 32;  // one warp per row
 
+// Counts the labels >= 0 among the first (valid rows) x per_row (the tokens with a target), in
+// one block: an integer sum, so the mean's denominator is exact and the same on every run.
+__global__ void count_targets_kernel(const int32_t* labels, const int32_t* valid, int64_t B, int64_t per_row,
+                                     int32_t* count) {
+  const int64_t V = (valid ? *valid : B) * per_row;
+  int32_t n = 0;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) n += labels[i] >= 0;
+  n = block_sum(n);
+  if (threadIdx.x == 0) *count = n;
+}
+
+// Rows are label rows: B batch rows of per_row labels each (per_row > 1: tokens of a sequence).
+// With ignore_negative a label < 0 has no loss and no gradient, and the mean divides by *count
+// (count_targets_kernel) instead of the valid label rows.
 __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, const int32_t* valid,
-                                  float* loss, float* dlogits, int64_t B, int64_t C, bool mean,
-                                  ReduceScratch sc) {
+                                  float* loss, float* dlogits, int64_t B, int64_t C, int64_t per_row,
+                                  bool ignore_negative, const int32_t* count, bool mean, ReduceScratch sc) {
   const int lane = threadIdx.x & 31;
-  const int64_t V = valid ? *valid : B;
-  const float scale = mean ? 1.0f / static_cast<float>(V > 0 ? V : 1) : 1.0f;
+  const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;
+  const int64_t counted = ignore_negative ? *count : V;
+  const float scale = mean ? 1.0f / static_cast<float>(counted > 0 ? counted : 1) : 1.0f;
   float row_loss = 0.0f;  // this lane's sum over its warp's rows (lane 0 only)
-  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < B;
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < N;
        row += int64_t(gridDim.x) * kRowsPerBlock) {
     const float* z = logits + row * C;
     float* dz = dlogits + row * C;
-    if (row >= V) {
+    const int32_t y = row < V ? labels[row] : -1;
+    if (row >= V || (ignore_negative && y < 0)) {  // padding, or a position without a target
       for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
     } else {
       float mx = -INFINITY;
@@ -122,7 +138,6 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
       for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
       se = warp_sum(se);
       const float lse = mx + logf(se);
-      const int32_t y = labels[row];
       if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
         for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
         if (lane == 0) row_loss = NAN;
@@ -414,11 +429,16 @@ int mse_blocks(int64_t elements) {
 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
-                           ReduceScratch sc, cudaStream_t s) {
-  const int blocks = softmax_ce_blocks(B);
-  SG_ASSERT(blocks <= sc.max_blocks);
-  softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(logits, labels, valid, loss, dlogits,
-                                                                     B, C, r == Reduction::Mean, sc);
+                           ReduceScratch sc, cudaStream_t s, int64_t per_row, bool ignore_negative) {
+  const int blocks = softmax_ce_blocks(B * per_row);
+  SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
+  SG_ASSERT(!ignore_negative || sc.count != nullptr);
+  if (ignore_negative) {
+    count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
+    KERNEL_LAUNCH_CHECK();
+  }
+  softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
+      logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, sc.count, r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -42,13 +42,18 @@ struct ReduceScratch {
   float* partials;        // [max_blocks]
   unsigned int* counter;  // [1], zero-initialised
   int max_blocks;
+  int32_t* count = nullptr;  // [1]: the targets a token-level cross-entropy counts (ignore_negative)
 };
 // How many partials (blocks) each loss launch needs; size ReduceScratch with these.
 int softmax_ce_blocks(int64_t rows);
 int mse_blocks(int64_t elements);
+// Logits [B * per_row, C], labels [B * per_row]; `valid` counts batch rows (each per_row labels).
+// ignore_negative (token labels, LossAttrs): a label < 0 has no loss and no gradient and the mean
+// is over the labels >= 0, counted first by a one-block kernel into scratch.count (needed then).
+// Size the scratch with softmax_ce_blocks(B * per_row).
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
-                           ReduceScratch scratch, cudaStream_t s);
+                           ReduceScratch scratch, cudaStream_t s, int64_t per_row = 1, bool ignore_negative = false);
 // A dense layer without activation (logits = X W^T + bias, X [B, I], W [C, I]) fused with the
 // softmax cross-entropy that reads it, when fused_loss_fits(C, I) (W and 8 rows of X in the
 // default 48 KB of shared memory, at most 32 classes): writes logits, loss and dlogits like
