@@ -113,14 +113,26 @@ __global__ void count_targets_kernel(const int32_t* labels, const int32_t* valid
 }
 
 // Rows are label rows: B batch rows of per_row labels each (per_row > 1: tokens of a sequence).
-// With ignore_negative a label < 0 has no loss and no gradient, and the mean divides by *count
-// (count_targets_kernel) instead of the valid label rows.
+// With ignore_negative a label < 0 has no loss and no gradient, and the mean divides by the
+// labels >= 0 instead of the valid label rows: *count (count_targets_kernel), or with count null
+// (few labels, see kCountInBlockRows) counted by every block itself, saving a launch.
 __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, const int32_t* valid,
                                   float* loss, float* dlogits, int64_t B, int64_t C, int64_t per_row,
                                   bool ignore_negative, const int32_t* count, bool mean, ReduceScratch sc) {
   const int lane = threadIdx.x & 31;
   const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;
-  const int64_t counted = ignore_negative ? *count : V;
+  int64_t counted = V;
+  if (ignore_negative && count) {
+    counted = *count;
+  } else if (ignore_negative) {
+    __shared__ int32_t block_count;
+    int32_t n = 0;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) n += labels[i] >= 0;
+    n = block_sum(n);
+    if (threadIdx.x == 0) block_count = n;
+    __syncthreads();
+    counted = block_count;
+  }
   const float scale = mean ? 1.0f / static_cast<float>(counted > 0 ? counted : 1) : 1.0f;
   float row_loss = 0.0f;  // this lane's sum over its warp's rows (lane 0 only)
   for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < N;
@@ -422,6 +434,8 @@ int softmax_ce_blocks(int64_t rows) {
   return static_cast<int>(g < 1024 ? g : 1024);
 }
 
+bool softmax_ce_counts_in_block(int64_t rows) { return rows <= kCountInBlockRows; }
+
 int mse_blocks(int64_t elements) {
   int64_t g = (elements + kBlock - 1) / kBlock;
   return static_cast<int>(g < 1 ? 1 : (g > 1024 ? 1024 : g));
@@ -432,13 +446,15 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
                            ReduceScratch sc, cudaStream_t s, int64_t per_row, bool ignore_negative) {
   const int blocks = softmax_ce_blocks(B * per_row);
   SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
-  SG_ASSERT(!ignore_negative || sc.count != nullptr);
-  if (ignore_negative) {
+  const bool count_first = ignore_negative && !softmax_ce_counts_in_block(B * per_row);
+  SG_ASSERT(!count_first || sc.count != nullptr);
+  if (count_first) {
     count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
     KERNEL_LAUNCH_CHECK();
   }
   softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
-      logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, sc.count, r == Reduction::Mean, sc);
+      logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, count_first ? sc.count : nullptr,
+      r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

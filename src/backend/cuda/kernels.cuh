@@ -49,8 +49,11 @@ int softmax_ce_blocks(int64_t rows);
 int mse_blocks(int64_t elements);
 // Logits [B * per_row, C], labels [B * per_row]; `valid` counts batch rows (each per_row labels).
 // ignore_negative (token labels, LossAttrs): a label < 0 has no loss and no gradient and the mean
-// is over the labels >= 0, counted first by a one-block kernel into scratch.count (needed then).
-// Size the scratch with softmax_ce_blocks(B * per_row).
+// is over the labels >= 0: up to kCountInBlockRows label rows every block counts them itself (an
+// integer sum, the same in every block); beyond, a one-block kernel counts them first into
+// scratch.count (needed then). Size the scratch with softmax_ce_blocks(B * per_row).
+constexpr int64_t kCountInBlockRows = 4096;
+bool softmax_ce_counts_in_block(int64_t rows);
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
                            ReduceScratch scratch, cudaStream_t s, int64_t per_row = 1, bool ignore_negative = false);

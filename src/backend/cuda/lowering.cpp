@@ -334,12 +334,14 @@ class Lowering {
         const int blocks = ce ? softmax_ce_blocks(B * per_row) : mse_blocks(B * T);
         ReduceScratch sc{reinterpret_cast<float*>(own(blocks * sizeof(float))),
                          reinterpret_cast<unsigned*>(own(sizeof(unsigned))), blocks};
-        if (ignore) sc.count = reinterpret_cast<int32_t*>(own(sizeof(int32_t)));
+        const bool count_first = ignore && !softmax_ce_counts_in_block(B * per_row);
+        if (count_first) sc.count = reinterpret_cast<int32_t*>(own(sizeof(int32_t)));
         const float* pred = f(in[0]);
         const int32_t* valid = i32(in[2]);
         float *loss = f(out[0]), *dpred = f(out[1]);
         const Reduction r = op.attr<LossAttrs>().reduction;
-        if (ignore) notes_ << "target-count kernel (labels < 0 have none) + ";
+        if (count_first) notes_ << "target-count kernel (labels < 0 have none) + ";
+        else if (ignore) notes_ << "labels < 0 have no target (counted in each block); ";
         notes_ << "fused loss + gradient kernel, " << blocks << " blocks, deterministic reduction";
         if (ce) {
           const int32_t* labels = i32(in[1]);

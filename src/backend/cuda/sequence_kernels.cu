@@ -45,12 +45,14 @@ __global__ void layer_norm_kernel(const float* X, const float* gamma, const floa
   }
 }
 
-// dX = rstd (g - mean(g) - xhat mean(g xhat)) with g = dY gamma, one warp per row.
-__global__ void layer_norm_dx_kernel(const float* dY, const float* X, const float* gamma, const float* mean,
-                                     const float* rstd, float* dX, int64_t R, int64_t E, bool acc) {
+// dX = rstd (g - mean(g) - xhat mean(g xhat)) with g = dY gamma, one warp per row; rows
+// first_row + k * row_stride.
+__device__ void layer_norm_dx_rows(const float* dY, const float* X, const float* gamma, const float* mean,
+                                   const float* rstd, float* dX, int64_t R, int64_t E, bool acc, int64_t first_row,
+                                   int64_t row_stride) {
   const int lane = threadIdx.x & 31;
   const float inv_e = 1.0f / static_cast<float>(E);
-  for (int64_t r = blockIdx.x * int64_t(kWarps) + (threadIdx.x >> 5); r < R; r += int64_t(gridDim.x) * kWarps) {
+  for (int64_t r = first_row; r < R; r += row_stride) {
     const float *x = X + r * E, *dy = dY + r * E;
     const float mu = mean[r], rs = rstd[r];
     float m1 = 0.0f, m2 = 0.0f;
@@ -69,52 +71,79 @@ __global__ void layer_norm_dx_kernel(const float* dY, const float* X, const floa
   }
 }
 
-// Block (32, 8), grid (column groups of 32, row chunks): x walks columns (coalesced), y splits
-// the chunk's rows; the 8 row partials are added in a fixed order. One chunk: the result goes
-// to dgamma / dbeta; several: to partials[chunk][0 | 1][E] for layer_norm_grad_sum_kernel.
-__global__ void layer_norm_grad_kernel(const float* dY, const float* X, const float* mean, const float* rstd,
-                                       float* dgamma, float* dbeta, int64_t R, int64_t E, bool acc_g, bool acc_b,
-                                       float* partials) {
-  __shared__ float pg[8][33], pb[8][33];
-  const int64_t e = blockIdx.x * 32 + threadIdx.x;
-  const int64_t rows = (R + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * rows;
-  const int64_t r1 = r0 + rows < R ? r0 + rows : R;
+// The gain and shift gradients of column group `group` (32 columns) over row chunk `chunk`:
+// lane x of warp y sums column x over the chunk's rows y, y + 8, ...; the 8 row partials are
+// added in a fixed order. One chunk: the result goes to dgamma / dbeta. Several: to
+// partials[chunk][0 | 1][E]; the group's last block to finish adds the chunks' partials in chunk
+// order and resets the group's counter (zero at rest, like column_sum).
+__device__ void layer_norm_param_grad(const float* dY, const float* X, const float* mean, const float* rstd,
+                                      float* dgamma, float* dbeta, int64_t R, int64_t E, bool acc_g, bool acc_b,
+                                      LayerNormGradScratch sc, int64_t group, int64_t chunk, int64_t chunks) {
+  __shared__ float pg[kWarps][33], pb[kWarps][33];
+  __shared__ bool last;
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int64_t e = group * 32 + tx;
+  const int64_t rows = (R + chunks - 1) / chunks, r0 = chunk * rows, r1 = r0 + rows < R ? r0 + rows : R;
   float sg = 0.0f, sb = 0.0f;
   if (e < E)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+    for (int64_t r = r0 + ty; r < r1; r += kWarps) {
       const float dy = dY[r * E + e];
       sg = fmaf(dy, (X[r * E + e] - mean[r]) * rstd[r], sg);
       sb += dy;
     }
-  pg[threadIdx.y][threadIdx.x] = sg;
-  pb[threadIdx.y][threadIdx.x] = sb;
+  pg[ty][tx] = sg;
+  pb[ty][tx] = sb;
   __syncthreads();
-  if (threadIdx.y != 0 || e >= E) return;
   float tg = 0.0f, tb = 0.0f;
-  for (int k = 0; k < 8; ++k) {
-    tg += pg[k][threadIdx.x];
-    tb += pb[k][threadIdx.x];
+  if (ty == 0)
+    for (int k = 0; k < kWarps; ++k) {
+      tg += pg[k][tx];
+      tb += pb[k][tx];
+    }
+  if (chunks == 1) {
+    if (ty == 0 && e < E) {
+      if (dgamma) store(dgamma + e, tg, acc_g);
+      if (dbeta) store(dbeta + e, tb, acc_b);
+    }
+    return;
   }
-  if (gridDim.y == 1) {
-    if (dgamma) store(dgamma + e, tg, acc_g);
-    if (dbeta) store(dbeta + e, tb, acc_b);
-  } else {
-    partials[(blockIdx.y * 2 + 0) * E + e] = tg;
-    partials[(blockIdx.y * 2 + 1) * E + e] = tb;
+  if (ty == 0 && e < E) {
+    sc.partials[(chunk * 2 + 0) * E + e] = tg;
+    sc.partials[(chunk * 2 + 1) * E + e] = tb;
   }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(sc.counters + group, 1u) == chunks - 1;
+  __syncthreads();
+  if (!last || ty != 0) return;
+  __threadfence();
+  if (e < E) {
+    const volatile float* part = sc.partials;
+    float ag = 0.0f, ab = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      ag += part[(c * 2 + 0) * E + e];
+      ab += part[(c * 2 + 1) * E + e];
+    }
+    if (dgamma) store(dgamma + e, ag, acc_g);
+    if (dbeta) store(dbeta + e, ab, acc_b);
+  }
+  if (tx == 0) sc.counters[group] = 0u;  // ready for the next launch
 }
 
-__global__ void layer_norm_grad_sum_kernel(const float* partials, int chunks, float* dgamma, float* dbeta, int64_t E,
-                                           bool acc_g, bool acc_b) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < E; e += int64_t(gridDim.x) * blockDim.x) {
-    float tg = 0.0f, tb = 0.0f;
-    for (int c = 0; c < chunks; ++c) {
-      tg += partials[(c * 2 + 0) * E + e];
-      tb += partials[(c * 2 + 1) * E + e];
-    }
-    if (dgamma) store(dgamma + e, tg, acc_g);
-    if (dbeta) store(dbeta + e, tb, acc_b);
+// One launch: blocks [0, param_blocks) compute the gain/shift gradients (groups x chunks),
+// the others dX (a warp per row).
+__global__ void layer_norm_backward_kernel(const float* dY, const float* X, const float* gamma, const float* mean,
+                                           const float* rstd, float* dX, float* dgamma, float* dbeta, int64_t R,
+                                           int64_t E, bool acc_dx, bool acc_g, bool acc_b, LayerNormGradScratch sc,
+                                           int64_t groups, int64_t chunks, int64_t param_blocks) {
+  const int64_t b = blockIdx.x;
+  if (b < param_blocks) {
+    layer_norm_param_grad(dY, X, mean, rstd, dgamma, dbeta, R, E, acc_g, acc_b, sc, b % groups, b / groups, chunks);
+    return;
   }
+  const int64_t dx_blocks = gridDim.x - param_blocks;
+  layer_norm_dx_rows(dY, X, gamma, mean, rstd, dX, R, E, acc_dx, (b - param_blocks) * kWarps + (threadIdx.x >> 5),
+                     dx_blocks * kWarps);
 }
 
 // ---- Embedding ----
@@ -145,14 +174,14 @@ __global__ void embedding_kernel(const int32_t* ids_i32, const float* ids_f32, c
 
 constexpr int kEmbedBlock = 128;
 
-// Block (vocabulary row v, column tile): the block reads the ids kEmbedBlock tokens at a time,
-// lists the tokens with id v in token order (ballots and per-warp counts), and each thread adds
-// those tokens' dY in its column, in that order.
-__global__ void embedding_table_grad_kernel(const float* dY, const int32_t* ids_i32, const float* ids_f32,
-                                            float* dtable, int64_t T, int64_t V, int64_t E, bool acc) {
+// Vocabulary row v, columns [e0, e0 + kEmbedBlock): the block reads the ids kEmbedBlock tokens
+// at a time, lists the tokens with id v in token order (ballots and per-warp counts), and each
+// thread adds those tokens' dY in its column, in that order.
+__device__ void embedding_table_grad(const float* dY, const int32_t* ids_i32, const float* ids_f32, float* dtable,
+                                     int64_t T, int64_t V, int64_t E, bool acc, int64_t v, int64_t e0) {
   __shared__ int32_t list[kEmbedBlock];
   __shared__ int warp_count[kEmbedBlock / 32];
-  const int64_t v = blockIdx.x, e = blockIdx.y * int64_t(kEmbedBlock) + threadIdx.x;
+  const int64_t e = e0 + threadIdx.x;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   float sum = 0.0f;
   for (int64_t k0 = 0; k0 < T; k0 += kEmbedBlock) {
@@ -175,9 +204,10 @@ __global__ void embedding_table_grad_kernel(const float* dY, const int32_t* ids_
   if (e < E) store(dtable + v * E + e, sum, acc);
 }
 
-__global__ void embedding_pos_grad_kernel(const float* dY, float* dpos, int64_t B, int64_t S, int64_t P, int64_t E,
-                                          bool acc) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < P * E; i += int64_t(gridDim.x) * blockDim.x) {
+// dpos[s] (+)= sum over b of dY[b, s], elements first..P*E-1 with the given stride.
+__device__ void embedding_pos_grad(const float* dY, float* dpos, int64_t B, int64_t S, int64_t P, int64_t E, bool acc,
+                                   int64_t first, int64_t stride) {
+  for (int64_t i = first; i < P * E; i += stride) {
     const int64_t s = i / E, e = i % E;
     if (s >= S) {
       if (!acc) dpos[i] = 0.0f;  // positions beyond the sequence get no gradient
@@ -187,6 +217,22 @@ __global__ void embedding_pos_grad_kernel(const float* dY, float* dpos, int64_t 
     for (int64_t b = 0; b < B; ++b) sum += dY[(b * S + s) * E + e];
     store(dpos + i, sum, acc);
   }
+}
+
+// One launch: blocks [0, table_blocks) are (vocabulary row, column tile) pairs of the table
+// gradient, the rest the position gradient.
+__global__ void embedding_backward_kernel(const float* dY, const int32_t* ids_i32, const float* ids_f32, float* dtable,
+                                          float* dpos, int64_t B, int64_t S, int64_t V, int64_t P, int64_t E,
+                                          bool acc_table, bool acc_pos, int64_t col_tiles, int64_t table_blocks) {
+  const int64_t blk = blockIdx.x;
+  if (blk < table_blocks) {
+    embedding_table_grad(dY, ids_i32, ids_f32, dtable, B * S, V, E, acc_table, blk / col_tiles,
+                         (blk % col_tiles) * kEmbedBlock);
+    return;
+  }
+  const int64_t pos_blocks = gridDim.x - table_blocks;
+  embedding_pos_grad(dY, dpos, B, S, P, E, acc_pos, (blk - table_blocks) * kEmbedBlock + threadIdx.x,
+                     pos_blocks * kEmbedBlock);
 }
 
 // ---- Attention ----
@@ -268,25 +314,29 @@ __global__ void __launch_bounds__(kAttnTile) attention_kernel(const float* Q, co
   L[bh * a.S + i] = m + logf(l);
 }
 
-// A thread per query: dQ_i = scale sum_j P_ij (dO_i . V_j - D_i) K_j with D_i = dO_i . O_i
-// (also stored for the dK/dV kernel) and P_ij = exp(scale Q_i . K_j - L_i).
+// D_i = dO_i . O_i, summed over d in order (the dQ and dK/dV parts get the same bits).
+__device__ inline float row_dot(const float* x, const float* y, int64_t off, int64_t D) {
+  float s = 0.0f;
+  for (int64_t d = 0; d < D; ++d) s = fmaf(x[off + d], y[off + d], s);
+  return s;
+}
+
+// Block `blk` (query tile, batch x head) of the dQ part, a thread per query:
+// dQ_i = scale sum_j P_ij (dO_i . V_j - D_i) K_j with P_ij = exp(scale Q_i . K_j - L_i).
+// smem: [2][kAttnTile][DM] floats.
 template <int DM>
-__global__ void __launch_bounds__(kAttnTile) attention_dq_kernel(const float* dO, const float* Q, const float* K,
-                                                                 const float* V, const float* O, const float* L,
-                                                                 float* dQ, float* Dsum, AttentionDims a,
-                                                                 int64_t tiles, bool acc) {
-  __shared__ float Ks[kAttnTile * DM], Vs[kAttnTile * DM];
-  const int64_t tile = blockIdx.x % tiles, bh = blockIdx.x / tiles, b = bh / a.H, h = bh % a.H;
+__device__ void attention_dq(const float* dO, const float* Q, const float* K, const float* V, const float* O,
+                             const float* L, float* dQ, const AttentionDims& a, int64_t tiles, bool acc, int64_t blk,
+                             float* smem) {
+  float *Ks = smem, *Vs = smem + kAttnTile * DM;
+  const int64_t tile = blk % tiles, bh = blk / tiles, b = bh / a.H, h = bh % a.H;
   const int64_t i = tile * kAttnTile + threadIdx.x;
   const bool active = i < a.S;
   const int64_t off = head_row(a, b, h, active ? i : 0);
   float q[DM], g[DM], dq[DM];
   load_row<DM>(q, Q, off, a.D, active);
   load_row<DM>(g, dO, off, a.D, active);
-  float Di = 0.0f;
-#pragma unroll
-  for (int d = 0; d < DM; ++d)
-    if (active && d < a.D) Di = fmaf(g[d], O[off + d], Di);
+  const float Di = active ? row_dot(dO, O, off, a.D) : 0.0f;
 #pragma unroll
   for (int d = 0; d < DM; ++d) dq[d] = 0.0f;
   const float lse = active ? L[bh * a.S + i] : 0.0f;
@@ -311,23 +361,21 @@ __global__ void __launch_bounds__(kAttnTile) attention_dq_kernel(const float* dO
     }
   }
   if (!active) return;
-  Dsum[bh * a.S + i] = Di;
-  if (!dQ) return;
   float* out = dQ + off;
 #pragma unroll
   for (int d = 0; d < DM; ++d)
     if (d < a.D) store(out + d, a.scale * dq[d], acc);
 }
 
-// A thread per key: dV_j = sum_i P_ij dO_i and dK_j = scale sum_i P_ij (dO_i . V_j - D_i) Q_i
-// over the queries that see key j (i >= j when causal).
+// Block `blk` (key tile, batch x head) of the dK/dV part, a thread per key:
+// dV_j = sum_i P_ij dO_i and dK_j = scale sum_i P_ij (dO_i . V_j - D_i) Q_i over the queries
+// that see key j (i >= j when causal). smem: [2][kAttnTile][DM] + [2][kAttnTile] floats.
 template <int DM>
-__global__ void __launch_bounds__(kAttnTile) attention_dkv_kernel(const float* dO, const float* Q, const float* K,
-                                                                  const float* V, const float* L, const float* Dsum,
-                                                                  float* dK, float* dV, AttentionDims a, int64_t tiles,
-                                                                  bool acc_k, bool acc_v) {
-  __shared__ float Qs[kAttnTile * DM], Gs[kAttnTile * DM], Ls[kAttnTile], Ds[kAttnTile];
-  const int64_t tile = blockIdx.x % tiles, bh = blockIdx.x / tiles, b = bh / a.H, h = bh % a.H;
+__device__ void attention_dkv(const float* dO, const float* Q, const float* K, const float* V, const float* O,
+                              const float* L, float* dK, float* dV, const AttentionDims& a, int64_t tiles, bool acc_k,
+                              bool acc_v, int64_t blk, float* smem) {
+  float *Qs = smem, *Gs = smem + kAttnTile * DM, *Ls = smem + 2 * kAttnTile * DM, *Ds = Ls + kAttnTile;
+  const int64_t tile = blk % tiles, bh = blk / tiles, b = bh / a.H, h = bh % a.H;
   const int64_t j = tile * kAttnTile + threadIdx.x;
   const bool active = j < a.S;
   const int64_t off = head_row(a, b, h, active ? j : 0);
@@ -344,7 +392,7 @@ __global__ void __launch_bounds__(kAttnTile) attention_dkv_kernel(const float* d
     for (int t = threadIdx.x; t < kAttnTile; t += blockDim.x) {
       const int64_t i = i0 + t;
       Ls[t] = i < a.S ? L[bh * a.S + i] : 0.0f;
-      Ds[t] = i < a.S ? Dsum[bh * a.S + i] : 0.0f;
+      Ds[t] = i < a.S ? row_dot(dO, O, head_row(a, b, h, i), a.D) : 0.0f;
     }
     __syncthreads();
     if (!active) continue;
@@ -372,6 +420,18 @@ __global__ void __launch_bounds__(kAttnTile) attention_dkv_kernel(const float* d
     if (dK) store(dK + off + d, a.scale * dk[d], acc_k);
     if (dV) store(dV + off + d, dv[d], acc_v);
   }
+}
+
+// One launch: blocks [0, q_blocks) are the dQ part, the rest the dK/dV part (independent: each
+// recomputes D_i itself). Shared memory is one buffer used by whichever part the block runs.
+template <int DM>
+__global__ void __launch_bounds__(kAttnTile) attention_backward_kernel(
+    const float* dO, const float* Q, const float* K, const float* V, const float* O, const float* L, float* dQ,
+    float* dK, float* dV, AttentionDims a, int64_t tiles, int64_t q_blocks, bool acc_q, bool acc_k, bool acc_v) {
+  __shared__ float smem[2 * kAttnTile * DM + 2 * kAttnTile];
+  const int64_t blk = blockIdx.x;
+  if (blk < q_blocks) attention_dq<DM>(dO, Q, K, V, O, L, dQ, a, tiles, acc_q, blk, smem);
+  else attention_dkv<DM>(dO, Q, K, V, O, L, dK, dV, a, tiles, acc_k, acc_v, blk - q_blocks, smem);
 }
 
 int64_t attention_tiles(const AttentionDims& a) { return (a.S + kAttnTile - 1) / kAttnTile; }
@@ -417,24 +477,19 @@ int64_t layer_norm_grad_scratch_floats(int64_t R, int64_t E) {
 
 void layer_norm_backward(const float* dY, const float* X, const float* gamma, const float* mean, const float* rstd,
                          float* dX, float* dgamma, float* dbeta, int64_t R, int64_t E, bool acc_dx, bool acc_dgamma,
-                         bool acc_dbeta, float* scratch, cudaStream_t s) {
-  if (dgamma || dbeta) {
-    const int chunks = layer_norm_grad_chunks(R, E);
-    SG_REQUIRE(chunks == 1 || scratch, "layer norm backward over ", R, " rows: scratch needed");
-    const dim3 grid(static_cast<unsigned>((E + 31) / 32), static_cast<unsigned>(chunks));
-    layer_norm_grad_kernel<<<grid, dim3(32, 8), 0, s>>>(dY, X, mean, rstd, dgamma, dbeta, R, E, acc_dgamma, acc_dbeta,
-                                                       scratch);
-    KERNEL_LAUNCH_CHECK();
-    if (chunks > 1) {
-      layer_norm_grad_sum_kernel<<<grid_for(E), kBlock, 0, s>>>(scratch, chunks, dgamma, dbeta, E, acc_dgamma,
-                                                               acc_dbeta);
-      KERNEL_LAUNCH_CHECK();
-    }
-  }
-  if (dX && R > 0) {
-    layer_norm_dx_kernel<<<grid_for(R, kWarps), kBlock, 0, s>>>(dY, X, gamma, mean, rstd, dX, R, E, acc_dx);
-    KERNEL_LAUNCH_CHECK();
-  }
+                         bool acc_dbeta, LayerNormGradScratch sc, cudaStream_t s) {
+  if (R == 0) return;
+  const int64_t groups = (E + 31) / 32, chunks = layer_norm_grad_chunks(R, E);
+  const int64_t param_blocks = dgamma || dbeta ? groups * chunks : 0;
+  SG_REQUIRE(param_blocks == 0 || chunks == 1 || (sc.partials && sc.counters), "layer norm backward over ", R,
+             " rows: scratch needed");
+  const int64_t dx_blocks = dX ? grid_for(R, kWarps) : 0;
+  const int64_t blocks = param_blocks + dx_blocks;
+  if (blocks == 0) return;
+  SG_REQUIRE(blocks <= 2147483647, "layer norm backward: ", R, " rows of ", E, " is too many blocks for one launch");
+  layer_norm_backward_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
+      dY, X, gamma, mean, rstd, dX, dgamma, dbeta, R, E, acc_dx, acc_dgamma, acc_dbeta, sc, groups, chunks, param_blocks);
+  KERNEL_LAUNCH_CHECK();
 }
 
 void embedding(const int32_t* ids_i32, const float* ids_f32, const float* table, const float* pos, float* Y,
@@ -451,20 +506,18 @@ bool embedding_backward_supported(int64_t V, int64_t tokens) {
 void embedding_backward(const float* dY, const int32_t* ids_i32, const float* ids_f32, float* dtable, float* dpos,
                         int64_t B, int64_t S, int64_t V, int64_t P, int64_t E, bool acc_table, bool acc_pos,
                         cudaStream_t s) {
-  const int64_t T = B * S;
-  if (dtable) {
+  const int64_t T = B * S, col_tiles = (E + kEmbedBlock - 1) / kEmbedBlock;
+  if (dtable)
     SG_REQUIRE(embedding_backward_supported(V, T), "embedding backward: vocabulary ", V, " x ", T,
                " tokens is beyond the CUDA kernel's limit (vocabulary x tokens <= 2^32)");
-    const int64_t col_tiles = (E + kEmbedBlock - 1) / kEmbedBlock;
-    SG_REQUIRE(col_tiles <= 65535, "embedding backward: width ", E, " is too wide");
-    const dim3 grid(static_cast<unsigned>(V), static_cast<unsigned>(col_tiles));
-    embedding_table_grad_kernel<<<grid, kEmbedBlock, 0, s>>>(dY, ids_i32, ids_f32, dtable, T, V, E, acc_table);
-    KERNEL_LAUNCH_CHECK();
-  }
-  if (dpos && P * E > 0) {
-    embedding_pos_grad_kernel<<<grid_for(P * E), kBlock, 0, s>>>(dY, dpos, B, S, P, E, acc_pos);
-    KERNEL_LAUNCH_CHECK();
-  }
+  const int64_t table_blocks = dtable ? V * col_tiles : 0;
+  const int64_t pos_blocks = dpos && P * E > 0 ? grid_for(P * E, kEmbedBlock) : 0;
+  if (table_blocks + pos_blocks == 0) return;
+  SG_REQUIRE(table_blocks + pos_blocks <= 2147483647, "embedding backward: vocabulary ", V, " x width ", E,
+             " is too many blocks for one launch");
+  embedding_backward_kernel<<<static_cast<unsigned>(table_blocks + pos_blocks), kEmbedBlock, 0, s>>>(
+      dY, ids_i32, ids_f32, dtable, dpos, B, S, V, P, E, acc_table, acc_pos, col_tiles, table_blocks);
+  KERNEL_LAUNCH_CHECK();
 }
 
 void attention(const float* Q, const float* K, const float* V, float* O, float* L, const AttentionDims& a,
@@ -479,21 +532,20 @@ void attention(const float* Q, const float* K, const float* V, float* O, float* 
 }
 
 void attention_backward(const float* dO, const float* Q, const float* K, const float* V, const float* O,
-                        const float* L, float* dQ, float* dK, float* dV, float* Dsum, const AttentionDims& a,
-                        bool acc_q, bool acc_k, bool acc_v, cudaStream_t s) {
+                        const float* L, float* dQ, float* dK, float* dV, const AttentionDims& a, bool acc_q,
+                        bool acc_k, bool acc_v, cudaStream_t s) {
   if (a.B * a.H * a.S == 0) return;
-  SG_REQUIRE(Dsum, "attention backward: scratch needed");
-  const unsigned grid = attention_grid(a);
-  const int64_t tiles = attention_tiles(a);
+  const int64_t per_part = attention_grid(a), tiles = attention_tiles(a);
+  const int64_t q_blocks = dQ ? per_part : 0, kv_blocks = dK || dV ? per_part : 0;
+  if (q_blocks + kv_blocks == 0) return;
+  SG_REQUIRE(q_blocks + kv_blocks <= 2147483647, "attention backward: ", a.B, " x ", a.H, " heads x ", a.S,
+             " positions is too many blocks for one launch");
+  const unsigned grid = static_cast<unsigned>(q_blocks + kv_blocks);
   with_head_dim(a.D, [&](auto dm) {
-    constexpr int DM = decltype(dm)::value;
-    attention_dq_kernel<DM><<<grid, kAttnTile, 0, s>>>(dO, Q, K, V, O, L, dQ, Dsum, a, tiles, acc_q);
-    KERNEL_LAUNCH_CHECK();
-    if (dK || dV) {
-      attention_dkv_kernel<DM><<<grid, kAttnTile, 0, s>>>(dO, Q, K, V, L, Dsum, dK, dV, a, tiles, acc_k, acc_v);
-      KERNEL_LAUNCH_CHECK();
-    }
+    attention_backward_kernel<decltype(dm)::value><<<grid, kAttnTile, 0, s>>>(dO, Q, K, V, O, L, dQ, dK, dV, a, tiles,
+                                                                              q_blocks, acc_q, acc_k, acc_v);
   });
+  KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace sg::cuda

@@ -17,15 +17,21 @@ namespace sg::cuda {
 // rstd = 1 / sqrt(var + eps).
 void layer_norm(const float* X, const float* gamma, const float* beta, float* Y, float* mean, float* rstd,
                 int64_t R, int64_t E, float eps, cudaStream_t s);
-// dgamma, dbeta are sums over rows: each chunk of rows is summed by one thread per column in row
-// order; with several chunks (layer_norm_grad_chunks > 1) a second kernel adds the chunks'
-// partials ([chunks][2][E] floats of scratch) in chunk order.
+// One launch: some blocks compute dX (a warp per row), others dgamma and dbeta, sums over rows:
+// each chunk of rows is summed by one thread per column in row order; with several chunks
+// (layer_norm_grad_chunks > 1) the last block of each 32-column group adds the chunks' partials
+// in chunk order. Scratch then: partials [chunks][2][E] floats (layer_norm_grad_scratch_floats)
+// and one counter per 32 columns, zero at rest.
+struct LayerNormGradScratch {
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+};
 int layer_norm_grad_chunks(int64_t R, int64_t E);
 int64_t layer_norm_grad_scratch_floats(int64_t R, int64_t E);
 // Null outputs are skipped; acc_* adds into the output.
 void layer_norm_backward(const float* dY, const float* X, const float* gamma, const float* mean, const float* rstd,
                          float* dX, float* dgamma, float* dbeta, int64_t R, int64_t E, bool acc_dx, bool acc_dgamma,
-                         bool acc_dbeta, float* scratch, cudaStream_t s);
+                         bool acc_dbeta, LayerNormGradScratch scratch, cudaStream_t s);
 
 // ---- Token embedding: ids [B, S] (i32, or f32 holding integers), table [V, E], pos [P, E] ----
 
@@ -38,6 +44,7 @@ void embedding(const int32_t* ids_i32, const float* ids_f32, const float* table,
 // vocabulary row, reading every id (O(V * B * S) id reads: meant for vocabularies of up to a few
 // thousand, see embedding_backward_supported). dpos[s] (+)= the sum over the batch of dY[b, s];
 // positions beyond S get zero (or are left as they are with acc_pos). Invalid ids add nothing.
+// Both in one launch.
 bool embedding_backward_supported(int64_t V, int64_t tokens);
 constexpr int64_t kEmbeddingMaxIdReads = int64_t(1) << 32;  // V * tokens
 void embedding_backward(const float* dY, const int32_t* ids_i32, const float* ids_f32, float* dtable, float* dpos,
@@ -58,11 +65,11 @@ constexpr int64_t kAttentionMaxHeadDim = 64;
 // at a time, an online (running max) softmax per query. Writes O and L.
 void attention(const float* Q, const float* K, const float* V, float* O, float* L, const AttentionDims& a,
                cudaStream_t s);
-// Backward from the saved L: probabilities recomputed, no atomics. Kernel 1 (a thread per query)
-// writes dQ and Dsum[b, h, i] = dO_i . O_i into scratch ([B, H, S] floats); kernel 2 (a thread
-// per key) writes dK and dV. Null outputs are skipped (dQ null: kernel 1 still writes Dsum).
+// Backward from the saved L: probabilities recomputed, no atomics, one launch: blocks of a dQ
+// part (a thread per query) and of a dK/dV part (a thread per key), each computing
+// D_i = dO_i . O_i itself. Null outputs are skipped.
 void attention_backward(const float* dO, const float* Q, const float* K, const float* V, const float* O,
-                        const float* L, float* dQ, float* dK, float* dV, float* Dsum, const AttentionDims& a,
-                        bool acc_q, bool acc_k, bool acc_v, cudaStream_t s);
+                        const float* L, float* dQ, float* dK, float* dV, const AttentionDims& a, bool acc_q,
+                        bool acc_k, bool acc_v, cudaStream_t s);
 
 }  // namespace sg::cuda

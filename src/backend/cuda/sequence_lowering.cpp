@@ -67,10 +67,15 @@ void SequenceLowering::lower(const Op& op) {
       const int64_t E = dim(in[2], 0), R = count(in[1]) / E;
       const bool ax = op.accumulate[0], ag = op.accumulate[1], ab = op.accumulate[2];
       const int64_t scratch_floats = (dg || db) ? layer_norm_grad_scratch_floats(R, E) : 0;
-      float* scratch = scratch_floats ? reinterpret_cast<float*>(h_.own(scratch_floats * sizeof(float))) : nullptr;
-      notes << "layer norm backward: gain/shift gradient kernel";
-      if (scratch) notes << " (" << layer_norm_grad_chunks(R, E) << " row chunks + ordered sum)";
-      notes << ", dX kernel (a warp per row); deterministic";
+      LayerNormGradScratch scratch;
+      if (scratch_floats) {
+        scratch.partials = reinterpret_cast<float*>(h_.own(scratch_floats * sizeof(float)));
+        scratch.counters = reinterpret_cast<unsigned*>(h_.own(static_cast<size_t>((E + 31) / 32) * sizeof(unsigned)));
+      }
+      notes << "layer norm backward kernel: dX a warp per row";
+      if (dg || db) notes << ", gain/shift gradients in the same launch";
+      if (scratch_floats) notes << " (" << layer_norm_grad_chunks(R, E) << " row chunks, summed in chunk order)";
+      notes << "; deterministic";
       return h_.add_step(op, [=](cudaStream_t s) {
         layer_norm_backward(dY, X, g, mean, rstd, dX, dg, db, R, E, ax, ag, ab, scratch, s);
       });
@@ -94,8 +99,8 @@ void SequenceLowering::lower(const Op& op) {
       const int64_t B = dim(in[0], 0), S = dim(in[0], 1), E = dim(in[0], 2);
       const int64_t V = out[0] == kNone ? 0 : dim(out[0], 0), P = out[1] == kNone ? 0 : dim(out[1], 0);
       const bool at = op.accumulate[0], ap = op.accumulate[1];
-      notes << "embedding backward: a block per vocabulary row summing its tokens' rows in token order"
-            << (dpos ? ", position gradient kernel" : "") << "; deterministic, no atomics";
+      notes << "embedding backward kernel: a block per vocabulary row summing its tokens' rows in token order"
+            << (dpos ? ", the position gradient in the same launch" : "") << "; deterministic, no atomics";
       return h_.add_step(op, [=](cudaStream_t s) {
         embedding_backward(dY, ids_i, ids_f, dtable, dpos, B, S, V, P, E, at, ap, s);
       });
@@ -113,11 +118,10 @@ void SequenceLowering::lower(const Op& op) {
       const float *dO = f(in[0]), *Q = f(in[1]), *K = f(in[2]), *V = f(in[3]), *O = f(in[4]), *L = f(in[5]);
       float *dQ = f(out[0]), *dK = f(out[1]), *dV = f(out[2]);
       const bool aq = op.accumulate[0], ak = op.accumulate[1], av = op.accumulate[2];
-      float* Dsum = reinterpret_cast<float*>(h_.own(static_cast<size_t>(a.B * a.H * a.S) * sizeof(float)));  // [B, H, S]
-      notes << "attention backward: dQ kernel (a thread per query) + dK/dV kernel (a thread per key), "
-               "probabilities recomputed from the saved log-sum-exp; deterministic, no atomics";
+      notes << "attention backward kernel: dQ blocks (a thread per query) and dK/dV blocks (a thread per key) in "
+               "one launch, probabilities recomputed from the saved log-sum-exp; deterministic, no atomics";
       return h_.add_step(op, [=](cudaStream_t s) {
-        attention_backward(dO, Q, K, V, O, L, dQ, dK, dV, Dsum, a, aq, ak, av, s);
+        attention_backward(dO, Q, K, V, O, L, dQ, dK, dV, a, aq, ak, av, s);
       });
     }
     default: break;
