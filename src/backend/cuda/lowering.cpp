@@ -349,10 +349,12 @@ class Lowering {
             const Op& d = p_.ops()[fd->second];
             const float *X = f(d.in[0]), *W = f(d.in[1]), *bias = f(d.in[2]);
             float* logits = f(d.out[0]);
-            const int64_t I = dim(d.in[0], 1);
-            notes_ << "; computes '" << d.name << "' (" << B << "x" << I << "x" << T << ") in the same launch, a warp per row";
+            const int64_t I = width(d.in[0]);
+            notes_ << "; computes '" << d.name << "' (" << B * per_row << "x" << I << "x" << C
+                   << ") in the same launch, a warp per row";
             return add_step(op, [=](cudaStream_t s) {
-              dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, T, r, sc, s);
+              dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, C, r, sc, s, per_row,
+                                          ignore);
             });
           }
           return add_step(op, [=](cudaStream_t s) {
@@ -452,10 +454,10 @@ class Lowering {
     if (!fuse_ || static_cast<size_t>(i) + 1 >= ops.size()) return false;
     const Op& next = ops[i + 1];
     const DenseAttrs& a = op.attr<DenseAttrs>();
-    // Rank 2 only: a token-level loss (labels per position, < 0 for none) takes its own kernel.
+    // Token rows too ([B, S, I] inputs, labels per position with -1 for none).
     return a.act == Activation::None && a.bias_rows == 0 && op.out[1] == kNone &&
-           p_.tensor(op.in[0]).shape.size() == 2 && next.kind == OpKind::SoftmaxCrossEntropy &&
-           next.in[0] == op.out[0] && fused_loss_fits(dim(op.in[1], 0), dim(op.in[1], 1));
+           next.kind == OpKind::SoftmaxCrossEntropy && next.in[0] == op.out[0] &&
+           fused_loss_fits(dim(op.in[1], 0), dim(op.in[1], 1));
   }
 
   void dense_forward(int i, const Op& op) {
