@@ -44,6 +44,12 @@ row "train default on cuda" "$(tail -n 1 "$LOG/train_default.log" | cut -c1-160)
 "$SG" train configs/digits_cnn.json --device cuda --json > "$LOG/train_digits_cnn.log" 2>&1
 row "train digits_cnn on cuda" "$(tail -n 1 "$LOG/train_digits_cnn.log" | cut -c1-160)"
 
+# The transformer examples on the GPU (layer norm, embedding, attention kernels).
+for cfg in configs/reverse_transformer.json configs/text_transformer.json; do
+  "$SG" train "$cfg" --device cuda --json --out "$LOG/run_$(basename "$cfg" .json)" > "$LOG/train_$(basename "$cfg" .json).log" 2>&1
+  row "train $(basename "$cfg") on cuda" "$(tail -n 1 "$LOG/train_$(basename "$cfg" .json).log" | cut -c1-160)"
+done
+
 # The physics-informed accuracy targets on the GPU (Poisson <= 1e-3, Burgers <= 2e-2; ~40 s).
 for cfg in configs/poisson2d_accurate.json configs/burgers1d.json; do
   "$SG" train "$cfg" --device cuda --json --out "$LOG/run_$(basename "$cfg" .json)" > "$LOG/train_$(basename "$cfg" .json).log" 2>&1
@@ -52,7 +58,8 @@ done
 
 # Max pooling's argmax can flip on last-bit differences between backends and reroute gradients,
 # so the CNN drifts further than the MLPs over 50 steps (README, --mode verify): 5e-2 for it.
-for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json configs/digits_cnn.json; do
+for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json configs/digits_cnn.json \
+           configs/reverse_transformer.json configs/text_transformer.json; do
   tol=1e-3; [ "$cfg" = configs/digits_cnn.json ] && tol=5e-2
   "$SG" train "$cfg" --mode verify --steps 50 --tolerance $tol > "$LOG/verify_$(basename "$cfg" .json).log" 2>&1
   row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"

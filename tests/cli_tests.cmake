@@ -200,7 +200,7 @@ sg_cli_ok(cli_explain_then_batch
 # The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
 # answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).
 sg_cli_ok(cli_example_reverse_transformer
-  ARGS train "${SG_CONFIGS}/reverse_transformer.json" --steps 150 --json
+  ARGS train "${SG_CONFIGS}/reverse_transformer.json" --steps 150 --device cpu --json
   OUT "${SG_RUNS}/example_reverse_transformer"
   KEYS "${SG_SUMMARY_KEYS}"
   EQUAL "event=summary|steps=150|task=classification|val_size=1000|device=cpu"
@@ -208,6 +208,18 @@ sg_cli_ok(cli_example_reverse_transformer
   MAX "val_loss=0.2"
   FILES "${SG_RUNS}/example_reverse_transformer/checkpoint.safetensors"
   TIMEOUT 300)
+# The same on the GPU (layer norm, embedding and attention kernels): skipped where there is no
+# usable GPU.
+sg_cli_ok(cli_example_reverse_transformer_on_cuda
+  ARGS train "${SG_CONFIGS}/reverse_transformer.json" --steps 150 --device cuda --json
+  OUT "${SG_RUNS}/example_reverse_transformer_cuda"
+  KEYS "${SG_SUMMARY_KEYS}"
+  EQUAL "event=summary|steps=150|task=classification|val_size=1000"
+  MIN "accuracy=0.95"
+  MAX "val_loss=0.2"
+  TIMEOUT 300)
+set_tests_properties(cli_example_reverse_transformer_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
+  "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
 sg_cli_ok(cli_explain_reverse_transformer
   ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --batch 2
   STDOUT "transformer_block\\(4 heads, causal, mlp 64\\).*input: \\[2, 24\\], output: \\[2, 24, 21\\].*attention\\(4 heads, causal\\).*attention_backward\\(4 heads, causal\\).*embedding_backward")

@@ -24,6 +24,22 @@ struct Trainer::Variant {
   bool resident = false;  // batches gathered in the step from a device-resident data set
 };
 
+namespace {
+// Token ids that the batch's X feeds to an embedding must be integers in [0, vocab): checked on
+// the host before the step, with the CPU kernel's message (a CUDA kernel cannot stop a step).
+void check_token_ids(const Program& p, TensorId input, const HostArray& X) {
+  for (const Op& op : p.ops()) {
+    if (op.kind != OpKind::Embedding || op.in[0] != input || X.shape().size() != 2) continue;
+    const int64_t V = p.tensor(op.in[1]).shape[0], S = std::max<int64_t>(X.shape()[1], 1);
+    const float* x = X.data<float>();
+    for (int64_t k = 0; k < X.numel(); ++k)
+      SG_REQUIRE(x[k] >= 0 && x[k] < static_cast<float>(V) && x[k] == std::floor(x[k]), "embedding: token id ", x[k],
+                 " at batch row ", k / S, ", position ", k % S, " is not an integer in [0, ", V,
+                 "), the embedding's vocabulary");
+  }
+}
+}  // namespace
+
 struct Trainer::Resident {
   HostArray X, y;
   int64_t batch = 0;
@@ -315,6 +331,7 @@ void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray&
   SG_REQUIRE(X.dtype() == DType::F32, "batch X must be f32, got ", dtype_name(X.dtype()));
   SG_REQUIRE(X.shape().size() == 2 && X.shape()[1] == xs[1], "batch X has shape ",
              shape_str(X.shape()), " but the model takes [batch, ", xs[1], "]");
+  check_token_ids(v.program, v.X, X);
   const Program& p = v.program;
   const TensorInfo& yt = p.tensor(v.y);
   SG_REQUIRE(y.dtype() == yt.dtype, "batch y must be ", dtype_name(yt.dtype), " (", loss_->describe(),
@@ -545,6 +562,7 @@ HostArray Trainer::predict(const HostArray& X) {
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
              "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
              dtype_name(X.dtype()), " ", shape_str(X.shape()));
+  check_token_ids(current_->program, current_->X, X);
   const int64_t N = X.shape()[0];
   const int64_t chunk = current_->input_shape[0] > 0 ? current_->input_shape[0] : 4096;
   HostArray out;

@@ -102,18 +102,50 @@ __device__ void finish_reduction(float block_total, float scale, float* loss, Re
 
 constexpr int kRowsPerBlock = kBlock / 32;  // one warp per row
 
+// Counts the labels >= 0 among the first (valid rows) x per_row (the tokens with a target), in
+// one block: an integer sum, so the mean's denominator is exact and the same on every run.
+__global__ void count_targets_kernel(const int32_t* labels, const int32_t* valid, int64_t B, int64_t per_row,
+                                     int32_t* count) {
+  const int64_t V = (valid ? *valid : B) * per_row;
+  int32_t n = 0;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) n += labels[i] >= 0;
+  n = block_sum(n);
+  if (threadIdx.x == 0) *count = n;
+}
+
+// The labels the mean divides by, of the V valid label rows: all of them, or with
+// ignore_negative those >= 0: *count (count_targets_kernel), or with count null (few labels, see
+// kCountInBlockRows) counted by the block itself, saving a launch. Every thread of the block
+// must call it.
+__device__ int64_t counted_targets(const int32_t* labels, int64_t V, bool ignore_negative, const int32_t* count) {
+  if (!ignore_negative) return V;
+  if (count) return *count;
+  __shared__ int32_t block_count;
+  int32_t n = 0;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) n += labels[i] >= 0;
+  n = block_sum(n);
+  if (threadIdx.x == 0) block_count = n;
+  __syncthreads();
+  return block_count;
+}
+
+// Rows are label rows: B batch rows of per_row labels each (per_row > 1: tokens of a sequence).
+// With ignore_negative a label < 0 has no loss and no gradient, and the mean divides by the
+// labels >= 0 instead of the valid label rows (counted_targets).
 __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, const int32_t* valid,
-                                  float* loss, float* dlogits, int64_t B, int64_t C, bool mean,
-                                  ReduceScratch sc) {
+                                  float* loss, float* dlogits, int64_t B, int64_t C, int64_t per_row,
+                                  bool ignore_negative, const int32_t* count, bool mean, ReduceScratch sc) {
   const int lane = threadIdx.x & 31;
-  const int64_t V = valid ? *valid : B;
-  const float scale = mean ? 1.0f / static_cast<float>(V > 0 ? V : 1) : 1.0f;
+  const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;
+  const int64_t counted = counted_targets(labels, V, ignore_negative, count);
+  const float scale = mean ? 1.0f / static_cast<float>(counted > 0 ? counted : 1) : 1.0f;
   float row_loss = 0.0f;  // this lane's sum over its warp's rows (lane 0 only)
-  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < B;
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < N;
        row += int64_t(gridDim.x) * kRowsPerBlock) {
     const float* z = logits + row * C;
     float* dz = dlogits + row * C;
-    if (row >= V) {
+    const int32_t y = row < V ? labels[row] : -1;
+    if (row >= V || (ignore_negative && y < 0)) {  // padding, or a position without a target
       for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
     } else {
       float mx = -INFINITY;
@@ -123,7 +155,6 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
       for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
       se = warp_sum(se);
       const float lse = mx + logf(se);
-      const int32_t y = labels[row];
       if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
         for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
         if (lane == 0) row_loss = NAN;
@@ -167,24 +198,26 @@ __device__ void stage_to_shared(float* dst, const float* src1, int64_t n1, const
 template <int CMAX>  // C <= CMAX: the class loops unroll to CMAX, so their warp sums interleave
 __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const float* bias, float* logits,
                                         const int32_t* labels, const int32_t* valid, float* loss, float* dlogits,
-                                        int64_t B, int64_t I, int C, bool mean, ReduceScratch sc) {
+                                        int64_t B, int64_t I, int C, int64_t per_row, bool ignore_negative,
+                                        const int32_t* count, bool mean, ReduceScratch sc) {
   extern __shared__ float smem[];
   float* Ws = smem;            // [C, I]
   float* Xs = smem + C * I;    // [kRowsPerBlock, I]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t V = valid ? *valid : B;
-  const float scale = mean ? 1.0f / static_cast<float>(V > 0 ? V : 1) : 1.0f;
+  const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;  // rows of X, valid label rows
+  const int64_t counted = counted_targets(labels, V, ignore_negative, count);
+  const float scale = mean ? 1.0f / static_cast<float>(counted > 0 ? counted : 1) : 1.0f;
   float row_loss = 0.0f;
   bool first = true;
-  for (int64_t row0 = blockIdx.x * int64_t(kRowsPerBlock); row0 < B; row0 += int64_t(gridDim.x) * kRowsPerBlock) {
+  for (int64_t row0 = blockIdx.x * int64_t(kRowsPerBlock); row0 < N; row0 += int64_t(gridDim.x) * kRowsPerBlock) {
     __syncthreads();  // the previous rows' Xs no longer read
-    const int64_t rows = B - row0 < kRowsPerBlock ? B - row0 : kRowsPerBlock;
+    const int64_t rows = N - row0 < kRowsPerBlock ? N - row0 : kRowsPerBlock;
     if (first) stage_to_shared(Ws, W, C * I, X + row0 * I, rows * I);  // Xs follows Ws
     else stage_to_shared(Xs, X + row0 * I, rows * I, nullptr, 0);
     first = false;
     __syncthreads();
     const int64_t row = row0 + warp;
-    if (row >= B) continue;
+    if (row >= N) continue;
     float acc[CMAX];
 #pragma unroll
     for (int c = 0; c < CMAX; ++c) acc[c] = 0.0f;
@@ -203,13 +236,13 @@ __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const fl
       if (c < C && lane == c) z = acc[c] + (bias ? bias[c] : 0.0f);
     if (lane < C) logits[row * C + lane] = z;
     float* dz = dlogits + row * C;
-    if (row >= V) {
+    const int32_t y = row < V ? labels[row] : -1;
+    if (row >= V || (ignore_negative && y < 0)) {  // padding, or a position without a target
       if (lane < C) dz[lane] = 0.0f;
       continue;
     }
     const float mx = warp_max(z);
     const float lse = mx + logf(warp_sum(lane < C ? expf(z - mx) : 0.0f));
-    const int32_t y = labels[row];
     const float zy = __shfl_sync(0xffffffffu, z, (y >= 0 && y < C) ? y : 0);
     if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
       if (lane < C) dz[lane] = 0.0f;
@@ -408,6 +441,8 @@ int softmax_ce_blocks(int64_t rows) {
   return static_cast<int>(g < 1024 ? g : 1024);
 }
 
+bool softmax_ce_counts_in_block(int64_t rows) { return rows <= kCountInBlockRows; }
+
 int mse_blocks(int64_t elements) {
   int64_t g = (elements + kBlock - 1) / kBlock;
   return static_cast<int>(g < 1 ? 1 : (g > 1024 ? 1024 : g));
@@ -415,28 +450,45 @@ int mse_blocks(int64_t elements) {
 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
-                           ReduceScratch sc, cudaStream_t s) {
-  const int blocks = softmax_ce_blocks(B);
-  SG_ASSERT(blocks <= sc.max_blocks);
-  softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(logits, labels, valid, loss, dlogits,
-                                                                     B, C, r == Reduction::Mean, sc);
+                           ReduceScratch sc, cudaStream_t s, int64_t per_row, bool ignore_negative) {
+  const int blocks = softmax_ce_blocks(B * per_row);
+  SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
+  const bool count_first = ignore_negative && !softmax_ce_counts_in_block(B * per_row);
+  SG_ASSERT(!count_first || sc.count != nullptr);
+  if (count_first) {
+    count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
+    KERNEL_LAUNCH_CHECK();
+  }
+  softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
+      logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, count_first ? sc.count : nullptr,
+      r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 
 void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
                                  const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,
-                                 int64_t I, int64_t C, Reduction r, ReduceScratch sc, cudaStream_t s) {
+                                 int64_t I, int64_t C, Reduction r, ReduceScratch sc, cudaStream_t s, int64_t per_row,
+                                 bool ignore_negative) {
   SG_REQUIRE(fused_loss_fits(C, I), "fused dense + softmax cross-entropy: ", C, " classes x ", I,
              " inputs do not fit (at most 32 classes, (classes + 8) x inputs <= 12288)");
-  const int blocks = softmax_ce_blocks(B);
-  SG_ASSERT(blocks <= sc.max_blocks);
+  const int blocks = softmax_ce_blocks(B * per_row);
+  SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
+  const bool count_first = ignore_negative && !softmax_ce_counts_in_block(B * per_row);
+  SG_ASSERT(!count_first || sc.count != nullptr);
+  if (count_first) {
+    count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
+    KERNEL_LAUNCH_CHECK();
+  }
+  const int32_t* count = count_first ? sc.count : nullptr;
   const size_t smem = static_cast<size_t>(C * I + kRowsPerBlock * I) * sizeof(float);
   if (C <= 16)
     dense_softmax_ce_kernel<16><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
-        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), r == Reduction::Mean, sc);
+        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), per_row, ignore_negative, count,
+        r == Reduction::Mean, sc);
   else
     dense_softmax_ce_kernel<kMaxFusedClasses><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
-        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), r == Reduction::Mean, sc);
+        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), per_row, ignore_negative, count,
+        r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -42,22 +42,32 @@ struct ReduceScratch {
   float* partials;        // [max_blocks]
   unsigned int* counter;  // [1], zero-initialised
   int max_blocks;
+  int32_t* count = nullptr;  // [1]: the targets a token-level cross-entropy counts (ignore_negative)
 };
 // How many partials (blocks) each loss launch needs; size ReduceScratch with these.
 int softmax_ce_blocks(int64_t rows);
 int mse_blocks(int64_t elements);
+// Logits [B * per_row, C], labels [B * per_row]; `valid` counts batch rows (each per_row labels).
+// ignore_negative (token labels, LossAttrs): a label < 0 has no loss and no gradient and the mean
+// is over the labels >= 0: up to kCountInBlockRows label rows every block counts them itself (an
+// integer sum, the same in every block); beyond, a one-block kernel counts them first into
+// scratch.count (needed then). Size the scratch with softmax_ce_blocks(B * per_row).
+constexpr int64_t kCountInBlockRows = 4096;
+bool softmax_ce_counts_in_block(int64_t rows);
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
-                           ReduceScratch scratch, cudaStream_t s);
+                           ReduceScratch scratch, cudaStream_t s, int64_t per_row = 1, bool ignore_negative = false);
 // A dense layer without activation (logits = X W^T + bias, X [B, I], W [C, I]) fused with the
 // softmax cross-entropy that reads it, when fused_loss_fits(C, I) (W and 8 rows of X in the
 // default 48 KB of shared memory, at most 32 classes): writes logits, loss and dlogits like
-// softmax_cross_entropy. Scratch sized by softmax_ce_blocks(B).
+// softmax_cross_entropy (per_row, ignore_negative as there: X then has B * per_row rows).
+// Scratch sized by softmax_ce_blocks(B * per_row).
 constexpr int kMaxFusedClasses = 32;
 inline bool fused_loss_fits(int64_t C, int64_t I) { return C >= 1 && C <= kMaxFusedClasses && (C + 8) * I <= 12288; }
 void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
                                  const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,
-                                 int64_t I, int64_t C, Reduction r, ReduceScratch scratch, cudaStream_t s);
+                                 int64_t I, int64_t C, Reduction r, ReduceScratch scratch, cudaStream_t s,
+                                 int64_t per_row = 1, bool ignore_negative = false);
 void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
                         float* dpred, int64_t B, int64_t T, Reduction r, ReduceScratch scratch,
                         cudaStream_t s);

@@ -26,6 +26,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/pinn_kernels.cuh"
 #include "stepgraph/distributed.h"
+#include "backend/cuda/sequence_lowering.h"
 #include "stepgraph/graph.h"
 
 namespace sg::cuda {
@@ -300,29 +301,21 @@ class Lowering {
     unjoined_.clear();
   }
 
-  // Ops (and forms of ops) with only a CPU reference so far: refused before anything is planned.
+  // Ops (and forms of ops) with only a CPU reference so far, and shapes beyond what the CUDA
+  // kernels support: refused before anything is planned.
   [[noreturn]] static void refuse(const Op& op) {
     throw Error(cat("op '", op.name, "' (", op_kind_name(op.kind),
-                    "): layer norm, embedding, attention and abs_max (a dense layer's amax) ops, dense and "
-                    "cross-entropy ops on [batch, sequence, ...] "
-                    "tensors, and convolutions in a build without cuDNN (CMake did not find its headers), run on "
-                    "the CPU backend in this version; use --device cpu"));
+                    "): convolutions in a build without cuDNN (CMake did not find its headers) run on the CPU "
+                    "backend in this version; use --device cpu"));
   }
   void refuse_cpu_only_ops() const {
     for (const Op& op : p_.ops()) {
       switch (op.kind) {
-        case OpKind::Dense: if (p_.tensor(op.in[0]).shape.size() != 2) refuse(op); break;
-        case OpKind::DenseBackward: if (p_.tensor(op.in[1]).shape.size() != 2) refuse(op); break;
-        case OpKind::SoftmaxCrossEntropy: if (p_.tensor(op.in[0]).shape.size() != 2) refuse(op); break;
         case OpKind::Conv2d:
         case OpKind::Conv2dBackward: if (!ImageLowering::available(op.kind)) refuse(op); break;
-        case OpKind::LayerNorm:
-        case OpKind::LayerNormBackward:
-        case OpKind::Embedding:
-        case OpKind::EmbeddingBackward:
-        case OpKind::Attention:
-        case OpKind::AttentionBackward: refuse(op);
-        default: break;
+        default:
+          if (SequenceLowering::handles(op.kind)) SequenceLowering::check_supported(p_, op);
+          break;
       }
     }
   }
@@ -353,6 +346,10 @@ class Lowering {
   int32_t* i32(TensorId t) const { return t == kNone ? nullptr : static_cast<int32_t*>(ptrs_[t]); }
   int64_t dim(TensorId t, size_t k) const { return p_.tensor(t).shape[k]; }
   int64_t count(TensorId t) const { return numel(p_.tensor(t).shape); }
+  // Dense ops act on the last dimension: X [..., I] is a [rows, I] matrix (a sequence's tokens
+  // are rows like a batch's samples), as on the CPU backend.
+  int64_t width(TensorId t) const { return p_.tensor(t).shape.back(); }
+  int64_t rows(TensorId t) const { return count(t) / width(t); }
 
   void add_step(const Op& op, std::function<void(cudaStream_t)> fn) { steps_.push_back({op.name, std::move(fn)}); }
   char* own(size_t bytes) {
@@ -388,11 +385,21 @@ class Lowering {
     return *image_;
   }
 
+  // Layer norm, embedding and attention ops (sequence_lowering.h).
+  SequenceLowering& sequence() {
+    if (!sequence_) {
+      sequence_ = std::make_unique<SequenceLowering>(LoweringHooks{
+          be_, p_, ptrs_, opt_, [this](const Op& op, std::function<void(cudaStream_t)> fn) { add_step(op, std::move(fn)); },
+          [this](size_t bytes) { return own(bytes); }, notes_});
+    }
+    return *sequence_;
+  }
+
   size_t largest_product() const {
     size_t most = 0;
     for (const Op& op : p_.ops())
       if (op.kind == OpKind::Dense)
-        most = std::max<size_t>(most, static_cast<size_t>(dim(op.in[0], 0) * std::max(dim(op.in[0], 1), dim(op.in[1], 0))));
+        most = std::max<size_t>(most, static_cast<size_t>(rows(op.in[0]) * std::max(width(op.in[0]), dim(op.in[1], 0))));
     return most;
   }
 
@@ -419,8 +426,8 @@ class Lowering {
       const int P = p_.producer(qop.in[3]);
       if (P < 0 || ops[P].kind != OpKind::Dense) continue;
       const Activation act = qop.attr<DenseAttrs>().act;
-      const int64_t width = dim(qop.in[3], 1);
-      const int64_t B = dim(op.in[1], 0), I = dim(op.in[1], 1), O = dim(op.in[2], 0);
+      const int64_t qwidth = width(qop.in[3]);
+      const int64_t B = rows(op.in[1]), I = width(op.in[1]), O = dim(op.in[2], 0);
       if (prefer_own_gemm(B, I, O)) {
         if (act != Activation::None && (!activation_needs_preact(act) || qop.in[4] != kNone))
           fuse_into_[static_cast<int>(b)] = q;
@@ -429,7 +436,7 @@ class Lowering {
       if (act == Activation::ReLU) {
         mask_wanted_.insert(P);
         fuse_into_[static_cast<int>(b)] = q;
-      } else if (act == Activation::GELU && qop.in[4] != kNone && width % 8 == 0) {
+      } else if (act == Activation::GELU && qop.in[4] != kNone && qwidth % 8 == 0) {
         fuse_into_[static_cast<int>(b)] = q;
       }
     }
@@ -527,14 +534,22 @@ class Lowering {
       case OpKind::SoftmaxCrossEntropy:
       case OpKind::MeanSquaredError: {
         const bool ce = op.kind == OpKind::SoftmaxCrossEntropy;
+        // Cross-entropy: logits [B, ..., C] with per_row labels per batch row (tokens of a
+        // sequence); MSE: T values per batch row.
         const int64_t B = dim(in[0], 0), T = count(in[0]) / B;
-        const int blocks = ce ? softmax_ce_blocks(B) : mse_blocks(B * T);
+        const int64_t C = p_.tensor(in[0]).shape.back(), per_row = ce ? count(in[1]) / B : 1;
+        const bool ignore = ce && op.attr<LossAttrs>().ignore_negative;
+        const int blocks = ce ? softmax_ce_blocks(B * per_row) : mse_blocks(B * T);
         ReduceScratch sc{reinterpret_cast<float*>(own(blocks * sizeof(float))),
                          reinterpret_cast<unsigned*>(own(sizeof(unsigned))), blocks};
+        const bool count_first = ignore && !softmax_ce_counts_in_block(B * per_row);
+        if (count_first) sc.count = reinterpret_cast<int32_t*>(own(sizeof(int32_t)));
         const float* pred = f(in[0]);
         const int32_t* valid = i32(in[2]);
         float *loss = f(out[0]), *dpred = f(out[1]);
         const Reduction r = op.attr<LossAttrs>().reduction;
+        if (count_first) notes_ << "target-count kernel (labels < 0 have none) + ";
+        else if (ignore) notes_ << "labels < 0 have no target (counted in each block); ";
         notes_ << "fused loss + gradient kernel, " << blocks << " blocks, deterministic reduction";
         if (ce) {
           const int32_t* labels = i32(in[1]);
@@ -542,14 +557,16 @@ class Lowering {
             const Op& d = p_.ops()[fd->second];
             const float *X = f(d.in[0]), *W = f(d.in[1]), *bias = f(d.in[2]);
             float* logits = f(d.out[0]);
-            const int64_t I = dim(d.in[0], 1);
-            notes_ << "; computes '" << d.name << "' (" << B << "x" << I << "x" << T << ") in the same launch, a warp per row";
+            const int64_t I = width(d.in[0]);
+            notes_ << "; computes '" << d.name << "' (" << B * per_row << "x" << I << "x" << C
+                   << ") in the same launch, a warp per row";
             return add_step(op, [=](cudaStream_t s) {
-              dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, T, r, sc, s);
+              dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, C, r, sc, s, per_row,
+                                          ignore);
             });
           }
           return add_step(op, [=](cudaStream_t s) {
-            softmax_cross_entropy(pred, labels, valid, loss, dpred, B, T, r, sc, s);
+            softmax_cross_entropy(pred, labels, valid, loss, dpred, B, C, r, sc, s, per_row, ignore);
           });
         }
         const float* target = f(in[1]);
@@ -587,7 +604,7 @@ class Lowering {
       case OpKind::Embedding:
       case OpKind::EmbeddingBackward:
       case OpKind::Attention:
-      case OpKind::AttentionBackward: refuse(op);
+      case OpKind::AttentionBackward: return sequence().lower(op);
     }
     throw Error(cat("cuda backend: no lowering for op '", op.name, "'"));
   }
@@ -644,14 +661,15 @@ class Lowering {
     if (!fuse_ || static_cast<size_t>(i) + 1 >= ops.size()) return false;
     const Op& next = ops[i + 1];
     const DenseAttrs& a = op.attr<DenseAttrs>();
+    // Token rows too ([B, S, I] inputs, labels per position with -1 for none).
     return a.act == Activation::None && a.bias_rows == 0 && op.out[1] == kNone &&
-           p_.tensor(op.in[0]).shape.size() == 2 && next.kind == OpKind::SoftmaxCrossEntropy &&
-           next.in[0] == op.out[0] && fused_loss_fits(dim(op.in[1], 0), dim(op.in[1], 1));
+           next.kind == OpKind::SoftmaxCrossEntropy && next.in[0] == op.out[0] &&
+           fused_loss_fits(dim(op.in[1], 0), dim(op.in[1], 1));
   }
 
   void dense_forward(int i, const Op& op) {
     const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
-    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    const int64_t B = rows(X), I = width(X), O = dim(W, 0);
     const Activation act = op.attr<DenseAttrs>().act;
     if (fuse_with_loss(i, op)) {
       fused_loss_[i + 1] = i;
@@ -751,7 +769,7 @@ class Lowering {
   void dense_backward(int i, const Op& op) {
     const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], Y = op.in[3], Z = op.in[4];
     const TensorId dX = op.out[0], dW = op.out[1], db = op.out[2];
-    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    const int64_t B = rows(X), I = width(X), O = dim(W, 0);
     const Activation act = op.attr<DenseAttrs>().act;
     float* dz = f(dY);  // dY becomes dZ in place: nothing else reads it
     if (act != Activation::None && !dz_ready_.count(i)) {
@@ -831,7 +849,7 @@ class Lowering {
   void cublas_weight_gradient(int i, const Op& op, bool need_db) {
     const TensorId dY = op.in[0], X = op.in[1], W = op.in[2];
     const TensorId dW = op.out[1], db = op.out[2];
-    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    const int64_t B = rows(X), I = width(X), O = dim(W, 0);
     float* dz = f(dY);
     // dW[O, I] (column-major [I, O]) = X^T dZ; BGRADB sums dZ over the batch into db.
     GemmShape sw{false, true, I, O, B, I, O, I};
@@ -862,7 +880,7 @@ class Lowering {
   // dX through cuBLASLt, with DRELU/DGELU(_BGRAD) absorbing the previous layer's activation.
   void cublas_input_gradient(int i, const Op& op) {
     const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], dX = op.out[0];
-    const int64_t B = dim(X, 0), I = dim(X, 1), O = dim(W, 0);
+    const int64_t B = rows(X), I = width(X), O = dim(W, 0);
     float* dz = f(dY);
     // dX[B, I] (column-major [I, B]) = W^T-view times dZ.
     GemmShape sx{false, false, I, B, O, I, O, I};
@@ -956,6 +974,7 @@ class Lowering {
   std::map<int, std::vector<size_t>> fork_at_;      // op -> buckets to all-reduce after it
   std::map<TensorId, size_t> bucket_of_;            // gradient -> its bucket
   std::set<size_t> unjoined_;                       // buckets forked and not joined yet
+  std::unique_ptr<SequenceLowering> sequence_;
 };
 
 }  // namespace
