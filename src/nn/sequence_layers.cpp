@@ -86,11 +86,14 @@ TensorId SelfAttention::build(GraphBuilder& g, TensorId x, const std::string& pr
   SG_REQUIRE(E % heads_ == 0, "self_attention layer '", prefix, "': width ", E, " does not split into ", heads_,
              " heads");
   const std::string base = base_name(prefix, "attention");
-  // x W^T + b for projection `which` (dim -> dim).
+  // x W^T + b for projection `which` (dim -> dim). The key projection has no bias: it would add
+  // q . b to every score of a query alike, which the softmax ignores, so its gradient is zero
+  // (only rounding noise, which Adam would turn into a random walk that differs per backend).
   auto project = [&](TensorId in, const std::string& which) {
     TensorId W = g.parameter(this, which + ".weight", join_name(prefix, which + ".weight"), {E, E}, Init::xavier(), E, E);
-    TensorId b = bias_ ? g.parameter(this, which + ".bias", join_name(prefix, which + ".bias"), {E}, Init::zeros(), E, E)
-                       : kNone;
+    TensorId b = bias_ && which != "key"
+                     ? g.parameter(this, which + ".bias", join_name(prefix, which + ".bias"), {E}, Init::zeros(), E, E)
+                     : kNone;
     TensorId Y = g.tensor(base + "." + which, xs, Role::Activation);
     Op op;
     op.kind = OpKind::Dense;
