@@ -11,15 +11,7 @@ if(NOT STEPGRAPH_CUDNN)
   return()
 endif()
 
-# Every Python site directory (PYTHONPATH included): where pip put the wheels' headers.
-set(sg_py_dirs "")
-find_package(Python3 COMPONENTS Interpreter QUIET)
-if(Python3_Interpreter_FOUND)
-  execute_process(
-    COMMAND "${Python3_EXECUTABLE}" -c
-      "import site, sys, sysconfig; d = [p for p in sys.path if p] + site.getsitepackages() + [site.getusersitepackages(), sysconfig.get_paths()['purelib']]; print(';'.join(dict.fromkeys(d)))"
-    OUTPUT_VARIABLE sg_py_dirs OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-endif()
+include(cmake/PythonSiteDirs.cmake)
 set(sg_deps "${CMAKE_SOURCE_DIR}/.deps/cudnn-frontend" "${CMAKE_SOURCE_DIR}/.deps/cudnn")
 
 find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h

@@ -10,14 +10,7 @@ if(NOT STEPGRAPH_NCCL)
   return()
 endif()
 
-set(sg_py_dirs "")
-find_package(Python3 COMPONENTS Interpreter QUIET)
-if(Python3_Interpreter_FOUND)
-  execute_process(
-    COMMAND "${Python3_EXECUTABLE}" -c
-      "import site, sys, sysconfig; d = [p for p in sys.path if p] + site.getsitepackages() + [site.getusersitepackages(), sysconfig.get_paths()['purelib']]; print(';'.join(dict.fromkeys(d)))"
-    OUTPUT_VARIABLE sg_py_dirs OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-endif()
+include(cmake/PythonSiteDirs.cmake)
 find_path(NCCL_INCLUDE_DIR nccl.h
   HINTS ENV NCCL_INCLUDE_DIR ${CUDAToolkit_INCLUDE_DIRS} "${CMAKE_SOURCE_DIR}/.deps/nccl" ${sg_py_dirs}
   PATH_SUFFIXES include nvidia/nccl/include nvidia/cu13/include)

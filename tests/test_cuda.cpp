@@ -21,43 +21,6 @@
 namespace sg::test {
 namespace {
 
-#define REQUIRE_GPU()                                        \
-  do {                                                       \
-    std::string why_;                                        \
-    if (!cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
-  } while (0)
-
-// Runs one program on a backend with every buffer poisoned (NaN) first.
-struct BackendRun {
-  std::unique_ptr<Backend> be;
-  MemoryPlan plan;
-  DeviceBuffer pers, trans;
-  std::vector<void*> ptrs;
-  std::unique_ptr<Executable> exe;
-  const Program& p;
-
-  BackendRun(Device d, const Program& prog, LowerOptions opt = {}) : be(make_backend(d)), p(prog) {
-    plan = plan_memory(p);
-    pers = DeviceBuffer(*be, plan.persistent_bytes);
-    trans = DeviceBuffer(*be, plan.transient_bytes);
-    std::vector<float> nan(std::max(plan.persistent_bytes, plan.transient_bytes) / 4,
-                           std::numeric_limits<float>::quiet_NaN());
-    be->upload(pers.data(), nan.data(), plan.persistent_bytes);
-    be->upload(trans.data(), nan.data(), plan.transient_bytes);
-    for (size_t t = 0; t < p.num_tensors(); ++t) {
-      const Placement& pl = plan.at[t];
-      ptrs.push_back((pl.region == Placement::Region::Persistent ? pers : trans).data() + pl.offset);
-    }
-    exe = be->lower(p, ptrs, opt);
-  }
-  void set(const std::string& name, const HostArray& a) { be->upload(ptrs[p.find(name)], a.raw(), a.nbytes()); }
-  HostArray get(TensorId t) {
-    HostArray a(p.tensor(t).dtype, p.tensor(t).shape);
-    be->download(a.raw(), ptrs[t], a.nbytes());
-    return a;
-  }
-};
-
 // Runs `prog` on the CPU and on the GPU with the same fresh random inputs and compares every
 // tensor an op writes (activation gradients excepted: the GPU turns dY into dZ in place).
 void compare_backends(Program prog, const std::vector<ParamSpec>& specs, uint64_t seed,
@@ -65,7 +28,7 @@ void compare_backends(Program prog, const std::vector<ParamSpec>& specs, uint64_
   // Keep every compared tensor alive to the end of the step, so no later tensor reuses its memory.
   for (size_t t = 0; t < prog.num_tensors(); ++t)
     if (prog.tensor(static_cast<TensorId>(t)).role != Role::Temporary) prog.tensor(static_cast<TensorId>(t)).live_out = true;
-  BackendRun cpu(Device::CPU, prog), gpu(Device::CUDA, prog, opt);
+  PoisonedRun cpu(Device::CPU, prog), gpu(Device::CUDA, prog, opt);
   auto set_both = [&](const std::string& name, const HostArray& a) {
     cpu.set(name, a);
     gpu.set(name, a);
@@ -104,23 +67,12 @@ void compare_backends(Program prog, const std::vector<ParamSpec>& specs, uint64_
   for (size_t t = 0; t < prog.num_tensors(); ++t) {
     const TensorInfo& info = prog.tensor(static_cast<TensorId>(t));
     if (info.role == Role::Input || info.role == Role::Temporary) continue;
-    HostArray a = cpu.get(static_cast<TensorId>(t)), b = gpu.get(static_cast<TensorId>(t));
-    // ||gpu - cpu|| / ||cpu|| and the largest element difference over the largest element:
-    // float products against the float64 reference land near 1e-7 .. 1e-6.
-    double diff2 = 0, ref2 = 0, maxdiff = 0, maxref = 0;
-    for (int64_t k = 0; k < a.numel(); ++k) {
-      double x = a.dtype() == DType::F32 ? a.data<float>()[k] : a.data<int32_t>()[k];
-      double y = b.dtype() == DType::F32 ? b.data<float>()[k] : b.data<int32_t>()[k];
-      ASSERT_TRUE(std::isfinite(y)) << what << ": " << info.name << "[" << k << "] not written (NaN)";
-      diff2 += (x - y) * (x - y);
-      ref2 += x * x;
-      maxdiff = std::max(maxdiff, std::fabs(x - y));
-      maxref = std::max(maxref, std::fabs(x));
-    }
-    const double rel = std::sqrt(diff2 / std::max(ref2, 1e-30)), relmax = maxdiff / std::max(maxref, 1e-30);
-    EXPECT_TRUE(rel <= tol && relmax <= 10 * tol)
+    // Float products against the float64 reference land near 1e-7 .. 1e-6.
+    const ArrayDiff d = array_diff(cpu.get(static_cast<TensorId>(t)), gpu.get(static_cast<TensorId>(t)));
+    ASSERT_LT(d.unwritten, 0) << what << ": " << info.name << "[" << d.unwritten << "] not written (NaN)";
+    EXPECT_TRUE(d.rel <= tol && d.relmax <= 10 * tol)
         << what << ": " << info.name << " " << shape_str(info.shape) << " differs from the CPU: rel L2 "
-        << rel << ", max diff / max " << relmax;
+        << d.rel << ", max diff / max " << d.relmax;
   }
 }
 

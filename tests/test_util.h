@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -83,6 +84,69 @@ class Runner {
 };
 
 // A model + loss program on inputs "input" [B, D] and "target"; optionally with backward.
+// Skips a GPU test on a machine without a usable GPU, saying why.
+#define REQUIRE_GPU()                                               \
+  do {                                                              \
+    std::string why_;                                               \
+    if (!cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
+  } while (0)
+
+// Runs one program on a backend with every buffer poisoned (NaN) first, so a tensor an op should
+// write and does not shows up as NaN.
+struct PoisonedRun {
+  std::unique_ptr<Backend> be;
+  MemoryPlan plan;
+  DeviceBuffer pers, trans;
+  std::vector<void*> ptrs;
+  std::unique_ptr<Executable> exe;
+  const Program& p;
+
+  PoisonedRun(Device d, const Program& prog, LowerOptions opt = {}) : be(make_backend(d)), p(prog) {
+    plan = plan_memory(p);
+    pers = DeviceBuffer(*be, plan.persistent_bytes);
+    trans = DeviceBuffer(*be, plan.transient_bytes);
+    std::vector<float> nan(std::max(plan.persistent_bytes, plan.transient_bytes) / 4,
+                           std::numeric_limits<float>::quiet_NaN());
+    be->upload(pers.data(), nan.data(), plan.persistent_bytes);
+    be->upload(trans.data(), nan.data(), plan.transient_bytes);
+    for (size_t t = 0; t < p.num_tensors(); ++t) {
+      const Placement& pl = plan.at[t];
+      ptrs.push_back((pl.region == Placement::Region::Persistent ? pers : trans).data() + pl.offset);
+    }
+    exe = be->lower(p, ptrs, opt);
+  }
+  void set(const std::string& name, const HostArray& a) { be->upload(ptrs[p.find(name)], a.raw(), a.nbytes()); }
+  HostArray get(TensorId t) {
+    HostArray a(p.tensor(t).dtype, p.tensor(t).shape);
+    be->download(a.raw(), ptrs[t], a.nbytes());
+    return a;
+  }
+};
+
+// How far `got` (a GPU result) is from `want` (the CPU reference): ||got - want|| / ||want|| and the
+// largest element difference over the largest element; `unwritten` is the first non-finite
+// element of `got` (-1: none), which on poisoned buffers means an op never wrote it.
+struct ArrayDiff {
+  double rel = 0, relmax = 0;
+  int64_t unwritten = -1;
+};
+inline ArrayDiff array_diff(const HostArray& want, const HostArray& got) {
+  ArrayDiff d;
+  double diff2 = 0, ref2 = 0, maxdiff = 0, maxref = 0;
+  for (int64_t k = 0; k < want.numel(); ++k) {
+    const double x = want.dtype() == DType::F32 ? want.data<float>()[k] : want.data<int32_t>()[k];
+    const double y = got.dtype() == DType::F32 ? got.data<float>()[k] : got.data<int32_t>()[k];
+    if (!std::isfinite(y) && d.unwritten < 0) d.unwritten = k;
+    diff2 += (x - y) * (x - y);
+    ref2 += x * x;
+    maxdiff = std::max(maxdiff, std::fabs(x - y));
+    maxref = std::max(maxref, std::fabs(x));
+  }
+  d.rel = std::sqrt(diff2 / std::max(ref2, 1e-30));
+  d.relmax = maxdiff / std::max(maxref, 1e-30);
+  return d;
+}
+
 struct Built {
   Program p;
   std::vector<ParamSpec> specs;

@@ -45,74 +45,54 @@ __device__ __forceinline__ Vec<V> load(const float* p) {
   return r;
 }
 
+// Calls fn(at) with the input offset (channel c) of every element of output (n, p, q)'s window
+// that lies in the image, in scan order (r, then s).
+template <typename I, typename Fn>
+__device__ __forceinline__ void for_window(const Geo<I>& g, I n, I p, I q, I c, Fn fn) {
+  for (I r = 0; r < g.R; ++r) {
+    const I h = p * g.sh - g.ph + r;
+    if (h < 0 || h >= g.H) continue;
+    for (I t = 0; t < g.S; ++t) {
+      const I w = q * g.sw - g.pw + t;
+      if (w >= 0 && w < g.W) fn(((n * g.H + h) * g.W + w) * g.C + c);
+    }
+  }
+}
+
 // The window maximum of output (n, p, q) for channels c..c+V-1 and the input offset of each
 // lane's first maximum: the CPU reference's rule (scan order r then s; strictly greater wins; a
 // NaN is taken at once and then kept). best is -1 for a window with no input in it.
 template <typename I, int V>
 __device__ void window_max(const float* X, const Geo<I>& g, I n, I p, I q, I c, float (&mx)[V], I (&best)[V]) {
   for (int l = 0; l < V; ++l) mx[l] = -INFINITY, best[l] = -1;
-  for (I r = 0; r < g.R; ++r) {
-    const I h = p * g.sh - g.ph + r;
-    if (h < 0 || h >= g.H) continue;
-    for (I t = 0; t < g.S; ++t) {
-      const I w = q * g.sw - g.pw + t;
-      if (w < 0 || w >= g.W) continue;
-      const I at = ((n * g.H + h) * g.W + w) * g.C + c;
-      const Vec<V> x = load<V>(X + at);
-      for (int l = 0; l < V; ++l)
-        if (best[l] < 0 || x.v[l] > mx[l] || (x.v[l] != x.v[l] && mx[l] == mx[l])) best[l] = at + l, mx[l] = x.v[l];
-    }
-  }
+  for_window(g, n, p, q, c, [&](I at) {
+    const Vec<V> x = load<V>(X + at);
+    for (int l = 0; l < V; ++l)
+      if (best[l] < 0 || x.v[l] > mx[l] || (x.v[l] != x.v[l] && mx[l] == mx[l])) best[l] = at + l, mx[l] = x.v[l];
+  });
 }
 
-// Thread i covers output (n, p, q) and channels c..c+V-1.
-template <typename I, int V>
-__device__ __forceinline__ void output_coords(I i, const Geo<I>& g, I* n, I* p, I* q, I* c) {
-  const I CV = g.C / V;
-  *c = (i % CV) * V;
-  const I pix = i / CV;
-  *q = pix % g.Q;
-  *p = (pix / g.Q) % g.P;
-  *n = pix / (g.Q * g.P);
-}
-
-template <typename I, int V>
-__global__ void max_pool2d_kernel(const float* X, float* Y, Geo<I> g) {
-  const I total = g.N * g.P * g.Q * (g.C / V);
+// A thread per output (n, p, q) and V channels. Forward: Y = the window maximum. Backward, for
+// windows that do not overlap (stride >= window, so each input element is in at most one
+// window): the thread writes its whole window of dX, dY at the first maximum and 0 elsewhere
+// (the CPU's float(old + sum) with a sum of one term or none); elements outside every window
+// are cleared beforehand when not accumulating.
+template <typename I, int V, bool kBackward>
+__global__ void max_pool2d_window_kernel(const float* X, const float* dY, float* out, Geo<I> g, bool acc) {
+  const I CV = g.C / V, total = g.N * g.P * g.Q * CV;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
-    I n, p, q, c;
-    output_coords<I, V>(i, g, &n, &p, &q, &c);
+    const I c = (i % CV) * V, pix = i / CV, q = pix % g.Q, p = (pix / g.Q) % g.P, n = pix / (g.Q * g.P);
     float mx[V];
     I best[V];
     window_max<I, V>(X, g, n, p, q, c, mx, best);
-    const I out = ((n * g.P + p) * g.Q + q) * g.C + c;
-    for (int l = 0; l < V; ++l) Y[out + l] = mx[l];
-  }
-}
-
-// Windows that do not overlap (stride >= window): each input element is in at most one window,
-// so each output's thread writes its whole window: dY at the first maximum, 0 elsewhere (the
-// CPU's float(old + sum) with a sum of one term or none). Elements outside every window are
-// cleared beforehand when not accumulating.
-template <typename I, int V>
-__global__ void max_pool2d_backward_disjoint_kernel(const float* dY, const float* X, float* dX, Geo<I> g, bool acc) {
-  const I total = g.N * g.P * g.Q * (g.C / V);
-  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
-    I n, p, q, c;
-    output_coords<I, V>(i, g, &n, &p, &q, &c);
-    float mx[V];
-    I best[V];
-    window_max<I, V>(X, g, n, p, q, c, mx, best);
-    const Vec<V> dy = load<V>(dY + ((n * g.P + p) * g.Q + q) * g.C + c);
-    for (I r = 0; r < g.R; ++r) {
-      const I h = p * g.sh - g.ph + r;
-      if (h < 0 || h >= g.H) continue;
-      for (I t = 0; t < g.S; ++t) {
-        const I w = q * g.sw - g.pw + t;
-        if (w < 0 || w >= g.W) continue;
-        const I at = ((n * g.H + h) * g.W + w) * g.C + c;
-        for (int l = 0; l < V; ++l) store(dX + at + l, at + l == best[l] ? double(dy.v[l]) : 0.0, acc);
-      }
+    const I o = ((n * g.P + p) * g.Q + q) * g.C + c;
+    if constexpr (!kBackward) {
+      for (int l = 0; l < V; ++l) out[o + l] = mx[l];
+    } else {
+      const Vec<V> dy = load<V>(dY + o);
+      for_window(g, n, p, q, c, [&](I at) {
+        for (int l = 0; l < V; ++l) store(out + at + l, at + l == best[l] ? double(dy.v[l]) : 0.0, acc);
+      });
     }
   }
 }
@@ -181,8 +161,8 @@ template <typename I>
 void max_pool2d_as(const float* X, float* Y, const PoolGeometry& g, cudaStream_t s) {
   const Geo<I> geo(g);
   const int64_t pixels = g.N * g.P * g.Q;
-  if (g.C % 4 == 0) max_pool2d_kernel<I, 4><<<grid_for(pixels * g.C / 4), kBlock, 0, s>>>(X, Y, geo);
-  else max_pool2d_kernel<I, 1><<<grid_for(pixels * g.C), kBlock, 0, s>>>(X, Y, geo);
+  if (g.C % 4 == 0) max_pool2d_window_kernel<I, 4, false><<<grid_for(pixels * g.C / 4), kBlock, 0, s>>>(X, nullptr, Y, geo, false);
+  else max_pool2d_window_kernel<I, 1, false><<<grid_for(pixels * g.C), kBlock, 0, s>>>(X, nullptr, Y, geo, false);
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -201,9 +181,9 @@ void max_pool2d_backward_as(const float* dY, const float* X, float* dX, const Po
     CUDA_CHECK(cudaMemsetAsync(dX, 0, static_cast<size_t>(g.N * g.H * g.W * g.C) * sizeof(float), s));
   const int64_t pixels = g.N * g.P * g.Q;
   if (g.C % 4 == 0)
-    max_pool2d_backward_disjoint_kernel<I, 4><<<grid_for(pixels * g.C / 4), kBlock, 0, s>>>(dY, X, dX, geo, acc);
+    max_pool2d_window_kernel<I, 4, true><<<grid_for(pixels * g.C / 4), kBlock, 0, s>>>(X, dY, dX, geo, acc);
   else
-    max_pool2d_backward_disjoint_kernel<I, 1><<<grid_for(pixels * g.C), kBlock, 0, s>>>(dY, X, dX, geo, acc);
+    max_pool2d_window_kernel<I, 1, true><<<grid_for(pixels * g.C), kBlock, 0, s>>>(X, dY, dX, geo, acc);
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -448,20 +448,28 @@ int mse_blocks(int64_t elements) {
   return static_cast<int>(g < 1 ? 1 : (g > 1024 ? 1024 : g));
 }
 
+namespace {
+// With labels < 0 ignored and too many label rows for each block to count the targets itself,
+// one block counts them first into sc.count. Returns where the loss kernel reads the count
+// (null: each block counts).
+const int32_t* count_targets_first(const int32_t* labels, const int32_t* valid, int64_t B, int64_t per_row,
+                                   bool ignore_negative, const ReduceScratch& sc, cudaStream_t s) {
+  if (!ignore_negative || softmax_ce_counts_in_block(B * per_row)) return nullptr;
+  SG_ASSERT(sc.count != nullptr);
+  count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
+  KERNEL_LAUNCH_CHECK();
+  return sc.count;
+}
+}  // namespace
+
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
                            ReduceScratch sc, cudaStream_t s, int64_t per_row, bool ignore_negative) {
   const int blocks = softmax_ce_blocks(B * per_row);
   SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
-  const bool count_first = ignore_negative && !softmax_ce_counts_in_block(B * per_row);
-  SG_ASSERT(!count_first || sc.count != nullptr);
-  if (count_first) {
-    count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
-    KERNEL_LAUNCH_CHECK();
-  }
+  const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
   softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
-      logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, count_first ? sc.count : nullptr,
-      r == Reduction::Mean, sc);
+      logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, count, r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -473,13 +481,7 @@ void dense_softmax_cross_entropy(const float* X, const float* W, const float* bi
              " inputs do not fit (at most 32 classes, (classes + 8) x inputs <= 12288)");
   const int blocks = softmax_ce_blocks(B * per_row);
   SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
-  const bool count_first = ignore_negative && !softmax_ce_counts_in_block(B * per_row);
-  SG_ASSERT(!count_first || sc.count != nullptr);
-  if (count_first) {
-    count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
-    KERNEL_LAUNCH_CHECK();
-  }
-  const int32_t* count = count_first ? sc.count : nullptr;
+  const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
   const size_t smem = static_cast<size_t>(C * I + kRowsPerBlock * I) * sizeof(float);
   if (C <= 16)
     dense_softmax_ce_kernel<16><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
@@ -538,19 +540,14 @@ __device__ float block_nan_max(float v) {
   return v;
 }
 
-__global__ void abs_max_partial_kernel(const float* X, int64_t n, float* partials) {
+// Grid-stride max |X[i]| per block into out[blockIdx.x]; run again with one block over the
+// blocks' maxima (non-negative or NaN, so |.| leaves them as they are) for the total.
+__global__ void abs_max_kernel(const float* X, int64_t n, float* out) {
   float v = 0.0f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     v = nan_max(v, fabsf(X[i]));
   v = block_nan_max(v);
-  if (threadIdx.x == 0) partials[blockIdx.x] = v;
-}
-
-__global__ void abs_max_final_kernel(const float* partials, int blocks, float* out) {
-  float v = 0.0f;
-  for (int i = threadIdx.x; i < blocks; i += blockDim.x) v = nan_max(v, partials[i]);
-  v = block_nan_max(v);
-  if (threadIdx.x == 0) *out = v;
+  if (threadIdx.x == 0) out[blockIdx.x] = v;
 }
 
 }  // namespace
@@ -562,9 +559,9 @@ int abs_max_blocks(int64_t n) {
 
 void abs_max(const float* X, int64_t n, float* partials, float* out, cudaStream_t s) {
   const int blocks = abs_max_blocks(n);
-  abs_max_partial_kernel<<<blocks, 256, 0, s>>>(X, n, partials);
+  abs_max_kernel<<<blocks, 256, 0, s>>>(X, n, partials);
   KERNEL_LAUNCH_CHECK();
-  abs_max_final_kernel<<<1, 256, 0, s>>>(partials, blocks, out);
+  abs_max_kernel<<<1, 256, 0, s>>>(partials, blocks, out);
   KERNEL_LAUNCH_CHECK();
 }
 
