@@ -180,7 +180,8 @@ nb::dict to_dict(std::map<std::string, sg::HostArray> m, const std::vector<std::
 std::string options_repr(const sg::TrainerOptions& o) {
   return sg::cat("mode=", sg::exec_mode_name(o.mode), ", shape_policy=", sg::shape_policy_name(o.shape_policy),
                  ", max_shapes=", o.max_shapes, ", autotune=", sg::autotune_name(o.lower.autotune),
-                 ", precision=", sg::precision_name(o.lower.precision));
+                 ", precision=", sg::precision_name(o.lower.precision),
+                 o.lower.plan_cache.empty() ? "" : sg::cat(", plan_cache=", o.lower.plan_cache));
 }
 
 }  // namespace
@@ -213,7 +214,7 @@ void bind_trainer(nb::module_& m) {
       .def("__init__",
            [](PyTrainer* self, sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, const std::string& device,
               uint64_t seed, const std::string& mode, const std::string& shape_policy, int max_shapes,
-              const std::string& autotune, const std::string& precision) {
+              const std::string& autotune, const std::string& precision, const std::string& plan_cache) {
              if (!model) throw InputError("Trainer: model is None");
              if (!loss) throw InputError("Trainer: loss is None");
              if (!opt) throw InputError("Trainer: optimizer is None");
@@ -224,6 +225,7 @@ void bind_trainer(nb::module_& m) {
                o.shape_policy = sg::parse_shape_policy(shape_policy);
                o.lower.autotune = sg::parse_autotune(autotune);
                o.lower.precision = sg::parse_precision(precision);
+               o.lower.plan_cache = plan_cache;
                if (max_shapes < 1) throw sg::Error(sg::cat("max_shapes must be >= 1, got ", max_shapes));
                o.max_shapes = max_shapes;
                if (device == "auto") d = sg::cuda_available(nullptr) ? sg::Device::CUDA : sg::Device::CPU;
@@ -238,14 +240,18 @@ void bind_trainer(nb::module_& m) {
            },
            "model"_a, "loss"_a, "optimizer"_a, "device"_a = "auto", "seed"_a = 0, nb::kw_only(), "mode"_a = "graph",
            "shape_policy"_a = "recapture", "max_shapes"_a = 8, "autotune"_a = "off", "precision"_a = "fp32",
+           "plan_cache"_a = "",
            "model, loss, optimizer: the step's pieces.\n"
            "device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).\n"
            "seed: fixes the initial parameters (per parameter name); kept in checkpoints.\n"
            "mode: 'graph' (capture the step as one CUDA graph after a warm-up step) or 'eager'.\n"
            "shape_policy: what a batch with another row count does: 'recapture' (compile that "
            "shape too, at most max_shapes cached), 'pad' (pad to the compiled size, exact), 'error'.\n"
-           "autotune: 'off', 'heuristic' or 'exhaustive' (cuBLASLt algorithm choice by timing).\n"
-           "precision: 'fp32' or 'tf32' (dense layers on CUDA).")
+           "autotune: 'off', 'heuristic' or 'exhaustive' (cuBLASLt algorithms and cuDNN plans chosen by "
+           "timing).\n"
+           "precision: 'fp32' or 'tf32' (dense layers and convolutions on CUDA).\n"
+           "plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): "
+           "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.")
 
       .def("compile",
            [](PyTrainer& s, const std::vector<int64_t>& shape) {
@@ -538,9 +544,10 @@ void bind_trainer(nb::module_& m) {
                      d["max_shapes"] = o.max_shapes;
                      d["autotune"] = sg::autotune_name(o.lower.autotune);
                      d["precision"] = sg::precision_name(o.lower.precision);
+                     d["plan_cache"] = o.lower.plan_cache;
                      return d;
                    },
-                   "mode, shape_policy, max_shapes, autotune and precision.")
+                   "mode, shape_policy, max_shapes, autotune, precision and plan_cache.")
       .def_prop_ro("model", [](PyTrainer& s) { return s.t.model(); })
       .def_prop_ro("loss_fn", [](PyTrainer& s) { return s.t.loss_fn(); })
       .def_prop_ro("optimizer", [](PyTrainer& s) { return s.t.optimizer(); })

@@ -417,15 +417,16 @@ class Trainer:
     Calls release the GIL; one trainer runs one call at a time.
     """
 
-    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32'] = 'fp32') -> None:
+    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32'] = 'fp32', plan_cache: str = '') -> None:
         """
         model, loss, optimizer: the step's pieces.
         device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).
         seed: fixes the initial parameters (per parameter name); kept in checkpoints.
         mode: 'graph' (capture the step as one CUDA graph after a warm-up step) or 'eager'.
         shape_policy: what a batch with another row count does: 'recapture' (compile that shape too, at most max_shapes cached), 'pad' (pad to the compiled size, exact), 'error'.
-        autotune: 'off', 'heuristic' or 'exhaustive' (cuBLASLt algorithm choice by timing).
-        precision: 'fp32' or 'tf32' (dense layers on CUDA).
+        autotune: 'off', 'heuristic' or 'exhaustive' (cuBLASLt algorithms and cuDNN plans chosen by timing).
+        precision: 'fp32' or 'tf32' (dense layers and convolutions on CUDA).
+        plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): $SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.
         """
 
     def compile(self, input_shape: tuple[int, int] | Sequence[int]) -> None:
@@ -607,7 +608,7 @@ class Trainer:
 
     @property
     def options(self) -> dict[str, Any]:
-        """mode, shape_policy, max_shapes, autotune and precision."""
+        """mode, shape_policy, max_shapes, autotune, precision and plan_cache."""
 
     @property
     def model(self) -> Layer: ...

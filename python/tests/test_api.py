@@ -298,7 +298,10 @@ def test_explain_counts_invalidate_and_lr(data):
         t.set_lr(-1)
     assert t.device == "cpu" and "cpu" in t.backend
     assert t.options == {"mode": "graph", "shape_policy": "recapture", "max_shapes": 8, "autotune": "off",
-                         "precision": "fp32"}
+                         "precision": "fp32", "plan_cache": ""}
+    t2 = trainer(compile=False, autotune="heuristic", plan_cache="off")
+    assert (t2.options["autotune"], t2.options["plan_cache"]) == ("heuristic", "off")
+    assert "plan_cache=off" in repr(t2)
     assert "Trainer(device=cpu" in repr(t)
     assert isinstance(t.profile(2), list)
 
