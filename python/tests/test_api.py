@@ -536,6 +536,20 @@ def test_train_config_errors():
         sg.train(42)
 
 
+def test_train_runs_data_parallel_from_the_launch_environment(monkeypatch):
+    # stepgraph.train starts data-parallel training as the CLI's train does: from train.distributed
+    # and from the torchrun-style environment it was launched with; both need CUDA devices.
+    cfg = json.loads(json.dumps(SMALL))
+    cfg["train"].update(device="cpu", distributed="nccl")
+    with pytest.raises(sg.Error, match=r"data-parallel training \(rank 0 of 1, single launch\) runs on CUDA"):
+        sg.train(cfg)
+    cfg["train"]["distributed"] = "auto"
+    for k, v in dict(WORLD_SIZE="2", RANK="1", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(sg.Error, match=r"rank 1 of 2, torchrun launch"):
+        sg.train(cfg)
+
+
 # ---- plot and CLI -------------------------------------------------------------------------------
 
 
