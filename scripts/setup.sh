@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test on a fresh Debian or Ubuntu machine:
-# a C++17 compiler, CMake (>= 3.24), Ninja, nlohmann-json, CLI11, GoogleTest, zlib and Python 3.
+# a C++17 compiler, CMake (>= 3.24), Ninja, nlohmann-json, CLI11, GoogleTest, zlib, Python 3 and
+# Open MPI's runtime (mpirun launches of data-parallel training).
 #
 #   bash scripts/setup.sh
 #
@@ -20,7 +21,10 @@
 # skips it (the build then has no data-parallel training).
 set -euo pipefail
 
-PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev)
+# openmpi-bin: mpirun launches of data-parallel training (NCCL's id by MPI_Bcast; libmpi.so.40 is
+# loaded at run time) and the test that runs that bootstrap as two real ranks.
+PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev
+          openmpi-bin)
 MIN_CMAKE=3.24
 
 say() { echo "setup: $*"; }

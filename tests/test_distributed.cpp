@@ -56,6 +56,38 @@ TEST(Distributed, WorldFromTheLaunchEnvironment) {
                "MASTER_PORT=70000 is outside");
 }
 
+// The MPI bootstrap runs for real under mpirun: ctest's mpi_bootstrap_2_ranks starts this test
+// binary as 2 Open MPI ranks with SG_EXPECT_MPI=1 (then it may not skip). Alone it skips.
+TEST(Mpi, BootstrapBroadcastsRankZerosPayload) {
+  const bool expected = std::getenv("SG_EXPECT_MPI") != nullptr;
+  const dist::World w = dist::world_from_env();
+  if (w.launcher != "mpirun") {
+    ASSERT_FALSE(expected) << "SG_EXPECT_MPI is set but this process was not started by Open MPI's mpirun";
+    GTEST_SKIP() << "not under mpirun (ctest runs it as mpi_bootstrap_2_ranks)";
+  }
+  std::string why;
+  ASSERT_TRUE(dist::mpi_bootstrap_available(&why)) << why;
+  ASSERT_EQ(w.size, 2);
+  EXPECT_EQ(dist::rendezvous_method(w), "mpi");
+  const std::string id("\0nccl id of rank 0\xff", 20);
+  EXPECT_EQ(dist::rendezvous(w, w.rank == 0 ? id : std::string(), 60), id) << "rank " << w.rank;
+}
+
+TEST(Mpi, TheRendezvousMethodFollowsTheLauncher) {
+  dist::World w;
+  EXPECT_EQ(dist::rendezvous_method(w), "none");
+  w.size = 2, w.launcher = "torchrun";
+  EXPECT_EQ(dist::rendezvous_method(w), "tcp");
+  w.launcher = "mpirun";
+  setenv("SG_MPI_BOOTSTRAP", "0", 1);
+  EXPECT_EQ(dist::rendezvous_method(w), "tcp");
+  std::string why;
+  EXPECT_FALSE(dist::mpi_bootstrap_available(&why));
+  EXPECT_EQ(why, "SG_MPI_BOOTSTRAP=0");
+  unsetenv("SG_MPI_BOOTSTRAP");
+  EXPECT_EQ(dist::rendezvous_method(w), dist::mpi_bootstrap_available() ? "mpi" : "tcp");
+}
+
 TEST(Distributed, ShardsTileTheGlobalBatch) {
   for (int size : {1, 2, 3, 8}) {
     int64_t covered = 0;

@@ -67,6 +67,17 @@ constexpr double kDefaultTimeoutS = 300;
 // Everything is bounded by timeout_s: the Error names the rank, the address and what failed
 // (rank 0 names the ranks that never came).
 std::string rendezvous(const World& w, const std::string& payload, double timeout_s);
+// Which way rendezvous() hands the payload out for `w`: "mpi" under Open MPI's mpirun when
+// libmpi.so.40 loads (and SG_MPI_BOOTSTRAP is not 0), "tcp" for other worlds of size > 1, "none"
+// alone.
+std::string rendezvous_method(const World& w);
+
+// The MPI bootstrap (mpi_bootstrap.cpp): whether Open MPI's libmpi.so.40 loads (loaded at run
+// time; stepgraph links no MPI) and SG_MPI_BOOTSTRAP is not 0; *why says which not.
+bool mpi_bootstrap_available(std::string* why = nullptr);
+// Rank 0's payload on every rank of MPI_COMM_WORLD (MPI_Bcast), MPI initialized for the call
+// unless the program already had it, finalized after. MPI's rank and size must be w's.
+std::string mpi_broadcast(const World& w, const std::string& payload);
 
 // NCCL. Whether this build has NCCL (its header was found) and libnccl.so.2 loads; if not, *why
 // says which.

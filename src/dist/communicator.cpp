@@ -148,7 +148,7 @@ Communicator::~Communicator() {
 std::string Communicator::describe() const {
   const int v = nccl().version;
   return cat("NCCL ", v / 10000, ".", v / 100 % 100, ".", v % 100, ", rank ", world_.rank, " of ", world_.size,
-             " on cuda:", impl_->device);
+             " on cuda:", impl_->device, world_.size > 1 ? cat(", unique id by ", rendezvous_method(world_)) : "");
 }
 
 void Communicator::all_reduce_avg(const std::vector<std::pair<float*, int64_t>>& spans, void* stream) {

@@ -50,7 +50,7 @@ World world_from_env(const std::function<const char*(const char*)>& get_in) {
     w.size = env_int(get, "OMPI_COMM_WORLD_SIZE", 1, 1, kMax);
     w.rank = env_int(get, "OMPI_COMM_WORLD_RANK", 0, 0, w.size - 1);
     w.local_rank = env_int(get, "OMPI_COMM_WORLD_LOCAL_RANK", w.rank, 0, kMax);
-    if (w.size > 1) {  // the same TCP rendezvous as torchrun-style launches (MPI is not linked)
+    if (w.size > 1) {  // MPI_Bcast hands out the id (mpi_bootstrap.cpp); without libmpi, TCP here:
       const char* addr = get("MASTER_ADDR");
       w.master_addr = addr && *addr ? addr : "127.0.0.1";
       w.master_port = env_int(get, "MASTER_PORT", 29500, 1, 65535);

@@ -1,5 +1,6 @@
 // The TCP rendezvous that hands rank 0's NCCL unique id to every other rank (torchrun-style
-// launches, and mpirun, without linking MPI). Plain POSIX sockets, IPv4, every wait bounded.
+// launches, and mpirun when Open MPI's library does not load; with it, mpi_bootstrap.cpp's
+// MPI_Bcast). Plain POSIX sockets, IPv4, every wait bounded.
 //   rank r > 0 -> rank 0:  "SGRV0001" | rank (u32, network order) | world size (u32)
 //   rank 0 -> rank r:      payload length (u32) | payload
 // Rank 0 answers only once every rank has connected, so returning is also a barrier.
@@ -213,10 +214,16 @@ std::string rendezvous(const World& w, const std::string& payload, double timeou
   SG_REQUIRE(timeout_s > 0, "rendezvous: the timeout must be positive, got ", timeout_s, " s");
   SG_REQUIRE(w.size >= 1 && w.rank >= 0 && w.rank < w.size, "rendezvous: rank ", w.rank, " of a world of ", w.size);
   if (w.size == 1) return payload;
+  if (rendezvous_method(w) == "mpi") return mpi_broadcast(w, payload);
   SG_REQUIRE(!w.master_addr.empty() && w.master_port > 0 && w.master_port < 65536, "rendezvous: rank ", w.rank,
              " of ", w.size, " needs MASTER_ADDR and MASTER_PORT (got '", w.master_addr, "':", w.master_port, ")");
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   return w.rank == 0 ? serve(w, payload, timeout_s, deadline) : join(w, timeout_s, deadline);
+}
+
+std::string rendezvous_method(const World& w) {
+  if (w.size == 1) return "none";
+  return w.launcher == "mpirun" && mpi_bootstrap_available() ? "mpi" : "tcp";
 }
 
 }  // namespace sg::dist
