@@ -15,7 +15,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # libcudnn.so.9 for the convolutions (loaded at run time): the toolkit's or python3's wheel.
 CUDNN_LIB=$(bash scripts/cudnn_lib_dir.sh)
 [ -n "$CUDNN_LIB" ] && export LD_LIBRARY_PATH="$CUDNN_LIB:$LD_LIBRARY_PATH"
-echo "libcudnn.so.9: ${CUDNN_LIB:-the loader's cache, or not found}"
+echo "libcudnn.so.9: ${CUDNN_LIB:-in the loader cache (ldconfig), or not found}"
 # libnccl.so.2 for data-parallel training (loaded at run time): python3's wheel (PyTorch's
 # nvidia-nccl-cu13) or the system's.
 NCCL_LIB=$(bash scripts/nccl_lib_dir.sh)

@@ -23,6 +23,12 @@ echo "test: the Python package (pip install . into build/pyenv, then pytest)"
 bash scripts/test_python.sh || failed+=("python tests")
 
 echo
+echo "test: the shell scripts parse (bash -n; gpu_check.sh runs only on the GPU machine)"
+for f in scripts/*.sh .ci/run; do
+  bash -n "$f" || failed+=("bash -n $f")
+done
+
+echo
 echo "test: bench/bench_vs_torch.py --self-test"
 python3 bench/bench_vs_torch.py --self-test || failed+=("bench_vs_torch.py --self-test")
 
