@@ -22,6 +22,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -86,6 +87,37 @@ class CudnnContext {
   };
   std::map<std::string, KernelCacheSlot> kernel_caches;
   std::vector<std::string> history;
+};
+
+// Makes `s` the stream the handle's next executions run on (the capture stream inside a step).
+void set_stream(CudnnContext& ctx, cudaStream_t s);
+
+// A built graph with its device pointers bound (a variant pack): run() executes plan `index`
+// (-1: the one build_plans chose), on the caller's stream, with the workspace set before.
+class GraphPlan : public ConvPlan {
+ public:
+  GraphPlan(std::shared_ptr<CudnnContext> ctx, std::shared_ptr<fe::graph::Graph> g, std::string what,
+            std::unordered_map<int64_t, void*> pack, int64_t index, int64_t ws, std::string describe,
+            ConvPlanStats stats)
+      : ctx_(std::move(ctx)), graph_(std::move(g)), what_(std::move(what)), pack_(std::move(pack)), index_(index),
+        ws_bytes_(ws), describe_(std::move(describe)), stats_(stats) {}
+
+  void run(cudaStream_t s) const override;
+  size_t workspace_bytes() const override { return static_cast<size_t>(ws_bytes_); }
+  void set_workspace(void* ws) override { ws_ = ws; }
+  std::string describe() const override { return describe_; }
+  const ConvPlanStats& stats() const override { return stats_; }
+
+ private:
+  std::shared_ptr<CudnnContext> ctx_;
+  std::shared_ptr<fe::graph::Graph> graph_;
+  std::string what_;
+  mutable std::unordered_map<int64_t, void*> pack_;  // execute takes it by non-const reference
+  int64_t index_ = -1;
+  int64_t ws_bytes_ = 0;
+  void* ws_ = nullptr;
+  std::string describe_;
+  ConvPlanStats stats_;
 };
 
 // Builds (or loads from opt.cache) the plan for the graphs `make` defines (called again for a

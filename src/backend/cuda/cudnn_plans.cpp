@@ -132,10 +132,6 @@ struct Events {
   }
 };
 
-void set_stream(CudnnContext& ctx, cudaStream_t s) {
-  const cudnnStatus_t st = fe::detail::set_stream(ctx.handle, s);
-  SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed with status ", static_cast<int>(st));
-}
 
 // Median time of one execution of plan `index` (us): 2 warm-up runs, then 5 samples of 3 runs
 // between CUDA events. Negative (with *err) when the plan does not run.
@@ -336,40 +332,23 @@ std::string load_plan(CudnnContext& ctx, const GraphDef& d, const std::vector<ui
   return "";
 }
 
-class FrontendConvPlan : public ConvPlan {
- public:
-  FrontendConvPlan(std::shared_ptr<CudnnContext> ctx, std::shared_ptr<fe::graph::Graph> g, std::string what,
-                   std::unordered_map<int64_t, void*> pack, int64_t index, int64_t ws, std::string describe,
-                   ConvPlanStats stats)
-      : ctx_(std::move(ctx)), graph_(std::move(g)), what_(std::move(what)), pack_(std::move(pack)), index_(index),
-        ws_bytes_(ws), describe_(std::move(describe)), stats_(stats) {}
-
-  void run(cudaStream_t s) const override {
-    SG_REQUIRE(ws_bytes_ == 0 || ws_ != nullptr, what_, ": cuDNN workspace of ", ws_bytes_, " bytes not set");
-    set_stream(*ctx_, s);
-    if (auto e = graph_->execute_plan_at_index(ctx_->handle, pack_, ws_, index_); e.is_bad())
-      throw Error(cat("cuDNN ", fe_error(what_.c_str(), e)));
-  }
-  size_t workspace_bytes() const override { return static_cast<size_t>(ws_bytes_); }
-  void set_workspace(void* ws) override { ws_ = ws; }
-  std::string describe() const override { return describe_; }
-  const ConvPlanStats& stats() const override { return stats_; }
-
- private:
-  std::shared_ptr<CudnnContext> ctx_;
-  std::shared_ptr<fe::graph::Graph> graph_;
-  std::string what_;
-  mutable std::unordered_map<int64_t, void*> pack_;  // execute takes it by non-const reference
-  int64_t index_ = 0;
-  int64_t ws_bytes_ = 0;
-  void* ws_ = nullptr;
-  std::string describe_;
-  ConvPlanStats stats_;
-};
 
 std::string filters_text(Precision p) { return p == Precision::FP32 ? "deterministic, no TF32" : "deterministic"; }
 
 }  // namespace
+
+void set_stream(CudnnContext& ctx, cudaStream_t s) {
+  const cudnnStatus_t st = fe::detail::set_stream(ctx.handle, s);
+  SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed with status ", static_cast<int>(st));
+}
+
+void GraphPlan::run(cudaStream_t s) const {
+  SG_REQUIRE(ws_bytes_ == 0 || ws_ != nullptr, what_, ": cuDNN workspace of ", ws_bytes_, " bytes not set");
+  set_stream(*ctx_, s);
+  auto e = index_ < 0 ? graph_->execute(ctx_->handle, pack_, ws_)
+                      : graph_->execute_plan_at_index(ctx_->handle, pack_, ws_, index_);
+  if (e.is_bad()) throw Error(cat("cuDNN ", fe_error(what_.c_str(), e)));
+}
 
 bool dynamic_shapes_enabled(const CudnnContext& ctx, std::string* why) {
   const char* v = std::getenv("SG_CUDNN_DYNAMIC_SHAPES");
@@ -425,7 +404,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
         st.compile_ms = ms_since(t0);
         std::string desc = cat(head, ", loaded from the plan cache in ", fixed(st.compile_ms), " ms (", l.path, "): ",
                                l.entry.note);
-        return std::make_unique<FrontendConvPlan>(ctx, std::move(g), what, std::move(pack), 0, ws, std::move(desc), st);
+        return std::make_unique<GraphPlan>(ctx, std::move(g), what, std::move(pack), 0, ws, std::move(desc), st);
       }
       plan_cache::PlanCache::warn_rejected(l.path, cat("cuDNN could not use it: ", err));
       st.rejected = true;
@@ -523,7 +502,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
   }
   st.compile_ms = ms_since(t0);
   std::string desc = cat(head, ", ", note, "; built in ", fixed(build_ms), " ms", cache_text);
-  return std::make_unique<FrontendConvPlan>(ctx, d.graph, what, std::move(pack), chosen.index, chosen.ws,
+  return std::make_unique<GraphPlan>(ctx, d.graph, what, std::move(pack), chosen.index, chosen.ws,
                                             std::move(desc), st);
 }
 

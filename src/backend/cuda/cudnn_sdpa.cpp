@@ -40,33 +40,6 @@ void stats_shape(fe::graph::Tensor_attributes& t, const SdpaGeometry& g) {
   t.set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({g.B, g.H, g.S, 1}).set_stride({g.H * g.S, g.S, 1, 1});
 }
 
-class SdpaPlan : public CudnnPlan {
- public:
-  SdpaPlan(std::shared_ptr<CudnnContext> ctx, std::shared_ptr<fe::graph::Graph> graph,
-           std::unordered_map<int64_t, void*> pack, int64_t ws, std::string what, std::string describe)
-      : ctx_(std::move(ctx)), graph_(std::move(graph)), pack_(std::move(pack)), ws_bytes_(ws),
-        what_(std::move(what)), describe_(std::move(describe)) {}
-
-  void run(cudaStream_t s) const override {
-    SG_REQUIRE(ws_bytes_ == 0 || ws_ != nullptr, what_, ": cuDNN workspace of ", ws_bytes_, " bytes not set");
-    const cudnnStatus_t st = fe::detail::set_stream(ctx_->handle, s);
-    SG_REQUIRE(st == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed with status ", static_cast<int>(st));
-    if (auto e = graph_->execute(ctx_->handle, pack_, ws_); e.is_bad()) throw Error(cat("cuDNN ", fe_error(what_.c_str(), e)));
-  }
-  size_t workspace_bytes() const override { return static_cast<size_t>(ws_bytes_); }
-  void set_workspace(void* ws) override { ws_ = ws; }
-  std::string describe() const override { return describe_; }
-  const ConvPlanStats& stats() const override { return stats_; }
-
- private:
-  ConvPlanStats stats_;  // built each time: neither tuned nor cached yet
-  std::shared_ptr<CudnnContext> ctx_;
-  std::shared_ptr<fe::graph::Graph> graph_;
-  mutable std::unordered_map<int64_t, void*> pack_;  // execute() takes it by non-const reference
-  int64_t ws_bytes_ = 0;
-  void* ws_ = nullptr;
-  std::string what_, describe_;
-};
 
 // Builds the heuristic's first supported plan; "" on success.
 std::string build(CudnnContext& ctx, fe::graph::Graph& graph, std::string* plan_name, int64_t* ws) {
@@ -103,7 +76,8 @@ std::unique_ptr<CudnnPlan> make(const std::shared_ptr<CudnnContext>& ctx, std::s
     return nullptr;
   }
   std::string desc = cat("cuDNN graph ", what, ", engine ", name, ", workspace ", ws, " B (bf16 in and out, fp32 accumulation)");
-  return std::make_unique<SdpaPlan>(ctx, std::move(graph), std::move(pack), ws, what, std::move(desc));
+  // Neither tuned nor cached yet: the heuristic's choice, built each time.
+  return std::make_unique<GraphPlan>(ctx, std::move(graph), what, std::move(pack), -1, ws, std::move(desc), ConvPlanStats{});
 }
 
 }  // namespace
