@@ -2,7 +2,7 @@
 // conv_fprop (+ bias) (+ relu) on bf16 tensors against the fp32 CPU reference (double sums) on the
 // same bf16-exact values, per element within bf16 rounding; graph replay gives the eager bits; a
 // plan-cache round trip loads the plan it stored. Without a GPU: the bf16 graphs validate (when
-// libcudnn.so.9 loads).
+// libcudnn.so.9 loads) and bench-op conv's option checks.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "stepgraph/bench.h"
 #include "stepgraph/ir.h"
 #include "test_bf16.h"
 #include "test_util.h"
@@ -23,6 +24,57 @@
 
 namespace sg::test {
 namespace {
+
+// Every bad option is named (no GPU needed: bench_conv checks them before asking for one).
+TEST(ConvBench, OptionsAreCheckedBeforeTheGpu) {
+  ConvBench b;
+  EXPECT_EQ(conv_bench_output_size(b), std::make_pair(int64_t{56}, int64_t{56}));
+  b.stride = 2;
+  EXPECT_EQ(conv_bench_output_size(b), std::make_pair(int64_t{28}, int64_t{28}));
+  b = ConvBench();
+  b.height = 9, b.width = 7, b.kernel = 3, b.pad = 0;
+  EXPECT_EQ(conv_bench_output_size(b), std::make_pair(int64_t{7}, int64_t{5}));
+  b.kernel = 9, b.pad = 1;  // exactly the padded width
+  EXPECT_EQ(conv_bench_output_size(b), std::make_pair(int64_t{3}, int64_t{1}));
+
+  auto refused = [](ConvBench c, const std::string& want) {
+    SCOPED_TRACE(want);
+    EXPECT_THROW(
+        {
+          try {
+            conv_bench_output_size(c);
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+            throw;
+          }
+        },
+        Error);
+    try {
+      bench_conv(c);  // the same message, GPU or not
+      ADD_FAILURE() << "bench_conv accepted it";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  ConvBench c;
+  c.channels = 0;
+  refused(c, "--channels must be a positive integer (got 0)");
+  c = ConvBench(), c.batch = -1;
+  refused(c, "--batch must be a positive integer (got -1)");
+  c = ConvBench(), c.filters = 0;
+  refused(c, "--filters must be a positive integer (got 0)");
+  c = ConvBench(), c.stride = 0;
+  refused(c, "--stride must be a positive integer (got 0)");
+  c = ConvBench(), c.iters = 0;
+  refused(c, "--iters must be a positive integer (got 0)");
+  c = ConvBench(), c.pad = -1;
+  refused(c, "--pad must be 0 or more (got -1)");
+  c = ConvBench(), c.height = 3, c.width = 3, c.kernel = 7;
+  refused(c, "the 7x7 kernel (--kernel 7) is larger than the padded 5x5 image (--height 3, --width 3, --pad 1): "
+             "expected --kernel <= 5");
+  c = ConvBench(), c.height = 20, c.width = 4, c.kernel = 5, c.pad = 0;
+  refused(c, "is larger than the padded 20x4 image");
+}
 
 #ifdef STEPGRAPH_HAVE_CUDNN
 
