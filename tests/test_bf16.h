@@ -51,8 +51,12 @@ struct Bf16 {
   ~Bf16() { CUDA_CHECK_WARN(cudaFree(dev)); }
   Bf16(const Bf16&) = delete;
   Bf16& operator=(const Bf16&) = delete;
-  // NaN everywhere: every element must be written.
-  void poison() { CUDA_CHECK(cudaMemset(dev, 0xff, bits.size() * 2)); }
+  // NaN everywhere: every element must be written. Synchronized: cudaMemset may return early, and
+  // work on a non-blocking stream would not wait for it.
+  void poison() {
+    CUDA_CHECK(cudaMemset(dev, 0xff, bits.size() * 2));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   std::vector<float> download() {
     CUDA_CHECK(cudaMemcpy(bits.data(), dev, bits.size() * 2, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_value(bits[i]);

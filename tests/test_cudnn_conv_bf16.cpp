@@ -144,6 +144,7 @@ std::vector<uint16_t> run_case(const Case& c, const plan_cache::PlanCache* cache
   const cuda::ConvGeometry g = bf16_geometry(c);
   const int64_t nx = g.N * g.H * g.W * g.C, nw = g.K * g.R * g.S * g.C, ny = g.N * g.P * g.Q * g.K;
   Bf16 X(nx, 31), W(nw, 32), b(g.K, 33), Y(ny);
+  CUDA_CHECK(cudaDeviceSynchronize());  // the uploads, before work on a non-blocking stream
   auto ctx = cuda::make_cudnn_context();
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

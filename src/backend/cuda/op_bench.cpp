@@ -234,6 +234,7 @@ nlohmann::json bench_conv(const ConvBench& o) {
   upload(x.p, hx);
   upload(w.p, hw);
   upload(b.p, hb);
+  CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies may still be in flight; s does not wait for them
 
   Stream s;
   auto ctx = cuda::make_cudnn_context();
