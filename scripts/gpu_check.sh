@@ -127,6 +127,9 @@ for cfg in bench/configs/*.json bench/pinn_configs/*.json bench/cnn_configs/*.js
   "$SG" bench "$cfg" --steps 200 > "$LOG/bench_$(basename "$cfg" .json).log" 2>&1
   row "bench $(basename "$cfg")" "$(grep -E 'graph:' "$LOG/bench_$(basename "$cfg" .json).log" | tr -s ' ')"
 done
+# The seed's fused conv in bf16 (checks its output against a reference before timing).
+"$SG" bench-op conv > "$LOG/bench_op_conv.log" 2>&1
+row "bench-op conv (bf16, seed shape)" "exit $? $(grep -E 'as a CUDA graph:' "$LOG/bench_op_conv.log" | tr -s ' ')"
 
 if [ $BENCH -eq 1 ]; then
   cp bench/RESULTS.md "$LOG/RESULTS.md"
@@ -150,5 +153,5 @@ printf '%s\n' "${rows[@]}"
 [ $BENCH -eq 1 ] && tail -n 30 "$LOG/bench_vs_torch.log"
 [ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_pinn.log"
 [ $BENCH -eq 1 ] && tail -n 25 "$LOG/bench_cnn.log"
-[ $BENCH -eq 1 ] && tail -n 12 "$LOG/bench_ops.log"
+[ $BENCH -eq 1 ] && tail -n 30 "$LOG/bench_ops.log"
 exit 0

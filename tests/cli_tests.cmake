@@ -496,3 +496,24 @@ sg_cli_fail(cli_launch_needs_gpus
 sg_cli_fail(cli_distributed_nccl_refuses_the_cpu
   ARGS train "${SG_DATA}/distributed_nccl.json" --steps 5
   STDERR "data-parallel training \\(rank 0 of 1, single launch\\) runs on CUDA devices; the device asked for is cpu")
+
+# bench-op conv's options (README "The command line"): checked before any GPU is asked for, so
+# these hold on any machine.
+sg_cli_fail(cli_bench_op_conv_kernel_larger_than_padded_image
+  ARGS bench-op conv --height 3 --width 3 --kernel 7
+  EXIT 1
+  STDERR "bench-op conv: the 7x7 kernel \\(--kernel 7\\) is larger than the padded 5x5 image \\(--height 3, --width 3, --pad 1\\): expected --kernel <= 5")
+sg_cli_fail(cli_bench_op_conv_zero_channels
+  ARGS bench-op conv --channels 0
+  STDERR "--channels: expected an integer >= 1, got '0'")
+sg_cli_fail(cli_bench_op_conv_negative_pad
+  ARGS bench-op conv --pad -1
+  STDERR "--pad: expected an integer >= 0, got '-1'")
+sg_cli_fail(cli_bench_op_sdpa_refuses_conv_options
+  ARGS bench-op sdpa --kernel 3
+  EXIT 2
+  STDERR "stepgraph bench-op sdpa: --kernel is an option of bench-op conv only")
+sg_cli_fail(cli_bench_op_conv_refuses_sdpa_options
+  ARGS bench-op conv --no-causal
+  EXIT 2
+  STDERR "stepgraph bench-op conv: --no-causal is an option of bench-op sdpa only")

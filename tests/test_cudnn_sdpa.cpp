@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_kernels.h"
 #include "stepgraph/backend.h"
+#include "test_bf16.h"
 #include "test_util.h"
 
 #ifdef STEPGRAPH_HAVE_CUDNN
@@ -21,58 +22,6 @@ namespace sg::test {
 namespace {
 
 #ifdef STEPGRAPH_HAVE_CUDNN
-
-uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// A bf16 device tensor and its exact float values on the host.
-struct Bf16 {
-  std::vector<uint16_t> bits;
-  std::vector<float> values;
-  void* dev = nullptr;
-  Bf16(int64_t n, uint64_t seed) : bits(static_cast<size_t>(n)), values(static_cast<size_t>(n)) {
-    HostArray r = random_f32({n}, seed, 1.0);
-    for (int64_t i = 0; i < n; ++i) bits[i] = bf16_bits(r.data<float>()[i]), values[i] = bf16_value(bits[i]);
-    CUDA_CHECK(cudaMalloc(&dev, bits.size() * 2));
-    CUDA_CHECK(cudaMemcpy(dev, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
-  }
-  explicit Bf16(int64_t n) : bits(static_cast<size_t>(n)), values(static_cast<size_t>(n)) {
-    CUDA_CHECK(cudaMalloc(&dev, bits.size() * 2));
-    CUDA_CHECK(cudaMemset(dev, 0xff, bits.size() * 2));  // NaN: every element must be written
-  }
-  ~Bf16() { CUDA_CHECK_WARN(cudaFree(dev)); }
-  std::vector<float> download() {
-    CUDA_CHECK(cudaMemcpy(bits.data(), dev, bits.size() * 2, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_value(bits[i]);
-    return values;
-  }
-};
-
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d, den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-#define REQUIRE_GPU_AND_CUDNN()                                                     \
-  do {                                                                             \
-    std::string why_;                                                              \
-    if (!cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_;                \
-    if (!cuda::cudnn_loadable(&why_)) GTEST_SKIP() << "no cuDNN: " << why_;        \
-  } while (0)
 
 void check_against_cpu(int64_t B, int64_t S, int64_t H, int64_t D, bool causal) {
   SCOPED_TRACE(cat("B ", B, " S ", S, " H ", H, " D ", D, causal ? " causal" : ""));
@@ -130,8 +79,8 @@ void check_against_cpu(int64_t B, int64_t S, int64_t H, int64_t D, bool causal) 
   bwd->run(s);
   CUDA_CHECK(cudaStreamEndCapture(s, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaMemset(o.dev, 0xff, n * 2));
-  CUDA_CHECK(cudaMemset(dk.dev, 0xff, n * 2));
+  o.poison();
+  dk.poison();
   CUDA_CHECK(cudaGraphLaunch(exec, s));
   CUDA_CHECK(cudaStreamSynchronize(s));
   std::vector<uint16_t> eager_o(o.bits), eager_dk(dk.bits);

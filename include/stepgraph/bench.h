@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -58,5 +59,25 @@ struct SdpaBench {
   int iters = 50;
 };
 nlohmann::json bench_sdpa(const SdpaBench& b);
+
+// One op timed alone (`stepgraph bench-op conv`): one cuDNN graph conv_fprop -> bias add -> ReLU
+// in bf16 (bf16 tensors, fp32 sums, bias and ReLU), NHWC images and KRSC filters, on random data
+// in [-1, 1). The plan is chosen as a network's convolution plans are (`autotune`; no plan
+// cache), its output checked against a double-precision reference at 4096 sampled points (an
+// Error when one is off by more than bf16 rounding), then timed: the median of 5 repeats of
+// `iters` eager calls, and of `iters` replays of a CUDA graph holding one call (whose output must
+// equal the eager one bit for bit). Reports us, TFLOP/s and the engine. Defaults: the seed's
+// shape, N32 C128 56x56 -> K256 3x3, padding 1, stride 1. Needs a GPU and a build with cuDNN.
+struct ConvBench {
+  int64_t batch = 32, channels = 128, height = 56, width = 56;
+  int64_t filters = 256, kernel = 3, pad = 1, stride = 1;
+  bool bias = true, relu = true;
+  Autotune autotune = Autotune::Heuristic;
+  int iters = 50;
+};
+// Checks the options (no GPU needed): every size positive, padding >= 0, the kernel no larger
+// than the padded image. Throws an Error naming the option; returns the output's {height, width}.
+std::pair<int64_t, int64_t> conv_bench_output_size(const ConvBench& b);
+nlohmann::json bench_conv(const ConvBench& b);
 
 }  // namespace sg

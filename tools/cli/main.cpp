@@ -149,19 +149,38 @@ int main(int argc, char** argv) {
   add_execution_options(bench, c, false);
 
   sg::SdpaBench sdpa;
-  bool no_causal = false, nondeterministic = false, op_json = false;
-  std::string op_name;
-  auto* bench_op = app.add_subcommand("bench-op", "Time one cuDNN op alone on the GPU (sdpa: fused attention in bf16)");
-  bench_op->add_option("op", op_name, "The op: sdpa")->required()->check(CLI::IsMember({"sdpa"}));
-  bench_op->add_option("--batch", sdpa.batch, "Batch (default 4)")->check(integer_at_least(1));
-  bench_op->add_option("--heads", sdpa.heads, "Heads (default 16)")->check(integer_at_least(1));
-  bench_op->add_option("--seq", sdpa.seq, "Sequence length (default 1024)")->check(integer_at_least(1));
-  bench_op->add_option("--dim", sdpa.dim, "Head size (default 64)")->check(integer_at_least(1));
-  bench_op->add_option("--iters", sdpa.iters, "Calls per timed repeat (default 50)")->check(integer_at_least(1));
-  bench_op->add_flag("--no-causal", no_causal, "Every query attends to every key (default: causal mask)");
-  bench_op->add_flag("--nondeterministic", nondeterministic,
-                     "Let cuDNN pick a backward engine that may sum dQ in any order (default: deterministic)");
+  sg::ConvBench conv;
+  bool no_causal = false, nondeterministic = false, no_bias = false, no_relu = false, op_json = false;
+  int64_t op_batch = 0;
+  int op_iters = 50;
+  std::string op_name, conv_autotune = "heuristic";
+  auto* bench_op = app.add_subcommand(
+      "bench-op", "Time one cuDNN op alone on the GPU (sdpa: fused attention in bf16; conv: conv + bias + relu in bf16)");
+  bench_op->add_option("op", op_name, "The op: sdpa | conv")->required()->check(CLI::IsMember({"sdpa", "conv"}));
+  bench_op->add_option("--batch", op_batch, "Batch (default: sdpa 4, conv 32)")->check(integer_at_least(1));
+  bench_op->add_option("--iters", op_iters, "Calls per timed repeat (default 50)")->check(integer_at_least(1));
   bench_op->add_flag("--json", op_json, "Print the result as a JSON object");
+  // sdpa's options, then conv's; each op refuses the other's.
+  const std::vector<std::string> sdpa_only = {"--heads", "--seq", "--dim", "--no-causal", "--nondeterministic"};
+  bench_op->add_option("--heads", sdpa.heads, "sdpa: heads (default 16)")->check(integer_at_least(1));
+  bench_op->add_option("--seq", sdpa.seq, "sdpa: sequence length (default 1024)")->check(integer_at_least(1));
+  bench_op->add_option("--dim", sdpa.dim, "sdpa: head size (default 64)")->check(integer_at_least(1));
+  bench_op->add_flag("--no-causal", no_causal, "sdpa: every query attends to every key (default: causal mask)");
+  bench_op->add_flag("--nondeterministic", nondeterministic,
+                     "sdpa: let cuDNN pick a backward engine that may sum dQ in any order (default: deterministic)");
+  const std::vector<std::string> conv_only = {"--channels", "--height", "--width",   "--filters",  "--kernel",
+                                              "--pad",      "--stride", "--no-bias", "--no-relu", "--autotune"};
+  bench_op->add_option("--channels", conv.channels, "conv: input channels C (default 128)")->check(integer_at_least(1));
+  bench_op->add_option("--height", conv.height, "conv: image height H (default 56)")->check(integer_at_least(1));
+  bench_op->add_option("--width", conv.width, "conv: image width W (default 56)")->check(integer_at_least(1));
+  bench_op->add_option("--filters", conv.filters, "conv: output channels K (default 256)")->check(integer_at_least(1));
+  bench_op->add_option("--kernel", conv.kernel, "conv: square kernel size R = S (default 3)")->check(integer_at_least(1));
+  bench_op->add_option("--pad", conv.pad, "conv: zero padding on every side (default 1)")->check(integer_at_least(0));
+  bench_op->add_option("--stride", conv.stride, "conv: stride (default 1)")->check(integer_at_least(1));
+  bench_op->add_flag("--no-bias", no_bias, "conv: no bias add in the graph");
+  bench_op->add_flag("--no-relu", no_relu, "conv: no ReLU in the graph");
+  bench_op->add_option("--autotune", conv_autotune, "conv: how the plan is chosen: off | heuristic (default) | exhaustive")
+      ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
 
   std::string plot_dir, plot_out;
   auto* plot = app.add_subcommand("plot", "Plot a run's loss curve (needs the Python package and matplotlib)");
@@ -211,7 +230,42 @@ int main(int argc, char** argv) {
   }
 
   if (bench_op->parsed()) {
+    for (const std::string& name : op_name == "sdpa" ? conv_only : sdpa_only)
+      if (given(*bench_op, name.c_str())) {
+        std::cerr << "stepgraph bench-op " << op_name << ": " << name << " is an option of bench-op "
+                  << (op_name == "sdpa" ? "conv" : "sdpa") << " only\n";
+        return 2;
+      }
     try {
+      if (op_name == "conv") {
+        if (given(*bench_op, "--batch")) conv.batch = op_batch;
+        conv.iters = op_iters;
+        conv.bias = !no_bias;
+        conv.relu = !no_relu;
+        conv.autotune = sg::parse_autotune(conv_autotune);
+        const nlohmann::json r = sg::bench_conv(conv);
+        if (op_json) {
+          std::cout << r.dump() << "\n";
+        } else {
+          std::cout << "bench-op conv on " << r["gpu"].get<std::string>() << ": N " << conv.batch << ", C "
+                    << conv.channels << ", " << conv.height << "x" << conv.width << " -> K " << conv.filters << ", "
+                    << conv.kernel << "x" << conv.kernel << " pad " << conv.pad << " stride " << conv.stride
+                    << " (output " << r["out_height"].get<int64_t>() << "x" << r["out_width"].get<int64_t>() << ")"
+                    << (conv.bias ? " + bias" : "") << (conv.relu ? " + relu" : "") << ", bf16 NHWC\n"
+                    << "  checked: " << r["checked_points"].get<int64_t>()
+                    << " sampled outputs against a double-precision reference (largest difference "
+                    << r["max_abs_error"].get<double>() << ")\n"
+                    << "  eager:            " << r["eager_us"].get<double>() << " us ("
+                    << r["eager_tflops"].get<double>() << " TFLOP/s)\n"
+                    << "  as a CUDA graph:  " << r["graph_us"].get<double>() << " us ("
+                    << r["graph_tflops"].get<double>() << " TFLOP/s)\n"
+                    << "  engine: " << r["engine"].get<std::string>() << "\n"
+                    << "  " << r["plan"].get<std::string>() << "\n";
+        }
+        return 0;
+      }
+      if (given(*bench_op, "--batch")) sdpa.batch = op_batch;
+      sdpa.iters = op_iters;
       sdpa.causal = !no_causal;
       sdpa.deterministic = !nondeterministic;
       const nlohmann::json r = sg::bench_sdpa(sdpa);

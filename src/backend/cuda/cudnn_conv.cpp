@@ -97,9 +97,12 @@ const Loaded& load_cudnn() {
 // cuDNN names dimensions N, C, H, W whatever the layout; strides make it channels-last.
 std::vector<int64_t> nhwc_strides(int64_t C, int64_t H, int64_t W) { return {H * W * C, 1, W * C, C}; }
 
-std::shared_ptr<fe::graph::Graph> new_graph() {
+fe::DataType_t fe_type(ConvIO t) { return t == ConvIO::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::FLOAT; }
+
+// Tensors the graph defines take its io type; sums and the pointwise nodes between are fp32.
+std::shared_ptr<fe::graph::Graph> new_graph(ConvIO io) {
   auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe::DataType_t::FLOAT)
+  g->set_io_data_type(fe_type(io))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   return g;
@@ -115,8 +118,8 @@ TensorPtr filters(fe::graph::Graph& g, const char* name, Uid uid, const ConvGeom
   return image(g, name, uid, s.K, s.C, s.R, s.S);
 }
 // `shape` false leaves the output's dims and strides to the frontend's inference (the check).
-void mark_output(const TensorPtr& t, Uid uid, int64_t N, int64_t C, int64_t H, int64_t W, bool shape) {
-  t->set_output(true).set_uid(static_cast<int64_t>(uid)).set_data_type(fe::DataType_t::FLOAT);
+void mark_output(const TensorPtr& t, Uid uid, ConvIO io, int64_t N, int64_t C, int64_t H, int64_t W, bool shape) {
+  t->set_output(true).set_uid(static_cast<int64_t>(uid)).set_data_type(fe_type(io));
   if (shape) t->set_dim({N, C, H, W}).set_stride(nhwc_strides(C, H, W));
 }
 std::string conv_attrs(const ConvGeometry& s) {
@@ -128,7 +131,8 @@ std::string conv_attrs(const ConvGeometry& s) {
 
 GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape) {
   GraphDef d;
-  d.graph = new_graph();
+  d.graph = new_graph(s.io);
+  d.io_type = s.io;
   auto& g = *d.graph;
   TensorPtr X = image(g, "X", Uid::X, s.N, s.C, s.H, s.W), Wt = filters(g, "W", Uid::W, s);
   TensorPtr Y = g.conv_fprop(X, Wt,
@@ -154,7 +158,8 @@ GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape) {
     Y = g.pointwise(Y, fe::graph::Pointwise_attributes().set_name("relu").set_mode(fe::PointwiseMode_t::RELU_FWD));
     d.what += " + relu";
   }
-  mark_output(Y, Uid::Y, s.N, s.K, s.P, s.Q, shape);
+  if (s.io == ConvIO::BF16) d.what += " (bf16)";
+  mark_output(Y, Uid::Y, s.io, s.N, s.K, s.P, s.Q, shape);
   d.io.emplace_back(Uid::Y, Y);
   d.out = Y;
   d.want_dim = {s.N, s.K, s.P, s.Q};
@@ -164,7 +169,8 @@ GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape) {
 
 GraphDef data_grad_def(const ConvGeometry& s) {
   GraphDef d;
-  d.graph = new_graph();
+  d.graph = new_graph(s.io);
+  d.io_type = s.io;
   auto& g = *d.graph;
   TensorPtr dZ = image(g, "dZ", Uid::dZ, s.N, s.K, s.P, s.Q), Wt = filters(g, "W", Uid::W, s);
   TensorPtr dX = g.conv_dgrad(dZ, Wt,
@@ -173,7 +179,7 @@ GraphDef data_grad_def(const ConvGeometry& s) {
                                   .set_padding({s.pad_h, s.pad_w})
                                   .set_stride({s.stride_h, s.stride_w})
                                   .set_dilation({s.dil_h, s.dil_w}));
-  mark_output(dX, Uid::dX, s.N, s.C, s.H, s.W, true);
+  mark_output(dX, Uid::dX, s.io, s.N, s.C, s.H, s.W, true);
   d.io = {{Uid::dZ, dZ}, {Uid::W, Wt}, {Uid::dX, dX}};
   d.out = dX;
   d.want_dim = {s.N, s.C, s.H, s.W};
@@ -185,7 +191,8 @@ GraphDef data_grad_def(const ConvGeometry& s) {
 
 GraphDef weight_grad_def(const ConvGeometry& s) {
   GraphDef d;
-  d.graph = new_graph();
+  d.graph = new_graph(s.io);
+  d.io_type = s.io;
   auto& g = *d.graph;
   TensorPtr dZ = image(g, "dZ", Uid::dZ, s.N, s.K, s.P, s.Q), X = image(g, "X", Uid::X, s.N, s.C, s.H, s.W);
   TensorPtr dW = g.conv_wgrad(dZ, X,
@@ -194,7 +201,7 @@ GraphDef weight_grad_def(const ConvGeometry& s) {
                                   .set_padding({s.pad_h, s.pad_w})
                                   .set_stride({s.stride_h, s.stride_w})
                                   .set_dilation({s.dil_h, s.dil_w}));
-  mark_output(dW, Uid::dW, s.K, s.C, s.R, s.S, true);
+  mark_output(dW, Uid::dW, s.io, s.K, s.C, s.R, s.S, true);
   d.io = {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}};
   d.out = dW;
   d.want_dim = {s.K, s.C, s.R, s.S};
@@ -260,8 +267,10 @@ bool cudnn_loadable(std::string* why, size_t* version) {
   return l.ok;
 }
 
+const char* conv_io_name(ConvIO t) { return t == ConvIO::BF16 ? "bfloat16" : "float32"; }
+
 std::unique_ptr<ConvPlan> conv_forward_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
-                                            const float* X, const float* W, const float* b, float* Y,
+                                            const void* X, const void* W, const void* b, void* Y,
                                             Activation act, bool fuse, const ConvPlanOptions& opt, std::string* why) {
   SG_REQUIRE(act == Activation::None || act == Activation::ReLU, "conv2d: activation ", activation_name(act),
              " (none or relu)");
@@ -274,12 +283,14 @@ std::unique_ptr<ConvPlan> conv_forward_plan(const std::shared_ptr<CudnnContext>&
 std::unique_ptr<ConvPlan> conv_data_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
                                               const float* dZ, const float* W, float* dX, const ConvPlanOptions& opt,
                                               std::string* why) {
+  SG_REQUIRE(g.io == ConvIO::F32, "conv_dgrad: ", conv_io_name(g.io), " tensors (float32 only; bf16 is forward only)");
   return make_plan(ctx, [=] { return data_grad_def(g); }, g, {{Uid::dZ, dZ}, {Uid::W, W}, {Uid::dX, dX}}, opt, why);
 }
 
 std::unique_ptr<ConvPlan> conv_weight_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
                                                 const float* dZ, const float* X, float* dW,
                                                 const ConvPlanOptions& opt, std::string* why) {
+  SG_REQUIRE(g.io == ConvIO::F32, "conv_wgrad: ", conv_io_name(g.io), " tensors (float32 only; bf16 is forward only)");
   return make_plan(ctx, [=] { return weight_grad_def(g); }, g, {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}}, opt, why);
 }
 
@@ -293,8 +304,10 @@ std::string check_conv_graphs(const ConvGeometry& g, bool bias, Activation act) 
     std::vector<GraphDef> defs;
     defs.push_back(forward_def(g, bias, act == Activation::ReLU));
     defs.push_back(forward_def(g, false, false));
-    defs.push_back(data_grad_def(g));
-    defs.push_back(weight_grad_def(g));
+    if (g.io == ConvIO::F32) {
+      defs.push_back(data_grad_def(g));
+      defs.push_back(weight_grad_def(g));
+    }
     defs.push_back(forward_def(g, bias, act == Activation::ReLU, false));
     defs.push_back(forward_def(g, false, false, false));
     for (GraphDef& d : defs)

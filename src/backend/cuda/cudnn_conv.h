@@ -24,12 +24,19 @@ class PlanCache;
 
 namespace sg::cuda {
 
+// The element type of a convolution's tensors (X, W, b, Y; its sums are fp32 either way). The
+// network's convolutions are F32; BF16 is the forward graph alone, as `stepgraph bench-op conv`
+// times it (the dgrad and wgrad plans refuse it).
+enum class ConvIO : uint8_t { F32, BF16 };
+const char* conv_io_name(ConvIO t);  // "float32", "bfloat16"
+
 // One convolution: image X [N,H,W,C] (NHWC), filters [K,R,S,C] (KRSC), output [N,P,Q,K].
 struct ConvGeometry {
   int64_t N = 0, H = 0, W = 0, C = 0;
   int64_t K = 0, R = 0, S = 0;
   int64_t P = 0, Q = 0;
   int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  ConvIO io = ConvIO::F32;
 };
 
 // The cuDNN handle of one CudaBackend (created on first use, destroyed with the backend).
@@ -45,7 +52,9 @@ bool cudnn_loadable(std::string* why, size_t* version = nullptr);
 //            heuristic:  build up to 8 of heuristic A's plans, time each on scratch buffers, keep
 //                        the fastest (FALLBACK's too when A has none that builds)
 //            exhaustive: the same over every plan of heuristic A and FALLBACK
-// Every candidate passes the same filters (deterministic; no TF32 at fp32). With a plan cache, a
+// Every candidate passes the same filters (deterministic; no TF32 at fp32; at bf16 tensor cores are
+// allowed, their products being exact and summed in fp32: the precision setting does not apply,
+// only reduced-precision sums and down-converted inputs stay barred). With a plan cache, a
 // built (and tuned) plan is serialized to disk and the next process loads it instead.
 struct ConvPlanOptions {
   Precision precision = Precision::FP32;
@@ -65,6 +74,7 @@ struct ConvPlanStats {
   double fastest_us = 0, slowest_us = 0;
   bool dynamic = false;         // built with dynamic shapes and a shared kernel cache
   bool kernel_cache_warm = false;  // that kernel cache was made by an earlier shape of this op
+  std::string engine;           // the chosen engine's name ("" when a loaded plan's note lacks it)
 };
 
 // A built cuDNN graph with its device pointers bound. run() sets the handle's stream and
@@ -94,11 +104,13 @@ std::string record_compile(CudnnContext& ctx, int64_t batch, const std::vector<C
 // Y = act(conv(X, W) + b) (b null: no bias; act None or ReLU). With `fuse` the bias and ReLU
 // are pointwise nodes of the same cuDNN graph; returns null (and `why`) when no deterministic
 // engine of the requested precision supports the graph, so the caller can fall back to a plain
-// convolution and its own bias/activation kernel.
+// convolution and its own bias/activation kernel. X, W, b and Y hold g.io elements (float, or
+// bf16 bits); the sums, the bias and the ReLU are fp32, rounded to g.io once at the end.
 std::unique_ptr<ConvPlan> conv_forward_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
-                                            const float* X, const float* W, const float* b, float* Y,
+                                            const void* X, const void* W, const void* b, void* Y,
                                             Activation act, bool fuse, const ConvPlanOptions& opt, std::string* why);
 // dX = dgrad(dZ, W): the gradient of the convolution (no activation) with respect to its input.
+// fp32 only (g.io F32), as the next one.
 std::unique_ptr<ConvPlan> conv_data_grad_plan(const std::shared_ptr<CudnnContext>& ctx, const ConvGeometry& g,
                                               const float* dZ, const float* W, float* dX, const ConvPlanOptions& opt,
                                               std::string* why);
@@ -109,7 +121,8 @@ std::unique_ptr<ConvPlan> conv_weight_grad_plan(const std::shared_ptr<CudnnConte
 
 // Builds the forward (fused and plain), dgrad and wgrad graph definitions for `g` and runs the
 // frontend's validation and shape inference, without a GPU (libcudnn.so.9 must load). Returns
-// "" when every graph validates and infers the output shapes of `g`, else what failed.
+// "" when every graph validates and infers the output shapes of `g`, else what failed. With
+// g.io BF16 only the forward graphs (the ones bf16 plans are built for).
 std::string check_conv_graphs(const ConvGeometry& g, bool bias, Activation act);
 
 }  // namespace sg::cuda

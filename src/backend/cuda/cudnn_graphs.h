@@ -56,6 +56,7 @@ struct GraphDef {
   std::vector<int64_t> want_dim, want_stride;  // what it must have (NHWC)
   std::string what;                            // "conv_fprop + bias + relu", ...
   std::string attrs;                           // "padding 1x1 stride 1x1 dilation 1x1"
+  ConvIO io_type = ConvIO::F32;                // the element type of every tensor in `io`
 };
 
 GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape = true);

@@ -9,13 +9,16 @@
 //      engines whose notes break our contract -> build candidates -> time them on scratch
 //      buffers (autotune) -> select the fastest -> serialize it into the plan cache.
 // Excluded always: NONDETERMINISTIC engines (graph replay must equal eager bitwise, and two runs
-// must agree), DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With Precision::FP32 also
-// TENSOR_CORE engines, which compute fp32 convolutions in TF32; Precision::TF32 allows them.
+// must agree), DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With fp32 tensors and
+// Precision::FP32 also TENSOR_CORE engines, which compute fp32 convolutions in TF32;
+// Precision::TF32 allows them. bf16 tensors (bench-op conv) always allow them: a product of two
+// bf16 values is exact, and the barred notes already keep the sums in fp32.
 #include "backend/cuda/cudnn_graphs.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -47,17 +50,25 @@ bool is_output(Uid u) { return u == Uid::Y || u == Uid::dX || u == Uid::dW; }
 constexpr int64_t kMaxTunedWorkspace = int64_t{256} << 20;
 constexpr size_t kHeuristicCandidates = 8, kExhaustiveCandidates = 64;
 
+// Whether TENSOR_CORE engines are barred: fp32 tensors at Precision::FP32 (they would use TF32).
+bool bar_tensor_cores(Precision p, ConvIO io) { return io == ConvIO::F32 && p == Precision::FP32; }
+
 // Everything a stored plan depends on: the graph, its shapes and types, our engine filters, the
-// tuning mode, dynamic shapes, the GPU and every library version.
+// tuning mode, dynamic shapes, the GPU and every library version. (fp32 keys read as they did
+// before bf16 existed, so caches written then stay valid.)
 std::string key_text(const GraphDef& d, const ConvPlanOptions& opt, bool dynamic, const CudnnContext& ctx) {
+  const char* io = conv_io_name(d.io_type);
   std::ostringstream os;
   os << "stepgraph cuDNN plan\n"
      << "graph: " << d.what << "; " << d.attrs << "\n";
   for (const auto& [uid, t] : d.io)
     os << "tensor " << t->get_name() << " uid " << static_cast<int64_t>(uid) << ": dims " << dims_text(t->get_dim())
-       << " strides " << dims_text(t->get_stride()) << " float32\n";
-  os << "types: io float32, intermediate float32, compute float32\n"
-     << "engines: deterministic, " << (opt.precision == Precision::FP32 ? "no TF32" : "TF32 allowed") << "\n"
+       << " strides " << dims_text(t->get_stride()) << " " << io << "\n";
+  os << "types: io " << io << ", intermediate float32, compute float32\n"
+     << "engines: deterministic, "
+     << (d.io_type == ConvIO::BF16 ? "tensor cores allowed (bf16)"
+                                   : opt.precision == Precision::FP32 ? "no TF32" : "TF32 allowed")
+     << "\n"
      << "autotune: " << autotune_name(opt.autotune) << "\n"
      << "dynamic shapes: " << (dynamic ? "on" : "off") << "\n"
      << "gpu: " << ctx.gpu << "\n"
@@ -72,17 +83,26 @@ std::string structure_key(const GraphDef& d, const ConvGeometry& g, Precision p)
              " Q", g.Q, "; ", precision_name(p));
 }
 
+// The bf16 nearest (ties to even) to a finite float: its upper 16 bits, rounded.
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
 // Device buffers standing in for a graph's tensors while candidates are timed or a loaded plan is
 // tried. For timing, inputs hold fixed pseudo-random values in [-1, 1) (never time on zeros: a
-// block of 2^20 values, repeated); for a trial run, zeros. Outputs and the workspace are scratch.
-// Allocated and freed at lowering time, never inside a step.
+// block of 2^20 values, repeated; bf16 tensors get them rounded to bf16); for a trial run, zeros.
+// Outputs and the workspace are scratch. Allocated and freed at lowering time, never inside a step.
 class Scratch {
  public:
   Scratch(const GraphDef& d, int64_t ws_bytes, bool random_inputs) {
+    const size_t elem = d.io_type == ConvIO::BF16 ? 2 : sizeof(float);
     for (const auto& [uid, t] : d.io) {
       int64_t n = 1;
       for (int64_t v : t->get_dim()) n *= v;
-      const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+      const size_t bytes = static_cast<size_t>(n) * elem;
       char* p = static_cast<char*>(alloc(bytes));
       if (!is_output(uid) && random_inputs) {
         std::vector<float> host(std::min<size_t>(static_cast<size_t>(n), size_t{1} << 20));
@@ -91,9 +111,13 @@ class Scratch {
           s = s * 6364136223846793005ull + 1442695040888963407ull;
           x = static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) / static_cast<float>(1 << 23);
         }
-        const size_t block = host.size() * sizeof(float);
+        std::vector<uint16_t> half;
+        if (elem == 2)
+          for (float x : host) half.push_back(bf16_bits(x));
+        const void* src = elem == 2 ? static_cast<const void*>(half.data()) : static_cast<const void*>(host.data());
+        const size_t block = host.size() * elem;
         for (size_t at = 0; at < bytes; at += block)
-          CUDA_CHECK(cudaMemcpy(p + at, host.data(), std::min(block, bytes - at), cudaMemcpyHostToDevice));
+          CUDA_CHECK(cudaMemcpy(p + at, src, std::min(block, bytes - at), cudaMemcpyHostToDevice));
       } else {
         CUDA_CHECK(cudaMemset(p, 0, bytes));
       }
@@ -209,7 +233,7 @@ std::string build_and_choose(CudnnContext& ctx, GraphDef& d, const ConvPlanOptio
   std::vector<fe::NumericalNote_t> barred = {fe::NumericalNote_t::NONDETERMINISTIC,
                                              fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
                                              fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
-  if (opt.precision == Precision::FP32) barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
+  if (bar_tensor_cores(opt.precision, d.io_type)) barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
   // Heuristic tuning times heuristic A's plans, and FALLBACK's only when none of A's builds.
   std::vector<std::vector<fe::HeurMode_t>> rounds;
   if (opt.autotune == Autotune::Heuristic && only.empty()) rounds = {{fe::HeurMode_t::A}, {fe::HeurMode_t::FALLBACK}};
@@ -333,7 +357,18 @@ std::string load_plan(CudnnContext& ctx, const GraphDef& d, const std::vector<ui
 }
 
 
-std::string filters_text(Precision p) { return p == Precision::FP32 ? "deterministic, no TF32" : "deterministic"; }
+std::string filters_text(Precision p, ConvIO io) {
+  if (io == ConvIO::BF16) return "deterministic, bf16 with fp32 sums";
+  return bar_tensor_cores(p, io) ? "deterministic, no TF32" : "deterministic";
+}
+
+// The engine named by a note make_plan wrote ("engine NAME, workspace ..."); "" if none.
+std::string engine_of_note(const std::string& note) {
+  const std::string head = "engine ";
+  const size_t end = note.find(", workspace ");
+  if (note.compare(0, head.size(), head) != 0 || end == std::string::npos) return "";
+  return note.substr(head.size(), end - head.size());
+}
 
 }  // namespace
 
@@ -401,6 +436,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
       }
       if (err.empty()) {
         st.loaded = true;
+        st.engine = engine_of_note(l.entry.note);
         st.compile_ms = ms_since(t0);
         std::string desc = cat(head, ", loaded from the plan cache in ", fixed(st.compile_ms), " ms (", l.path, "): ",
                                l.entry.note);
@@ -449,7 +485,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
   }
   if (!err.empty()) {
     if (why)
-      *why = cat("cuDNN has no ", filters_text(opt.precision), " engine for ", what, ": ", err);
+      *why = cat("cuDNN has no ", filters_text(opt.precision, d.io_type), " engine for ", what, ": ", err);
     return nullptr;
   }
   const double build_ms = ms_since(tb);
@@ -478,7 +514,8 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
   st.timed = c.timed;
   st.fastest_us = c.fastest_us;
   st.slowest_us = c.slowest_us;
-  const std::string note = cat("engine ", chosen.name, ", workspace ", chosen.ws, " B (", filters_text(opt.precision),
+  st.engine = chosen.name;
+  const std::string note = cat("engine ", chosen.name, ", workspace ", chosen.ws, " B (", filters_text(opt.precision, d.io_type),
                                "); ", c.tuning, "; ", dyn_text);
 
   // 3. Into the plan cache.
