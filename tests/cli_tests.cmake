@@ -196,6 +196,10 @@ sg_cli_ok(cli_explain_digits_cnn
 sg_cli_ok(cli_explain_then_batch
   ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4 --then-batch 2 --autotune heuristic --plan-cache off
   STDOUT "input: \\[2, 64\\], output: \\[2, 10\\].*autotune heuristic")
+# bf16 attention is a CUDA option: the CPU accepts it (and computes attention in fp32).
+sg_cli_ok(cli_explain_attention_option
+  ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --device cpu --batch 2 --attention cudnn_bf16
+  STDOUT "attention\\(4 heads, causal\\).*precision fp32, attention cudnn_bf16")
 
 # The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
 # answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).
@@ -311,6 +315,15 @@ sg_cli_fail(cli_config_is_a_directory
 sg_cli_fail(cli_bad_device
   ARGS train --device gpu --steps 5
   STDERR "--device: gpu not in \\{auto,cpu,cuda\\}")
+
+sg_cli_fail(cli_bad_attention
+  ARGS train --attention bf16 --steps 5
+  STDERR "--attention: bf16 not in \\{fp32,cudnn_bf16\\}")
+
+sg_cli_fail(cli_bad_attention_in_config
+  ARGS train "${SG_DATA}/bad_attention.json"
+  EXIT 1
+  STDERR "train\\.attention: unknown value \"fp16\"; allowed: fp32, cudnn_bf16")
 
 sg_cli_fail(cli_bad_steps
   ARGS train --steps -5
