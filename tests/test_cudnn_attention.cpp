@@ -91,7 +91,7 @@ TEST(CudnnAttention, ShapesCudnnCannotTakeAreRefusedBeforePlanning) {
       ADD_FAILURE() << op.name << " accepted";
     } catch (const Error& e) {
       const std::string m = e.what();
-      for (const std::string want : {"op '" + op.name + "'", std::string("queries [2, 8, 24]"),
+      for (const std::string& want : {"op '" + op.name + "'", std::string("queries [2, 8, 24]"),
                                      std::string("2 heads of 12, causal"), std::string("train.attention \"cudnn_bf16\""),
                                      std::string("train.attention \"fp32\""), std::string("--attention fp32")})
         EXPECT_TRUE(contains(m, want)) << want << " not in: " << m;
@@ -250,7 +250,7 @@ bool compare_op(const OpCase& c, uint64_t seed) {
     gpu = std::make_unique<PoisonedRun>(Device::CUDA, p, bf16_options());
   } catch (const Error& e) {
     const std::string m = e.what();
-    for (const std::string want : {std::string("op 'attn"), shape_str({c.B, c.S, c.H * c.D}), std::string("train.attention \"fp32\"")})
+    for (const std::string& want : {std::string("op 'attn"), shape_str({c.B, c.S, c.H * c.D}), std::string("train.attention \"fp32\"")})
       EXPECT_TRUE(contains(m, want)) << want << " not in: " << m;
     std::cout << "[ refused  ] " << what << ": " << m << "\n";
     return false;
