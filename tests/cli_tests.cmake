@@ -224,6 +224,13 @@ sg_cli_ok(cli_example_reverse_transformer_on_cuda
   TIMEOUT 300)
 set_tests_properties(cli_example_reverse_transformer_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
   "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
+# bf16 attention on the GPU: every attention op of the 4-block decoder through cuDNN's fused SDPA
+# (4 forward and 4 backward plans); skipped where there is no usable GPU.
+sg_cli_ok(cli_explain_tiny_gpt_bf16_on_cuda
+  ARGS explain "${CMAKE_SOURCE_DIR}/bench/cnn_configs/tiny_gpt_bf16.json" --device cuda --batch 4
+  STDOUT "cuDNN fused SDPA \\(bf16.*engine.*cuDNN fused SDPA backward \\(bf16.*cuDNN SDPA plans: 8.*attention cudnn_bf16")
+set_tests_properties(cli_explain_tiny_gpt_bf16_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
+  "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
 sg_cli_ok(cli_explain_reverse_transformer
   ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --batch 2
   STDOUT "transformer_block\\(4 heads, causal, mlp 64\\).*input: \\[2, 24\\], output: \\[2, 24, 21\\].*attention\\(4 heads, causal\\).*attention_backward\\(4 heads, causal\\).*embedding_backward")
