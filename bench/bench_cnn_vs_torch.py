@@ -9,7 +9,11 @@ Softmax cross-entropy (mean), AdamW with a constant lr, fp32 with TF32 off:
   reverse_transformer: configs/reverse_transformer.json's decoder on the reverse task (24 tokens,
               vocabulary 21, width 32, 2 causal blocks of 4 heads, batch 64; launch-bound);
   tiny_gpt:   the same kind of decoder at 128 tokens, vocabulary 64, width 128, 4 blocks of 4
-              heads with MLP 512, batch 32.
+              heads with MLP 512, batch 32;
+  tiny_gpt_bf16: tiny_gpt with attention in bf16 on both sides: stepgraph's train.attention
+              "cudnn_bf16" (cuDNN's fused SDPA, deterministic backward, between fp32<->bf16
+              conversion kernels), PyTorch's F.scaled_dot_product_attention on q, k, v cast to
+              bf16 (its own backend choice), the output cast back to fp32; everything else fp32.
 A transformer block is pre-norm: x + attention(layer_norm(x)), then x + mlp(layer_norm(x)) with a
 tanh-GELU MLP; attention has separate query/key/value/output projections with biases (none on
 the key, as stepgraph: it would not change the softmax); labels of
@@ -18,7 +22,8 @@ For each one:
   1. `stepgraph bench bench/cnn_configs/NAME.json --steps N --json` (eager steps, graph replays),
   2. PyTorch in this process: nn.Conv2d with the inputs and the model in torch.channels_last (the
      NHWC layout stepgraph uses), cudnn.benchmark on; for transformers nn.Embedding, nn.LayerNorm,
-     nn.Linear and F.scaled_dot_product_attention (fp32, is_causal); eager (foreach and fused
+     nn.Linear and F.scaled_dot_product_attention (fp32, is_causal; bf16 q, k, v for
+     tiny_gpt_bf16); eager (foreach and fused
      AdamW), and the whole step captured as one torch.cuda.CUDAGraph (capturable AdamW, foreach
      and fused), plus the memory that graph run holds and the kernels of one eager step.
 Timing, table and RESULTS.md sections follow bench/bench_vs_torch.py, whose helpers this imports.
@@ -54,7 +59,8 @@ TORCH_NOTE = ("torch: nn.Conv2d/MaxPool2d/Linear with inputs and model in torch.
               "AdamW foreach / fused; graph: the whole step in one torch.cuda.CUDAGraph with "
               "AdamW(capturable=True), foreach / fused; random data already on the GPU "
               "(stepgraph: the first batch rows of its config's data, set once); inits differ "
-              "(timing only)")
+              "(timing only); tiny_gpt_bf16: attention in bf16 on both sides (stepgraph "
+              "train.attention cudnn_bf16; torch F.scaled_dot_product_attention on bf16 q, k, v)")
 
 # A layer of the benchmark's net: ("conv", filters) = conv2d 3x3, stride 1, pad 1, relu, bias;
 # ("maxpool", 2) = 2x2 window, stride 2; ("flatten",); ("gap",) = global average pool;
@@ -75,6 +81,7 @@ class Workload:
     weight_decay: float
     iters: int                        # steps per timed repeat (divided by 5 with --quick)
     title: str
+    attention: str = "fp32"           # train.attention: fp32 | cudnn_bf16 (torch: bf16 SDPA)
 
     @property
     def config_path(self) -> Path:
@@ -152,6 +159,11 @@ WORKLOADS: Dict[str, Workload] = {w.name: w for w in [
              (("embedding", 64, 128, 128), ("block", 4, 512), ("block", 4, 512), ("block", 4, 512),
               ("block", 4, 512), ("layer_norm",), ("dense", 64)),
              0.001, 0.01, 100, "transformer 128 tokens, vocab 64, width 128, 4 blocks x 4 heads, batch 32"),
+    Workload("tiny_gpt_bf16", "tiny_gpt_bf16.json", (128,), 32,
+             (("embedding", 64, 128, 128), ("block", 4, 512), ("block", 4, 512), ("block", 4, 512),
+              ("block", 4, 512), ("layer_norm",), ("dense", 64)),
+             0.001, 0.01, 100, "tiny_gpt with bf16 attention (cuDNN SDPA / torch bf16 SDPA)",
+             attention="cudnn_bf16"),
 ]}
 FIGURES = ["stepgraph_graph_us", "stepgraph_eager_us", *[f"torch_{v}_us" for v in VARIANTS],
            "torch_kernels_per_step", "stepgraph_graph_nodes", "stepgraph_peak_bytes",
@@ -228,8 +240,8 @@ def check_config(w: Workload, cfg: Optional[dict] = None) -> List[str]:
         expect("data.", {"samples": 1000, "features": 16, "classes": 4, **data},
                {"source": "synthetic_classification", "features": w.features,
                 "classes": w.classes, "samples": max(data.get("samples", 1000), w.batch)})
-    expect("train.", {"precision": "fp32", **cfg.get("train", {})},
-           {"device": "cuda", "precision": "fp32", "batch_size": w.batch})
+    expect("train.", {"precision": "fp32", "attention": "fp32", **cfg.get("train", {})},
+           {"device": "cuda", "precision": "fp32", "batch_size": w.batch, "attention": w.attention})
     return bad
 
 
@@ -281,7 +293,11 @@ def torch_transformer(torch: Any, w: Workload, seed: int = 0) -> Any:
             h = self.ln1(x)
             q, k, v = (p(h).view(b, s, self.heads, e // self.heads).transpose(1, 2)
                        for p in (self.q, self.k, self.v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if bf16:  # as stepgraph's cudnn_bf16: bf16 in and out, fp32 around it
+                a = F.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(),
+                                                   is_causal=True).float()
+            else:
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.o(a.transpose(1, 2).reshape(b, s, e))
             return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
 
@@ -306,6 +322,7 @@ def torch_transformer(torch: Any, w: Workload, seed: int = 0) -> Any:
 
     torch.manual_seed(seed)
     layer_width = w.layers[0][2]
+    bf16 = w.attention == "cudnn_bf16"
     return Decoder().to("cuda")
 
 
@@ -441,6 +458,9 @@ def make_record(w: Workload, iters: int, sg: Optional[dict], tv: Optional[dict])
                     fig[key] = r[src]
             if r.get("tf32") is True:
                 notes.append("stepgraph ran with TF32 on (PyTorch ran without)")
+            if r.get("attention", "fp32") != w.attention:
+                notes.append(f"stepgraph ran with attention {r.get('attention', 'fp32')} (PyTorch "
+                             f"ran {'bf16' if w.attention == 'cudnn_bf16' else 'fp32'} attention)")
             if bvt._is_int(r.get("batch")) and r["batch"] != w.batch:
                 notes.append(f"stepgraph batch {r['batch']} != {w.batch}")
         else:
@@ -478,9 +498,10 @@ def evaluate_targets(w: Workload, fig: Dict[str, Optional[float]], notes: Sequen
                      ) -> List[dict]:
     """[{"id", "text", "ok": True|False|None, "detail"}]: stepgraph's graph replay faster than
     PyTorch's whole-step graph (capturable AdamW); None when a figure is missing or the run is not
-    like for like (TF32 on, another batch, not on the GPU)."""
+    like for like (TF32 on, another attention precision, another batch, not on the GPU)."""
     r = bvt._ratio(fig["torch_graph_us"], fig["stepgraph_graph_us"])
-    unfair = [n for n in notes if "TF32 on" in n or "batch" in n or "not cuda" in n]
+    unfair = [n for n in notes
+              if "TF32 on" in n or "ran with attention" in n or "batch" in n or "not cuda" in n]
     ok = None if r is None or unfair else r > 1.0
     detail = "missing figure" if r is None else f"{r:.2f}x"
     if unfair and r is not None:
@@ -611,12 +632,26 @@ def self_test() -> int:
             self.assertEqual(WORKLOADS["cnn_wide"].parameters, 94538)
             self.assertEqual(WORKLOADS["digits_cnn"].shapes()[3], (512,))  # 4 x 4 x 32
             self.assertEqual(WORKLOADS["cnn_wide"].shapes()[4], (128,))
-            self.assertEqual([w.features for w in WORKLOADS.values()], [64, 3072, 24, 128])
-            self.assertEqual([w.classes for w in WORKLOADS.values()], [10, 10, 21, 64])
+            self.assertEqual([w.features for w in WORKLOADS.values()], [64, 3072, 24, 128, 128])
+            self.assertEqual([w.classes for w in WORKLOADS.values()], [10, 10, 21, 64, 64])
             # `stepgraph explain`: "parameters: 19221 in 36 tensors", "825664 in 66 tensors"
             self.assertEqual(WORKLOADS["reverse_transformer"].parameters, 19221)
             self.assertEqual(WORKLOADS["tiny_gpt"].parameters, 825664)
             self.assertEqual(WORKLOADS["tiny_gpt"].shapes()[-1], (128, 64))
+            # tiny_gpt_bf16 is tiny_gpt with train.attention "cudnn_bf16", and nothing else
+            g32 = json.loads(WORKLOADS["tiny_gpt"].config_path.read_text())
+            g16 = json.loads(WORKLOADS["tiny_gpt_bf16"].config_path.read_text())
+            self.assertEqual(g16["train"].pop("attention"), "cudnn_bf16")
+            self.assertEqual(g16, g32)
+            self.assertEqual(dataclasses.replace(WORKLOADS["tiny_gpt"], name="tiny_gpt_bf16",
+                                                 config="tiny_gpt_bf16.json",
+                                                 title=WORKLOADS["tiny_gpt_bf16"].title,
+                                                 attention="cudnn_bf16"),
+                             WORKLOADS["tiny_gpt_bf16"])
+            self.assertEqual(check_config(WORKLOADS["tiny_gpt"], {**g32, "train": {
+                **g32["train"], "attention": "cudnn_bf16"}}),
+                ["train.attention: config has 'cudnn_bf16', the benchmark uses 'fp32'"])
+            self.assertEqual(len(check_config(WORKLOADS["tiny_gpt_bf16"], g32)), 1)
             # configs/reverse_transformer.json is the same net (schedule and device differ)
             ref_t = json.loads((REPO / "configs" / "reverse_transformer.json").read_text())
             mine_t = json.loads(WORKLOADS["reverse_transformer"].config_path.read_text())
@@ -661,6 +696,11 @@ def self_test() -> int:
                     ("digits_cnn", 40.0, None, {}, None),
                     ("cnn_wide", 900.0, 1000.0, {}, True),
                     ("cnn_wide", 900.0, 1000.0, {"tf32": True}, None),
+                    ("tiny_gpt_bf16", 900.0, 1000.0, {"attention": "cudnn_bf16"}, True),
+                    ("tiny_gpt_bf16", 900.0, 1000.0, {"attention": "fp32"}, None),
+                    ("tiny_gpt_bf16", 900.0, 1000.0, {}, None),  # an older binary: no key
+                    ("tiny_gpt", 900.0, 1000.0, {"attention": "cudnn_bf16"}, None),
+                    ("tiny_gpt", 900.0, 1000.0, {"attention": "fp32"}, True),
                     ("cnn_wide", 900.0, 1000.0, {"device": "cpu"}, None),
                     ("cnn_wide", 900.0, 1000.0, {"batch": 128}, None)]:
                 r = _fake_record(name, sg_us, tg_us, **over)

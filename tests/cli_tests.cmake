@@ -196,6 +196,10 @@ sg_cli_ok(cli_explain_digits_cnn
 sg_cli_ok(cli_explain_then_batch
   ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4 --then-batch 2 --autotune heuristic --plan-cache off
   STDOUT "input: \\[2, 64\\], output: \\[2, 10\\].*autotune heuristic")
+# bf16 attention is a CUDA option: the CPU accepts it (and computes attention in fp32).
+sg_cli_ok(cli_explain_attention_option
+  ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --device cpu --batch 2 --attention cudnn_bf16
+  STDOUT "attention\\(4 heads, causal\\).*precision fp32, attention cudnn_bf16")
 
 # The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
 # answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).
@@ -219,6 +223,13 @@ sg_cli_ok(cli_example_reverse_transformer_on_cuda
   MAX "val_loss=0.2"
   TIMEOUT 300)
 set_tests_properties(cli_example_reverse_transformer_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
+  "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
+# bf16 attention on the GPU: every attention op of the 4-block decoder through cuDNN's fused SDPA
+# (4 forward and 4 backward plans); skipped where there is no usable GPU.
+sg_cli_ok(cli_explain_tiny_gpt_bf16_on_cuda
+  ARGS explain "${CMAKE_SOURCE_DIR}/bench/cnn_configs/tiny_gpt_bf16.json" --device cuda --batch 4
+  STDOUT "cuDNN fused SDPA \\(bf16.*engine.*cuDNN fused SDPA backward \\(bf16.*cuDNN SDPA plans: 8.*attention cudnn_bf16")
+set_tests_properties(cli_explain_tiny_gpt_bf16_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
   "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
 sg_cli_ok(cli_explain_reverse_transformer
   ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --batch 2
@@ -311,6 +322,15 @@ sg_cli_fail(cli_config_is_a_directory
 sg_cli_fail(cli_bad_device
   ARGS train --device gpu --steps 5
   STDERR "--device: gpu not in \\{auto,cpu,cuda\\}")
+
+sg_cli_fail(cli_bad_attention
+  ARGS train --attention bf16 --steps 5
+  STDERR "--attention: bf16 not in \\{fp32,cudnn_bf16\\}")
+
+sg_cli_fail(cli_bad_attention_in_config
+  ARGS train "${SG_DATA}/bad_attention.json"
+  EXIT 1
+  STDERR "train\\.attention: unknown value \"fp16\"; allowed: fp32, cudnn_bf16")
 
 sg_cli_fail(cli_bad_steps
   ARGS train --steps -5

@@ -211,6 +211,10 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
        {"model.layers[0].amax: ", "got the string \"yes\"", "expected true or false"}},
       {[](json& j) { j["train"]["device"] = "gpu"; },
        {"train.device: ", "\"gpu\"", "allowed: auto, cpu, cuda"}},
+      {[](json& j) { j["train"]["attention"] = "bf16"; },
+       {"train.attention: ", "unknown value \"bf16\"", "allowed: fp32, cudnn_bf16"}},
+      {[](json& j) { j["train"]["attention"] = true; },
+       {"train.attention: ", "expected a string (one of fp32, cudnn_bf16)", "got a boolean"}},
       {[](json& j) { j["model"]["layers"][0]["activation"] = "relu6"; },
        {"model.layers[0].activation: ", "unknown value \"relu6\"", "allowed: none, relu, gelu, tanh, sigmoid, sin"}},
       {[](json& j) { j["model"]["layers"][0]["activation"] = 1; },
@@ -276,6 +280,27 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
     json j = base();
     c.edit(j);
     EXPECT_TRUE(contains_all(parse_error(j), c.parts)) << j.dump();
+  }
+}
+
+// train.attention: "fp32" (default) or "cudnn_bf16" (cuDNN's fused attention in bf16 on CUDA; the
+// CPU runs fp32 either way, so a CPU run with it trains).
+TEST(Config, TrainAttentionTakesFp32OrCudnnBf16) {
+  json j = base();
+  EXPECT_EQ(parse_config(j).trainer.lower.attention, AttentionMode::FP32);
+  j["train"]["attention"] = "fp32";
+  EXPECT_EQ(parse_config(j).trainer.lower.attention, AttentionMode::FP32);
+  j["train"]["attention"] = "cudnn_bf16";
+  RunConfig c = parse_config(j);
+  EXPECT_EQ(c.trainer.lower.attention, AttentionMode::CudnnBF16);
+  EXPECT_GT(quiet_run(c).steps, 0);
+  for (AttentionMode m : {AttentionMode::FP32, AttentionMode::CudnnBF16})
+    EXPECT_EQ(parse_attention_mode(attention_mode_name(m)), m);
+  EXPECT_ERROR(parse_attention_mode("FP32"), "unknown attention mode 'FP32'", "expected fp32 or cudnn_bf16");
+  for (const char* bad : {"bf16", "cudnn", "fp16", ""}) {
+    j["train"]["attention"] = bad;
+    EXPECT_TRUE(contains_all(parse_error(j), {"train.attention: ", cat("unknown value \"", bad, "\""),
+                                              "allowed: fp32, cudnn_bf16"}));
   }
 }
 

@@ -22,25 +22,6 @@
 namespace sg::test {
 namespace {
 
-// Token ids [B, S] as the data's f32 feature columns, uniform in [0, vocab).
-HostArray token_ids(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
-  HostArray a(DType::F32, {B, S});
-  Rng r(seed);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(r.below(vocab));
-  return a;
-}
-
-// Labels [B, S] in [0, classes), with about `ignored` of them -1 (no target at that position).
-HostArray token_labels(int64_t B, int64_t S, int64_t classes, double ignored, uint64_t seed) {
-  HostArray a(DType::I32, {B, S});
-  Rng r(seed);
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const bool none = static_cast<double>(r.below(1000)) < 1000.0 * ignored;
-    a.data<int32_t>()[i] = none ? -1 : static_cast<int32_t>(r.below(classes));
-  }
-  return a;
-}
-
 // A training step (model, token cross-entropy with a valid_rows input, optimizer) on token ids
 // "input" [B, S].
 Built seq_train_program(Layer& model, const Loss& loss, Shape in, const Optimizer& opt) {

@@ -27,6 +27,25 @@ inline HostArray random_f32(Shape s, uint64_t seed, double scale = 1.0) {
   return a;
 }
 
+// Token ids [B, S] as the data's f32 feature columns, uniform in [0, vocab).
+inline HostArray token_ids(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
+  HostArray a(DType::F32, {B, S});
+  Rng r(seed);
+  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(r.below(vocab));
+  return a;
+}
+
+// Labels [B, S] in [0, classes), with about `ignored` of them -1 (no target at that position).
+inline HostArray token_labels(int64_t B, int64_t S, int64_t classes, double ignored, uint64_t seed) {
+  HostArray a(DType::I32, {B, S});
+  Rng r(seed);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const bool none = static_cast<double>(r.below(1000)) < 1000.0 * ignored;
+    a.data<int32_t>()[i] = none ? -1 : static_cast<int32_t>(r.below(classes));
+  }
+  return a;
+}
+
 inline HostArray random_labels(int64_t n, int64_t classes, uint64_t seed) {
   HostArray a(DType::I32, {n});
   Rng r(seed);

@@ -18,7 +18,7 @@ enum class Device : uint8_t { CPU, CUDA };
 const char* device_name(Device d);
 Device parse_device(const std::string& s);  // "cpu" | "cuda"
 
-// How library plans are chosen and computed (CUDA; the CPU ignores all three).
+// How library plans are chosen and computed (CUDA; the CPU ignores all four).
 //   autotune off:        the library heuristic's first algorithm (cuBLASLt) or plan (cuDNN)
 //            heuristic:  time the heuristic's top candidates on scratch buffers (cuBLASLt 4,
 //                        cuDNN up to 8 of heuristic A's), keep the fastest
@@ -27,12 +27,23 @@ Device parse_device(const std::string& s);  // "cpu" | "cuda"
 //   precision fp32:      full fp32 products (default)
 //            tf32:       tensor-core TF32 products for dense layers (10-bit mantissa inputs,
 //                        fp32 accumulation: relative error ~1e-3 instead of ~1e-6)
+//   attention fp32:      self-attention with the project's own fp32 kernels (default; the CPU
+//                        reference's results to ~1e-6)
+//            cudnn_bf16: cuDNN's fused SDPA (flash attention) forward and deterministic backward:
+//                        Q, K, V, O and dO rounded to bf16 (8 significant bits) around it, fp32
+//                        accumulation inside, so outputs and gradients carry relative errors of
+//                        ~1e-2. Needs cuDNN, and a head size that is a multiple of 8 (at
+//                        most 256) for which the loaded cuDNN has an engine; the CPU always
+//                        computes attention in fp32 (with double sums)
 enum class Autotune : uint8_t { Off, Heuristic, Exhaustive };
 enum class Precision : uint8_t { FP32, TF32 };
+enum class AttentionMode : uint8_t { FP32, CudnnBF16 };
 const char* autotune_name(Autotune a);
 Autotune parse_autotune(const std::string& s);
 const char* precision_name(Precision p);
 Precision parse_precision(const std::string& s);
+const char* attention_mode_name(AttentionMode a);
+AttentionMode parse_attention_mode(const std::string& s);
 
 // Autotuning picks algorithms by timing, so two processes can pick different ones and round
 // differently: it is off by default, which keeps runs (and resumed runs) bitwise reproducible.
@@ -41,6 +52,7 @@ Precision parse_precision(const std::string& s);
 struct LowerOptions {
   Autotune autotune = Autotune::Off;
   Precision precision = Precision::FP32;
+  AttentionMode attention = AttentionMode::FP32;
   std::string plan_cache;
   // Data-parallel training (CUDA backend): a step with gradients averages them over the
   // communicator's ranks inside the step, in buckets of about bucket_bytes (dist::plan_buckets),

@@ -18,6 +18,7 @@ struct BenchResult {
   size_t peak_device_bytes = 0;  // everything the backend allocated at its peak (arenas, workspace)
   size_t arena_bytes = 0;        // the step's memory plan: persistent + transient peak
   bool tf32 = false;
+  std::string attention = "fp32";  // train.attention: fp32 | cudnn_bf16
   std::vector<std::pair<std::string, double>> per_op_us;  // each op timed alone (eager)
   std::string lowering;                                   // explain's lowering notes
   // Data parallel (`stepgraph launch --gpus N bench`): every rank times its own steps with the

@@ -44,7 +44,7 @@ struct TrainerOptions {
   ExecMode mode = ExecMode::Graph;
   ShapePolicy shape_policy = ShapePolicy::Recapture;
   int max_shapes = 8;
-  LowerOptions lower;  // autotune, precision; comm: data-parallel training (distributed.h)
+  LowerOptions lower;  // autotune, precision, attention; comm: data-parallel training (distributed.h)
 };
 
 struct EvalResult {

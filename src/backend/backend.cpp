@@ -37,6 +37,14 @@ Precision parse_precision(const std::string& s) {
   throw Error(cat("unknown precision '", s, "': expected fp32 or tf32"));
 }
 
+const char* attention_mode_name(AttentionMode a) { return a == AttentionMode::FP32 ? "fp32" : "cudnn_bf16"; }
+
+AttentionMode parse_attention_mode(const std::string& s) {
+  if (s == "fp32") return AttentionMode::FP32;
+  if (s == "cudnn_bf16") return AttentionMode::CudnnBF16;
+  throw Error(cat("unknown attention mode '", s, "': expected fp32 or cudnn_bf16"));
+}
+
 bool cuda_available(std::string* why) {
 #ifdef STEPGRAPH_HAVE_CUDA
   return cuda::available(why);

@@ -21,7 +21,8 @@ json BenchResult::to_json() const {
   std::istringstream in(lowering);
   for (std::string l; std::getline(in, l);) {
     const size_t b = l.find_first_not_of(' ');
-    if (b != std::string::npos && (l.compare(b, 12, "cuDNN plans:") == 0 || l.compare(b, 8, "compile ") == 0))
+    if (b != std::string::npos && (l.compare(b, 12, "cuDNN plans:") == 0 || l.compare(b, 17, "cuDNN SDPA plans:") == 0 ||
+                                     l.compare(b, 8, "compile ") == 0))
       cudnn.push_back(l.substr(b));
   }
   return {{"event", "bench"},          {"config", config},
@@ -30,7 +31,8 @@ json BenchResult::to_json() const {
           {"eager_us_per_step", eager_us_per_step},
           {"graph_us_per_step", graph_us_per_step},
           {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
-          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"per_op_us", per_op_us},
+          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"attention", attention},
+          {"per_op_us", per_op_us},
           {"cudnn_plans", cudnn},       {"ranks", ranks},             {"rank_graph_us_per_step", rank_graph_us}};
 }
 
@@ -109,6 +111,7 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   r.batch = B;
   r.steps = steps;
   r.tf32 = cfg.trainer.lower.precision == Precision::TF32;
+  r.attention = attention_mode_name(cfg.trainer.lower.attention);
   r.ranks = world.size;
   r.rank = world.rank;
   for (ExecMode mode : {ExecMode::Eager, ExecMode::Graph}) {

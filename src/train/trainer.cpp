@@ -733,7 +733,8 @@ std::string Trainer::explain() const {
   os << "execution: mode " << exec_mode_name(options_.mode) << ", shape policy "
      << shape_policy_name(options_.shape_policy) << " (at most " << options_.max_shapes
      << " shapes), autotune " << autotune_name(options_.lower.autotune) << ", precision "
-     << precision_name(options_.lower.precision) << "\n";
+     << precision_name(options_.lower.precision) << ", attention "
+     << attention_mode_name(options_.lower.attention) << "\n";
   os << "compiles: " << compiles_ << " (train shapes: " << train_variants_.size()
      << ", eval shapes: " << eval_variants_.size() << "), graph captures: " << captures_
      << ", graph nodes per step: " << graph_nodes() << ", launches: " << launches_ << "\n";

@@ -14,18 +14,19 @@
 namespace {
 
 struct Common {
-  std::string config, device, out, resume, checkpoint, mode, autotune, precision, plan_cache;
+  std::string config, device, out, resume, checkpoint, mode, autotune, precision, attention, plan_cache;
   int64_t steps = 0, batch = 0, then_batch = 0, check_params = 0;
   uint64_t seed = 0;
   double tolerance = 1e-3;
   bool json = false;
 };
 
-// Command-line overrides of the config's train.mode / autotune / precision / plan_cache.
+// Command-line overrides of the config's train.mode / autotune / precision / attention / plan_cache.
 void apply_overrides(const Common& c, sg::RunConfig& cfg) {
   if (!c.mode.empty() && c.mode != "verify") cfg.trainer.mode = sg::parse_exec_mode(c.mode);
   if (!c.autotune.empty()) cfg.trainer.lower.autotune = sg::parse_autotune(c.autotune);
   if (!c.precision.empty()) cfg.trainer.lower.precision = sg::parse_precision(c.precision);
+  if (!c.attention.empty()) cfg.trainer.lower.attention = sg::parse_attention_mode(c.attention);
   if (!c.plan_cache.empty()) cfg.trainer.lower.plan_cache = c.plan_cache;
 }
 
@@ -34,6 +35,10 @@ void add_tuning_options(CLI::App* cmd, Common& c) {
       ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
   cmd->add_option("--precision", c.precision, "fp32 | tf32 for dense layers (default: the config's train.precision)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  cmd->add_option("--attention", c.attention,
+                  "fp32 | cudnn_bf16: self-attention on CUDA with our fp32 kernels, or cuDNN's fused SDPA in bf16 "
+                  "(default: the config's train.attention)")
+      ->check(CLI::IsMember({"fp32", "cudnn_bf16"}));
   cmd->add_option("--plan-cache", c.plan_cache,
                   "folder of the cuDNN plan cache, or off (default: the config's train.plan_cache, else "
                   "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn)");

@@ -314,7 +314,7 @@ class Lowering {
         case OpKind::Conv2d:
         case OpKind::Conv2dBackward: if (!ImageLowering::available(op.kind)) refuse(op); break;
         default:
-          if (SequenceLowering::handles(op.kind)) SequenceLowering::check_supported(p_, op);
+          if (SequenceLowering::handles(op.kind)) SequenceLowering::check_supported(p_, op, opt_.attention);
           break;
       }
     }
@@ -334,6 +334,7 @@ class Lowering {
     }
     if (!unjoined_.empty()) add_join("end of step");
     if (image_) image_->finish();
+    if (sequence_) sequence_->finish();
     Shape key;
     for (const TensorInfo& t : p_.tensors())
       if (t.role == Role::Input && key.empty()) key = t.shape;
