@@ -91,18 +91,19 @@ SG_HD void add_at(T* v, int i, T x) {
 }
 
 // y = g(a) for one point and one column; a and y hold the K components. D: js.d when known at
-// compile time, else -1.
-template <class T, int D = -1>
+// compile time, else -1. NP: a compile-time bound on js.npairs (arrays of 1 + D + NP stay in
+// registers on the GPU; the caller dispatches on npairs).
+template <class T, int D = -1, int NP = kMaxJetPairs>
 SG_HD void jet_apply(const JetSpec& js, T g0, T g1, T g2, const T* a, T* y) {
   const int d = D < 0 ? js.d : D;
   y[0] = g0;
   for (int i = 0; i < d; ++i) y[1 + i] = g1 * a[1 + i];
-  for (int p = 0; p < kMaxJetPairs && p < js.npairs; ++p)
+  for (int p = 0; p < NP && p < js.npairs; ++p)
     y[1 + d + p] = g2 * pick<D>(a + 1, js.pi[p]) * pick<D>(a + 1, js.pj[p]) + g1 * a[1 + d + p];
 }
 
 // da = (dy/da)^T dy for one point and one column.
-template <class T, int D = -1>
+template <class T, int D = -1, int NP = kMaxJetPairs>
 SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, const T* dy, T* da) {
   const int d = D < 0 ? js.d : D;
   T d0 = dy[0] * g1;
@@ -110,7 +111,7 @@ SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, c
     d0 += dy[1 + i] * g2 * a[1 + i];
     da[1 + i] = dy[1 + i] * g1;
   }
-  for (int p = 0; p < kMaxJetPairs && p < js.npairs; ++p) {
+  for (int p = 0; p < NP && p < js.npairs; ++p) {
     const int i = js.pi[p], j = js.pj[p];
     const T dyp = dy[1 + d + p], ai = pick<D>(a + 1, i), aj = pick<D>(a + 1, j);
     d0 += dyp * (g3 * ai * aj + g2 * a[1 + d + p]);

@@ -1,5 +1,7 @@
 #include "backend/cuda/pinn_kernels.cuh"
 
+#include <initializer_list>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/jet_math.h"
@@ -37,43 +39,119 @@ __global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d,
 using JetT = float;
 // bias (nullable): the producing dense layer's bias, added here to the value row and stored back
 // into A (backward reads A) instead of in a launch of its own.
-template <int D>
-__global__ void __launch_bounds__(kBlock, 4) jet_activation_kernel(float* A, const float* bias, float* Y, int64_t B,
-                                                                   int64_t H, JetSpec js, Activation act) {
-  constexpr int kK = 1 + D + kMaxJetPairs;
+// V consecutive columns per thread (float4 or float2 loads when H allows): more bytes in flight
+// per thread, which these memory-bound kernels need (a scalar version moved ~1.8 TB/s on an
+// H200). NP bounds the jet's second-derivative pairs: NP = D covers a Laplacian's pure second
+// derivatives in 1 + 2D registers per column; larger sets take NP = kMaxJetPairs.
+template <int V>
+struct VecOf;
+template <>
+struct VecOf<1> {
+  using T = float;
+};
+template <>
+struct VecOf<2> {
+  using T = float2;
+};
+template <>
+struct VecOf<4> {
+  using T = float4;
+};
+template <int V>
+__device__ __forceinline__ void load_vec(const float* p, float (&v)[V]) {
+  const auto x = *reinterpret_cast<const typename VecOf<V>::T*>(p);
+  if constexpr (V == 1) v[0] = x;
+  if constexpr (V == 2) v[0] = x.x, v[1] = x.y;
+  if constexpr (V == 4) v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+}
+template <int V>
+__device__ __forceinline__ void store_vec(float* p, const float (&v)[V]) {
+  auto* q = reinterpret_cast<typename VecOf<V>::T*>(p);
+  if constexpr (V == 1) *q = v[0];
+  if constexpr (V == 2) *q = make_float2(v[0], v[1]);
+  if constexpr (V == 4) *q = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+template <int D, int NP, int V>
+__global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const float* bias, float* Y, int64_t B,
+                                                                int64_t H, JetSpec js, Activation act) {
+  constexpr int kK = 1 + D + NP;
   const int K = js.K();
   const int64_t stride = B * H;
-  GRID_STRIDE(e, stride) {
-    JetT a[kK], y[kK], g0, g1, g2, g3;
+  GRID_STRIDE(q, stride / V) {
+    const int64_t e = q * V;
+    float a[kK][V], y[V][kK];
 #pragma unroll
-    for (int c = 0; c < kK; ++c) a[c] = c < K ? A[c * stride + e] : JetT(0);
-    if (bias) {
-      a[0] += bias[e % H];
-      A[e] = a[0];
+    for (int c = 0; c < kK; ++c) {
+      if (c < K) {
+        load_vec<V>(A + c * stride + e, a[c]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) a[c][v] = 0.0f;
+      }
     }
-    act_derivs<JetT>(act, a[0], &g0, &g1, &g2, &g3);
-    jet_apply<JetT, D>(js, g0, g1, g2, a, y);
+    if (bias) {
+      const int64_t col = e % H;
 #pragma unroll
-    for (int c = 0; c < kK; ++c)
-      if (c < K) Y[c * stride + e] = static_cast<float>(y[c]);
+      for (int v = 0; v < V; ++v) a[0][v] += bias[col + v];
+      store_vec<V>(A + e, a[0]);
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      JetT av[kK], g0, g1, g2, g3;
+#pragma unroll
+      for (int c = 0; c < kK; ++c) av[c] = a[c][v];
+      act_derivs<JetT>(act, av[0], &g0, &g1, &g2, &g3);
+      jet_apply<JetT, D, NP>(js, g0, g1, g2, av, y[v]);
+    }
+#pragma unroll
+    for (int c = 0; c < kK; ++c) {
+      if (c >= K) continue;
+      float o[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) o[v] = y[v][c];
+      store_vec<V>(Y + c * stride + e, o);
+    }
   }
 }
 
-template <int D>
-__global__ void __launch_bounds__(kBlock, 4) jet_activation_backward_kernel(const float* dY, const float* A, float* dA, int64_t B, int64_t H,
-                                               JetSpec js, Activation act, bool acc) {
-  constexpr int kK = 1 + D + kMaxJetPairs;
+template <int D, int NP, int V>
+__global__ void __launch_bounds__(kBlock) jet_activation_backward_kernel(const float* dY, const float* A, float* dA,
+                                                                         int64_t B, int64_t H, JetSpec js,
+                                                                         Activation act, bool acc) {
+  constexpr int kK = 1 + D + NP;
   const int K = js.K();
   const int64_t stride = B * H;
-  GRID_STRIDE(e, stride) {
-    JetT a[kK], dy[kK], da[kK], g0, g1, g2, g3;
+  GRID_STRIDE(q, stride / V) {
+    const int64_t e = q * V;
+    float a[kK][V], dy[kK][V], da[V][kK];
 #pragma unroll
-    for (int c = 0; c < kK; ++c) a[c] = c < K ? A[c * stride + e] : JetT(0), dy[c] = c < K ? dY[c * stride + e] : JetT(0);
-    act_derivs<JetT>(act, a[0], &g0, &g1, &g2, &g3);
-    jet_apply_backward<JetT, D>(js, g1, g2, g3, a, dy, da);
+    for (int c = 0; c < kK; ++c) {
+      if (c < K) {
+        load_vec<V>(A + c * stride + e, a[c]);
+        load_vec<V>(dY + c * stride + e, dy[c]);
+      } else {
 #pragma unroll
-    for (int c = 0; c < kK; ++c)
-      if (c < K) dA[c * stride + e] = static_cast<float>(acc ? dA[c * stride + e] + da[c] : da[c]);
+        for (int v = 0; v < V; ++v) a[c][v] = 0.0f, dy[c][v] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      JetT av[kK], dyv[kK], g0, g1, g2, g3;
+#pragma unroll
+      for (int c = 0; c < kK; ++c) av[c] = a[c][v], dyv[c] = dy[c][v];
+      act_derivs<JetT>(act, av[0], &g0, &g1, &g2, &g3);
+      jet_apply_backward<JetT, D, NP>(js, g1, g2, g3, av, dyv, da[v]);
+    }
+#pragma unroll
+    for (int c = 0; c < kK; ++c) {
+      if (c >= K) continue;
+      float o[V];
+      if (acc) load_vec<V>(dA + c * stride + e, o);
+#pragma unroll
+      for (int v = 0; v < V; ++v) o[v] = acc ? o[v] + da[v][c] : da[v][c];
+      store_vec<V>(dA + c * stride + e, o);
+    }
   }
 }
 
@@ -183,14 +261,44 @@ void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, cudaStrea
   KERNEL_LAUNCH_CHECK();
 }
 
+// The fast variant: a Laplacian-like jet (at most d second-derivative pairs) over columns that
+// split into float4s (the planner's buffers are 256-byte aligned, so each row then is too):
+// 4 columns per thread. Anything else runs one column per thread with room for every pair.
+static bool jet_vectorized(const JetSpec& js, int64_t H, std::initializer_list<const void*> ptrs) {
+  bool ok = js.npairs <= js.d && H % 4 == 0;
+  for (const void* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return ok;
+}
+
+#define SG_JET_DISPATCH_V(js, fast, KERNEL, N, ...)                                                     \
+  do {                                                                                                   \
+    static_assert(kMaxJetDim == 4, "extend the dispatch");                                              \
+    SG_REQUIRE((js).d >= 0 && (js).d <= kMaxJetDim, "jet kernels: input dimension ", (js).d, " outside 0..", \
+               kMaxJetDim);                                                                              \
+    const unsigned grid = grid_for((N) / ((fast) ? 4 : 1));                                              \
+    switch ((js).d * 2 + ((fast) ? 1 : 0)) {                                                             \
+      SG_JET_CASES(0, KERNEL, __VA_ARGS__)                                                               \
+      SG_JET_CASES(1, KERNEL, __VA_ARGS__)                                                               \
+      SG_JET_CASES(2, KERNEL, __VA_ARGS__)                                                               \
+      SG_JET_CASES(3, KERNEL, __VA_ARGS__)                                                               \
+      default: SG_JET_CASES(4, KERNEL, __VA_ARGS__)                                                      \
+    }                                                                                                    \
+    KERNEL_LAUNCH_CHECK();                                                                               \
+  } while (0)
+#define SG_JET_CASES(DD, KERNEL, ...)                                                                    \
+  case DD * 2: KERNEL<DD, kMaxJetPairs, 1><<<grid, kBlock, 0, s>>>(__VA_ARGS__); break;                  \
+  case DD * 2 + 1: KERNEL<DD, DD, 4><<<grid, kBlock, 0, s>>>(__VA_ARGS__); break;
+
 void jet_activation(float* A, const float* bias, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
                     cudaStream_t s) {
-  SG_JET_DISPATCH(js, jet_activation_kernel, grid_for(B * H), A, bias, Y, B, H, js, act);
+  const bool fast = jet_vectorized(js, H, {A, Y});
+  SG_JET_DISPATCH_V(js, fast, jet_activation_kernel, B * H, A, bias, Y, B, H, js, act);
 }
 
 void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
                              Activation act, bool accumulate, cudaStream_t s) {
-  SG_JET_DISPATCH(js, jet_activation_backward_kernel, grid_for(B * H), dY, A, dA, B, H, js, act, accumulate);
+  const bool fast = jet_vectorized(js, H, {dY, A, dA});
+  SG_JET_DISPATCH_V(js, fast, jet_activation_backward_kernel, B * H, dY, A, dA, B, H, js, act, accumulate);
 }
 
 void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s) {
