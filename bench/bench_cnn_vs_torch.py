@@ -10,6 +10,9 @@ Softmax cross-entropy (mean), AdamW with a constant lr, fp32 with TF32 off:
               vocabulary 21, width 32, 2 causal blocks of 4 heads, batch 64; launch-bound);
   tiny_gpt:   the same kind of decoder at 128 tokens, vocabulary 64, width 128, 4 blocks of 4
               heads with MLP 512, batch 32;
+  digits_cnn_nd, cnn_wide_nd: the two CNNs with train.deterministic false, so cuDNN may pick
+              nondeterministic (atomic) engines on stepgraph's side too, as PyTorch does by
+              default (torch.backends.cudnn.deterministic = False in every row);
   tiny_gpt_bf16: tiny_gpt with attention in bf16 on both sides: stepgraph's train.attention
               "cudnn_bf16" (cuDNN's fused SDPA, deterministic backward, between fp32<->bf16
               conversion kernels), PyTorch's F.scaled_dot_product_attention on q, k, v cast to
@@ -60,7 +63,9 @@ TORCH_NOTE = ("torch: nn.Conv2d/MaxPool2d/Linear with inputs and model in torch.
               "AdamW(capturable=True), foreach / fused; random data already on the GPU "
               "(stepgraph: the first batch rows of its config's data, set once); inits differ "
               "(timing only); tiny_gpt_bf16: attention in bf16 on both sides (stepgraph "
-              "train.attention cudnn_bf16; torch F.scaled_dot_product_attention on bf16 q, k, v)")
+              "train.attention cudnn_bf16; torch F.scaled_dot_product_attention on bf16 q, k, v); "
+              "torch keeps cudnn.deterministic = False (its default: atomic engines allowed); "
+              "stepgraph is deterministic except in the *_nd rows (train.deterministic false)")
 
 # A layer of the benchmark's net: ("conv", filters) = conv2d 3x3, stride 1, pad 1, relu, bias;
 # ("maxpool", 2) = 2x2 window, stride 2; ("flatten",); ("gap",) = global average pool;
@@ -82,6 +87,7 @@ class Workload:
     iters: int                        # steps per timed repeat (divided by 5 with --quick)
     title: str
     attention: str = "fp32"           # train.attention: fp32 | cudnn_bf16 (torch: bf16 SDPA)
+    deterministic: bool = True        # train.deterministic (torch: cudnn.deterministic False always)
 
     @property
     def config_path(self) -> Path:
@@ -164,6 +170,14 @@ WORKLOADS: Dict[str, Workload] = {w.name: w for w in [
               ("block", 4, 512), ("layer_norm",), ("dense", 64)),
              0.001, 0.01, 100, "tiny_gpt with bf16 attention (cuDNN SDPA / torch bf16 SDPA)",
              attention="cudnn_bf16"),
+    Workload("digits_cnn_nd", "digits_cnn_nd.json", (8, 8, 1), 64,
+             (("conv", 16), ("conv", 32), ("maxpool", 2), ("flatten",), ("dense", 10)),
+             0.002, 1e-4, 500, "digits_cnn, nondeterministic cuDNN engines allowed (as torch)",
+             deterministic=False),
+    Workload("cnn_wide_nd", "cnn_wide_nd.json", (32, 32, 3), 256,
+             (("conv", 32), ("conv", 64), ("maxpool", 2), ("conv", 128), ("gap",), ("dense", 10)),
+             0.001, 1e-4, 100, "cnn_wide, nondeterministic cuDNN engines allowed (as torch)",
+             deterministic=False),
 ]}
 FIGURES = ["stepgraph_graph_us", "stepgraph_eager_us", *[f"torch_{v}_us" for v in VARIANTS],
            "torch_kernels_per_step", "stepgraph_graph_nodes", "stepgraph_peak_bytes",
@@ -240,8 +254,9 @@ def check_config(w: Workload, cfg: Optional[dict] = None) -> List[str]:
         expect("data.", {"samples": 1000, "features": 16, "classes": 4, **data},
                {"source": "synthetic_classification", "features": w.features,
                 "classes": w.classes, "samples": max(data.get("samples", 1000), w.batch)})
-    expect("train.", {"precision": "fp32", "attention": "fp32", **cfg.get("train", {})},
-           {"device": "cuda", "precision": "fp32", "batch_size": w.batch, "attention": w.attention})
+    expect("train.", {"precision": "fp32", "attention": "fp32", "deterministic": True, **cfg.get("train", {})},
+           {"device": "cuda", "precision": "fp32", "batch_size": w.batch, "attention": w.attention,
+            "deterministic": w.deterministic})
     return bad
 
 
@@ -632,8 +647,19 @@ def self_test() -> int:
             self.assertEqual(WORKLOADS["cnn_wide"].parameters, 94538)
             self.assertEqual(WORKLOADS["digits_cnn"].shapes()[3], (512,))  # 4 x 4 x 32
             self.assertEqual(WORKLOADS["cnn_wide"].shapes()[4], (128,))
-            self.assertEqual([w.features for w in WORKLOADS.values()], [64, 3072, 24, 128, 128])
-            self.assertEqual([w.classes for w in WORKLOADS.values()], [10, 10, 21, 64, 64])
+            self.assertEqual([w.features for w in WORKLOADS.values()], [64, 3072, 24, 128, 128, 64, 3072])
+            self.assertEqual([w.classes for w in WORKLOADS.values()], [10, 10, 21, 64, 64, 10, 10])
+            # the *_nd CNNs are the CNNs with train.deterministic false, and nothing else
+            for name in ("digits_cnn", "cnn_wide"):
+                det = json.loads(WORKLOADS[name].config_path.read_text())
+                nd = json.loads(WORKLOADS[name + "_nd"].config_path.read_text())
+                self.assertIs(nd["train"].pop("deterministic"), False)
+                self.assertEqual(nd, det)
+                self.assertEqual(dataclasses.replace(WORKLOADS[name], name=name + "_nd",
+                                                     config=name + "_nd.json",
+                                                     title=WORKLOADS[name + "_nd"].title,
+                                                     deterministic=False),
+                                 WORKLOADS[name + "_nd"])
             # `stepgraph explain`: "parameters: 19221 in 36 tensors", "825664 in 66 tensors"
             self.assertEqual(WORKLOADS["reverse_transformer"].parameters, 19221)
             self.assertEqual(WORKLOADS["tiny_gpt"].parameters, 825664)

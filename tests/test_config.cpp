@@ -211,6 +211,8 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
        {"model.layers[0].amax: ", "got the string \"yes\"", "expected true or false"}},
       {[](json& j) { j["train"]["device"] = "gpu"; },
        {"train.device: ", "\"gpu\"", "allowed: auto, cpu, cuda"}},
+      {[](json& j) { j["train"]["deterministic"] = "no"; },
+       {"train.deterministic: ", "got the string \"no\"", "expected true or false"}},
       {[](json& j) { j["train"]["attention"] = "bf16"; },
        {"train.attention: ", "unknown value \"bf16\"", "allowed: fp32, cudnn_bf16"}},
       {[](json& j) { j["train"]["attention"] = true; },

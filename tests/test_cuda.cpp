@@ -581,6 +581,25 @@ TEST(Cuda, CnnTrainStepsMatchCpu) {
   compare_backends(b.p, b.specs, 401, "digits CNN, 3 AdamW steps", 3, 2e-4);
 }
 
+TEST(Cuda, NondeterministicConvEnginesStillMatchCpu) {
+  REQUIRE_CUDNN();
+  // deterministic = false lets cuDNN pick atomic wgrad/dgrad engines (PyTorch's default): the
+  // sums may come in another order, not another value.
+  LowerOptions nd;
+  nd.deterministic = false;
+  nd.autotune = Autotune::Heuristic;
+  auto model = digits_cnn();
+  Built b = train_program(*model, SoftmaxCrossEntropy(), {32, 64}, AdamW(2e-3, 0.9, 0.999, 1e-8, 1e-4));
+  compare_backends(b.p, b.specs, 402, "digits CNN, nondeterministic engines allowed", 3, 2e-4, nd);
+  TrainerOptions o;
+  o.lower = nd;
+  Trainer t(digits_cnn(), std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<AdamW>(1e-3), Device::CUDA, 5, o);
+  t.compile({32, 64});
+  const std::string ex = t.explain();
+  EXPECT_NE(ex.find("nondeterministic engines allowed"), std::string::npos) << ex;
+  EXPECT_NE(ex.find("(nondeterministic allowed"), std::string::npos) << ex;  // the plans' filters
+}
+
 std::unique_ptr<Trainer> cnn_trainer(ExecMode mode) {
   TrainerOptions o;
   o.mode = mode;

@@ -53,6 +53,11 @@ struct LowerOptions {
   Autotune autotune = Autotune::Off;
   Precision precision = Precision::FP32;
   AttentionMode attention = AttentionMode::FP32;
+  // false: cuDNN may choose NONDETERMINISTIC engines (convolution gradients and the SDPA backward
+  // summing with atomics), as PyTorch does by default (cudnn.deterministic = False): often
+  // faster, but two runs, and graph replay against eager, may then differ in the last bits.
+  // true (default): every kernel and plan sums in a fixed order.
+  bool deterministic = true;
   std::string plan_cache;
   // Data-parallel training (CUDA backend): a step with gradients averages them over the
   // communicator's ranks inside the step, in buckets of about bucket_bytes (dist::plan_buckets),

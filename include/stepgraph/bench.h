@@ -19,6 +19,7 @@ struct BenchResult {
   size_t arena_bytes = 0;        // the step's memory plan: persistent + transient peak
   bool tf32 = false;
   std::string attention = "fp32";  // train.attention: fp32 | cudnn_bf16
+  bool deterministic = true;       // train.deterministic
   std::vector<std::pair<std::string, double>> per_op_us;  // each op timed alone (eager)
   std::string lowering;                                   // explain's lowering notes
   // Data parallel (`stepgraph launch --gpus N bench`): every rank times its own steps with the

@@ -184,6 +184,7 @@ std::string options_repr(const sg::TrainerOptions& o) {
                  o.lower.attention == sg::AttentionMode::FP32
                      ? ""
                      : sg::cat(", attention=", sg::attention_mode_name(o.lower.attention)),
+                 o.lower.deterministic ? "" : ", deterministic=False",
                  o.lower.plan_cache.empty() ? "" : sg::cat(", plan_cache=", o.lower.plan_cache));
 }
 
@@ -218,7 +219,7 @@ void bind_trainer(nb::module_& m) {
            [](PyTrainer* self, sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, const std::string& device,
               uint64_t seed, const std::string& mode, const std::string& shape_policy, int max_shapes,
               const std::string& autotune, const std::string& precision, const std::string& attention,
-              const std::string& plan_cache) {
+              bool deterministic, const std::string& plan_cache) {
              if (!model) throw InputError("Trainer: model is None");
              if (!loss) throw InputError("Trainer: loss is None");
              if (!opt) throw InputError("Trainer: optimizer is None");
@@ -230,6 +231,7 @@ void bind_trainer(nb::module_& m) {
                o.lower.autotune = sg::parse_autotune(autotune);
                o.lower.precision = sg::parse_precision(precision);
                o.lower.attention = sg::parse_attention_mode(attention);
+               o.lower.deterministic = deterministic;
                o.lower.plan_cache = plan_cache;
                if (max_shapes < 1) throw sg::Error(sg::cat("max_shapes must be >= 1, got ", max_shapes));
                o.max_shapes = max_shapes;
@@ -245,7 +247,7 @@ void bind_trainer(nb::module_& m) {
            },
            "model"_a, "loss"_a, "optimizer"_a, "device"_a = "auto", "seed"_a = 0, nb::kw_only(), "mode"_a = "graph",
            "shape_policy"_a = "recapture", "max_shapes"_a = 8, "autotune"_a = "off", "precision"_a = "fp32",
-           "attention"_a = "fp32", "plan_cache"_a = "",
+           "attention"_a = "fp32", "deterministic"_a = true, "plan_cache"_a = "",
            "model, loss, optimizer: the step's pieces.\n"
            "device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).\n"
            "seed: fixes the initial parameters (per parameter name); kept in checkpoints.\n"
@@ -258,6 +260,9 @@ void bind_trainer(nb::module_& m) {
            "attention: 'fp32' (the project's own attention kernels) or 'cudnn_bf16' (cuDNN's fused "
            "attention with Q, K, V, O and gradients rounded to bf16: relative errors ~1e-2; needs cuDNN "
            "and a head size that is a multiple of 8). CUDA only: the CPU always runs fp32.\n"
+           "deterministic: True (default): every kernel and cuDNN plan sums in a fixed order, so runs "
+           "repeat bit for bit; False: cuDNN may pick nondeterministic (atomic) engines for convolution "
+           "gradients and the SDPA backward, as PyTorch does by default (often faster).\n"
            "plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): "
            "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.")
 
@@ -553,10 +558,11 @@ void bind_trainer(nb::module_& m) {
                      d["autotune"] = sg::autotune_name(o.lower.autotune);
                      d["precision"] = sg::precision_name(o.lower.precision);
                      d["attention"] = sg::attention_mode_name(o.lower.attention);
+                     d["deterministic"] = o.lower.deterministic;
                      d["plan_cache"] = o.lower.plan_cache;
                      return d;
                    },
-                   "mode, shape_policy, max_shapes, autotune, precision, attention and plan_cache.")
+                   "mode, shape_policy, max_shapes, autotune, precision, attention, deterministic and plan_cache.")
       .def_prop_ro("model", [](PyTrainer& s) { return s.t.model(); })
       .def_prop_ro("loss_fn", [](PyTrainer& s) { return s.t.loss_fn(); })
       .def_prop_ro("optimizer", [](PyTrainer& s) { return s.t.optimizer(); })

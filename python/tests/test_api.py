@@ -298,7 +298,7 @@ def test_explain_counts_invalidate_and_lr(data):
         t.set_lr(-1)
     assert t.device == "cpu" and "cpu" in t.backend
     assert t.options == {"mode": "graph", "shape_policy": "recapture", "max_shapes": 8, "autotune": "off",
-                         "precision": "fp32", "attention": "fp32", "plan_cache": ""}
+                         "precision": "fp32", "attention": "fp32", "deterministic": True, "plan_cache": ""}
     t2 = trainer(compile=False, autotune="heuristic", plan_cache="off")
     assert (t2.options["autotune"], t2.options["plan_cache"]) == ("heuristic", "off")
     assert "plan_cache=off" in repr(t2)
@@ -307,6 +307,8 @@ def test_explain_counts_invalidate_and_lr(data):
     assert t3.options["attention"] == "cudnn_bf16" and "attention=cudnn_bf16" in repr(t3)
     with pytest.raises(ValueError, match="cudnn_bf16"):
         trainer(compile=False, attention="bf16")
+    t4 = trainer(compile=False, deterministic=False)
+    assert t4.options["deterministic"] is False and "deterministic=False" in repr(t4)
     assert "Trainer(device=cpu" in repr(t)
     assert isinstance(t.profile(2), list)
 

@@ -734,7 +734,8 @@ std::string Trainer::explain() const {
      << shape_policy_name(options_.shape_policy) << " (at most " << options_.max_shapes
      << " shapes), autotune " << autotune_name(options_.lower.autotune) << ", precision "
      << precision_name(options_.lower.precision) << ", attention "
-     << attention_mode_name(options_.lower.attention) << "\n";
+     << attention_mode_name(options_.lower.attention)
+     << (options_.lower.deterministic ? ", deterministic" : ", nondeterministic engines allowed") << "\n";
   os << "compiles: " << compiles_ << " (train shapes: " << train_variants_.size()
      << ", eval shapes: " << eval_variants_.size() << "), graph captures: " << captures_
      << ", graph nodes per step: " << graph_nodes() << ", launches: " << launches_ << "\n";

@@ -19,6 +19,7 @@ struct Common {
   uint64_t seed = 0;
   double tolerance = 1e-3;
   bool json = false;
+  bool nondeterministic = false;
 };
 
 // Command-line overrides of the config's train.mode / autotune / precision / attention / plan_cache.
@@ -28,6 +29,7 @@ void apply_overrides(const Common& c, sg::RunConfig& cfg) {
   if (!c.precision.empty()) cfg.trainer.lower.precision = sg::parse_precision(c.precision);
   if (!c.attention.empty()) cfg.trainer.lower.attention = sg::parse_attention_mode(c.attention);
   if (!c.plan_cache.empty()) cfg.trainer.lower.plan_cache = c.plan_cache;
+  if (c.nondeterministic) cfg.trainer.lower.deterministic = false;
 }
 
 void add_tuning_options(CLI::App* cmd, Common& c) {
@@ -39,6 +41,9 @@ void add_tuning_options(CLI::App* cmd, Common& c) {
                   "fp32 | cudnn_bf16: self-attention on CUDA with our fp32 kernels, or cuDNN's fused SDPA in bf16 "
                   "(default: the config's train.attention)")
       ->check(CLI::IsMember({"fp32", "cudnn_bf16"}));
+  cmd->add_flag("--nondeterministic", c.nondeterministic,
+               "let cuDNN pick nondeterministic (atomic) engines, as PyTorch does by default "
+               "(sets train.deterministic false)");
   cmd->add_option("--plan-cache", c.plan_cache,
                   "folder of the cuDNN plan cache, or off (default: the config's train.plan_cache, else "
                   "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn)");

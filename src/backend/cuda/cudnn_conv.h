@@ -59,6 +59,7 @@ bool cudnn_loadable(std::string* why, size_t* version = nullptr);
 struct ConvPlanOptions {
   Precision precision = Precision::FP32;
   Autotune autotune = Autotune::Off;
+  bool deterministic = true;                     // false: NONDETERMINISTIC engines allowed too
   cudaStream_t stream = nullptr;                 // where candidates are timed (before capture)
   const plan_cache::PlanCache* cache = nullptr;  // null or disabled: no disk cache
 };

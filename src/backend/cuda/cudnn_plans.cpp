@@ -8,8 +8,9 @@
 //      shared by the shape variants of this op, on cuDNN >= 9.5) -> heuristics -> deselect
 //      engines whose notes break our contract -> build candidates -> time them on scratch
 //      buffers (autotune) -> select the fastest -> serialize it into the plan cache.
-// Excluded always: NONDETERMINISTIC engines (graph replay must equal eager bitwise, and two runs
-// must agree), DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With fp32 tensors and
+// Excluded: NONDETERMINISTIC engines (graph replay must equal eager bitwise, and two runs must
+// agree) unless the options allow them (LowerOptions::deterministic false, as PyTorch's default);
+// always DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With fp32 tensors and
 // Precision::FP32 also TENSOR_CORE engines, which compute fp32 convolutions in TF32;
 // Precision::TF32 allows them. bf16 tensors (bench-op conv) always allow them: a product of two
 // bf16 values is exact, and the barred notes already keep the sums in fp32.
@@ -65,7 +66,7 @@ std::string key_text(const GraphDef& d, const ConvPlanOptions& opt, bool dynamic
     os << "tensor " << t->get_name() << " uid " << static_cast<int64_t>(uid) << ": dims " << dims_text(t->get_dim())
        << " strides " << dims_text(t->get_stride()) << " " << io << "\n";
   os << "types: io " << io << ", intermediate float32, compute float32\n"
-     << "engines: deterministic, "
+     << "engines: " << (opt.deterministic ? "deterministic, " : "nondeterministic allowed, ")
      << (d.io_type == ConvIO::BF16 ? "tensor cores allowed (bf16)"
                                    : opt.precision == Precision::FP32 ? "no TF32" : "TF32 allowed")
      << "\n"
@@ -78,9 +79,9 @@ std::string key_text(const GraphDef& d, const ConvPlanOptions& opt, bool dynamic
 }
 
 // The op's structure without its batch size: the shape variants that share one kernel cache.
-std::string structure_key(const GraphDef& d, const ConvGeometry& g, Precision p) {
+std::string structure_key(const GraphDef& d, const ConvGeometry& g, const ConvPlanOptions& opt) {
   return cat(d.what, "; ", d.attrs, "; C", g.C, " H", g.H, " W", g.W, " K", g.K, " R", g.R, " S", g.S, " P", g.P,
-             " Q", g.Q, "; ", precision_name(p));
+             " Q", g.Q, "; ", precision_name(opt.precision), opt.deterministic ? "" : "; nondeterministic allowed");
 }
 
 // The bf16 nearest (ties to even) to a finite float: its upper 16 bits, rounded.
@@ -230,9 +231,9 @@ std::string build_and_choose(CudnnContext& ctx, GraphDef& d, const ConvPlanOptio
   SG_FE_TRY(g.build_operation_graph(ctx.handle));
   const bool tuning = opt.autotune != Autotune::Off && only.empty();
   const size_t cap = !tuning ? 1 : opt.autotune == Autotune::Heuristic ? kHeuristicCandidates : kExhaustiveCandidates;
-  std::vector<fe::NumericalNote_t> barred = {fe::NumericalNote_t::NONDETERMINISTIC,
-                                             fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
+  std::vector<fe::NumericalNote_t> barred = {fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
                                              fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
+  if (opt.deterministic) barred.push_back(fe::NumericalNote_t::NONDETERMINISTIC);
   if (bar_tensor_cores(opt.precision, d.io_type)) barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
   // Heuristic tuning times heuristic A's plans, and FALLBACK's only when none of A's builds.
   std::vector<std::vector<fe::HeurMode_t>> rounds;
@@ -357,9 +358,10 @@ std::string load_plan(CudnnContext& ctx, const GraphDef& d, const std::vector<ui
 }
 
 
-std::string filters_text(Precision p, ConvIO io) {
-  if (io == ConvIO::BF16) return "deterministic, bf16 with fp32 sums";
-  return bar_tensor_cores(p, io) ? "deterministic, no TF32" : "deterministic";
+std::string filters_text(const ConvPlanOptions& opt, ConvIO io) {
+  const char* det = opt.deterministic ? "deterministic" : "nondeterministic allowed";
+  if (io == ConvIO::BF16) return cat(det, ", bf16 with fp32 sums");
+  return bar_tensor_cores(opt.precision, io) ? cat(det, ", no TF32") : std::string(det);
 }
 
 // The engine named by a note make_plan wrote ("engine NAME, workspace ..."); "" if none.
@@ -414,7 +416,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
   }
   std::string dyn_why;
   bool dynamic = dynamic_shapes_enabled(*ctx, &dyn_why);
-  CudnnContext::KernelCacheSlot& slot = ctx->kernel_caches[structure_key(d, geo, opt.precision)];
+  CudnnContext::KernelCacheSlot& slot = ctx->kernel_caches[structure_key(d, geo, opt)];
   if (dynamic && !slot.refused.empty()) dynamic = false, dyn_why = slot.refused;
   const std::string key = key_text(d, opt, dynamic, *ctx);
   const std::string head = cat("cuDNN graph ", what);
@@ -485,7 +487,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
   }
   if (!err.empty()) {
     if (why)
-      *why = cat("cuDNN has no ", filters_text(opt.precision, d.io_type), " engine for ", what, ": ", err);
+      *why = cat("cuDNN has no ", filters_text(opt, d.io_type), " engine for ", what, ": ", err);
     return nullptr;
   }
   const double build_ms = ms_since(tb);
@@ -515,7 +517,7 @@ std::unique_ptr<ConvPlan> make_plan(const std::shared_ptr<CudnnContext>& ctx, co
   st.fastest_us = c.fastest_us;
   st.slowest_us = c.slowest_us;
   st.engine = chosen.name;
-  const std::string note = cat("engine ", chosen.name, ", workspace ", chosen.ws, " B (", filters_text(opt.precision, d.io_type),
+  const std::string note = cat("engine ", chosen.name, ", workspace ", chosen.ws, " B (", filters_text(opt, d.io_type),
                                "); ", c.tuning, "; ", dyn_text);
 
   // 3. Into the plan cache.

@@ -135,6 +135,7 @@ ConvPlanOptions ImageLowering::conv_options() {
   ConvPlanOptions o;
   o.precision = h_.opt.precision;
   o.autotune = h_.opt.autotune;
+  o.deterministic = h_.opt.deterministic;
   o.stream = h_.be.stream();
   o.cache = cache_.get();
   return o;

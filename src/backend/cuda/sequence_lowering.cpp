@@ -285,7 +285,8 @@ void SequenceLowering::attention_backward_cudnn(const Op& op) {
   std::string why;
   std::shared_ptr<ConvPlan> plan;
   try {
-    plan = sdpa_backward_plan(ctx, sdpa_geometry(a), m.q, m.k, m.v, m.o, d_o_, L, dq_, dk_, dv_, true, &why);
+    plan = sdpa_backward_plan(ctx, sdpa_geometry(a), m.q, m.k, m.v, m.o, d_o_, L, dq_, dk_, dv_,
+                              h_.opt.deterministic, &why);
   } catch (const Error& e) {
     why = e.what();
   }
