@@ -64,8 +64,10 @@ TEST(Cuda, LossesResidualSharedAndOptimizersMatchCpu) {
 
 TEST(Cuda, DenseAmaxMatchesCpu) {
   REQUIRE_GPU();
-  // max |output| of each amax layer, bitwise as the CPU's (a maximum is exact), over small and
-  // many-block outputs; the layers train as without it.
+  // max |output| of each amax layer against the CPU's, over small and many-block outputs; the
+  // layers train as without it. Where cuDNN builds the dense+amax graph these layers are that
+  // graph (test_cudnn_dense.cpp); SG_CUDNN_AMAX=0 tests the abs_max kernel path, whose maximum
+  // is exact (bitwise the CPU's for the same outputs).
   for (int64_t batch : {16, 3000}) {
     auto model = sequential({dense(40, Activation::GELU, std::nullopt, true, /*amax=*/true),
                              dense(24, Activation::ReLU, std::nullopt, true, /*amax=*/true), dense(6)});
