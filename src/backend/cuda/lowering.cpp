@@ -826,7 +826,8 @@ class Lowering {
       why = e.what();
     }
     if (why.empty()) return true;
-    amax_not_in_graph_[j] = why;  // said on the AbsMax op's line
+    std::replace(why.begin(), why.end(), '\n', ' ');  // one line per op in explain
+    amax_not_in_graph_[j] = why;                       // said on the AbsMax op's line
     return false;
   }
 
