@@ -74,7 +74,8 @@ message(STATUS "stepgraph: cuDNN frontend ${sg_fe_version} (${CUDNN_FRONTEND_INC
 # headers are not ours to warn about). Its JSON library (graph serialization, for the plan cache)
 # is its bundled nlohmann-json, kept in a namespace of its own (cudnn_graphs.h) apart from the
 # project's.
-set(sg_cudnn_sources src/backend/cuda/cudnn_conv.cpp src/backend/cuda/cudnn_plans.cpp src/backend/cuda/cudnn_sdpa.cpp)
+set(sg_cudnn_sources src/backend/cuda/cudnn_conv.cpp src/backend/cuda/cudnn_plans.cpp src/backend/cuda/cudnn_sdpa.cpp
+                      src/backend/cuda/cudnn_dense.cpp)
 target_sources(stepgraph_lib PRIVATE ${sg_cudnn_sources})
 set_source_files_properties(${sg_cudnn_sources} PROPERTIES
   COMPILE_OPTIONS "-isystem;${CUDNN_FRONTEND_INCLUDE_DIR};-isystem;${CUDNN_INCLUDE_DIR}"

@@ -1,4 +1,4 @@
-// Private to the cuDNN translation units (cudnn_conv.cpp, cudnn_plans.cpp, cudnn_sdpa.cpp): the frontend's
+// Private to the cuDNN translation units (cudnn_conv.cpp, cudnn_plans.cpp, cudnn_sdpa.cpp, cudnn_dense.cpp): the frontend's
 // headers, the graph definitions and the context. Nothing else may include this header.
 #pragma once
 
@@ -46,7 +46,8 @@ inline std::string fe_error(const char* what, fe::error_t e) {
 
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 
-enum class Uid : int64_t { X = 1, W, B, Y, dZ, dX, dW };
+// Z (a pre-activation) and Amax (max |Y|, fp32 [1]) are the dense graph's (cudnn_dense.cpp).
+enum class Uid : int64_t { X = 1, W, B, Y, dZ, dX, dW, Z, Amax };
 
 // One graph as defined, before building.
 struct GraphDef {
@@ -56,7 +57,10 @@ struct GraphDef {
   std::vector<int64_t> want_dim, want_stride;  // what it must have (NHWC)
   std::string what;                            // "conv_fprop + bias + relu", ...
   std::string attrs;                           // "padding 1x1 stride 1x1 dilation 1x1"
-  ConvIO io_type = ConvIO::F32;                // the element type of every tensor in `io`
+  ConvIO io_type = ConvIO::F32;                // the element type of every tensor in `io` (but Amax: fp32)
+  // The op's shapes but the batch size (the variants that share one kernel cache with dynamic
+  // shapes); "" for a convolution, whose key make_plan derives from its ConvGeometry.
+  std::string structure;
 };
 
 GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape = true);

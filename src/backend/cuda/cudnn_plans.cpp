@@ -44,7 +44,7 @@ std::string dims_text(const std::vector<int64_t>& v, const char* sep = "x") {
   for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
   return s;
 }
-bool is_output(Uid u) { return u == Uid::Y || u == Uid::dX || u == Uid::dW; }
+bool is_output(Uid u) { return u == Uid::Y || u == Uid::dX || u == Uid::dW || u == Uid::Z || u == Uid::Amax; }
 
 // Candidates needing more workspace than this are not timed: a program's plans share one
 // workspace, and the largest engine's (FFT, ...) would set everyone's memory.
@@ -80,8 +80,11 @@ std::string key_text(const GraphDef& d, const ConvPlanOptions& opt, bool dynamic
 
 // The op's structure without its batch size: the shape variants that share one kernel cache.
 std::string structure_key(const GraphDef& d, const ConvGeometry& g, const ConvPlanOptions& opt) {
+  const char* det = opt.deterministic ? "" : "; nondeterministic allowed";
+  if (!d.structure.empty())
+    return cat(d.what, "; ", d.attrs, "; ", d.structure, "; ", precision_name(opt.precision), det);
   return cat(d.what, "; ", d.attrs, "; C", g.C, " H", g.H, " W", g.W, " K", g.K, " R", g.R, " S", g.S, " P", g.P,
-             " Q", g.Q, "; ", precision_name(opt.precision), opt.deterministic ? "" : "; nondeterministic allowed");
+             " Q", g.Q, "; ", precision_name(opt.precision), det);
 }
 
 // The bf16 nearest (ties to even) to a finite float: its upper 16 bits, rounded.

@@ -11,6 +11,10 @@
 // project's own kernels (noted in explain). A last dense layer with at most 32 outputs runs
 // inside the softmax cross-entropy kernel that reads it. SG_CUBLASLT_EPILOGUES=0 turns these
 // fusions off everywhere.
+// A dense layer whose output an AbsMax op reads ("amax": true) is, where cuDNN has an engine for
+// it, one cuDNN graph (cudnn_dense.h): product, scale, bias, activation and the max |Y|
+// reduction, and the AbsMax op is then empty; otherwise the paths above and our abs_max kernel,
+// with the reason in explain. SG_CUDNN_AMAX=0 forces the latter.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -28,6 +32,10 @@
 #include "stepgraph/distributed.h"
 #include "backend/cuda/sequence_lowering.h"
 #include "stepgraph/graph.h"
+#ifdef STEPGRAPH_HAVE_CUDNN
+#include "backend/cuda/cudnn_dense.h"
+#include "backend/plan_cache.h"
+#endif
 
 namespace sg::cuda {
 
@@ -333,6 +341,7 @@ class Lowering {
       fork_after(static_cast<int>(i));
     }
     if (!unjoined_.empty()) add_join("end of step");
+    finish_cudnn_dense();
     if (image_) image_->finish();
     if (sequence_) sequence_->finish();
     Shape key;
@@ -448,6 +457,12 @@ class Lowering {
     const auto& out = op.out;
     switch (op.kind) {
       case OpKind::AbsMax: {  // the FP8 scaling statistic of a dense layer's output
+        if (auto it = amax_in_graph_.find(i); it != amax_in_graph_.end()) {
+          notes_ << "computed by the dense layer's cuDNN graph (op " << it->second << " '" << p_.ops()[it->second].name << "')";
+          return;
+        }
+        if (auto it = amax_not_in_graph_.find(i); it != amax_not_in_graph_.end())
+          notes_ << "[not in a cuDNN graph: " << it->second << "] ";
         const float* x = f(in[0]);
         float* m = f(out[0]);
         const int64_t n = count(in[0]);
@@ -677,6 +692,7 @@ class Lowering {
       notes_ << "fused into the next op's loss kernel";
       return;
     }
+    if (dense_with_amax(i, op)) return;
     GemmShape s{true, false, O, B, I, I, I, O};
     GemmArgs a{f(W), f(X), nullptr, f(b), nullptr, 0, false};
     const bool bias = b != kNone;
@@ -766,6 +782,102 @@ class Lowering {
     notes_ << "bias+" << activation_name(act) << " kernel";
     add_step(op, [=](cudaStream_t st) { bias_act_forward(pre, badd, z, y, B, O, act, st); });
   }
+
+  // The AbsMax op reading this dense layer's output, or -1.
+  int amax_reader(int i, const Op& op) const {
+    const auto& ops = p_.ops();
+    for (size_t j = static_cast<size_t>(i) + 1; j < ops.size(); ++j)
+      if (ops[j].kind == OpKind::AbsMax && ops[j].in[0] == op.out[0]) return static_cast<int>(j);
+    return -1;
+  }
+  // Whether the dense op `i` may write the AbsMax op `j`'s output early: the memory planner placed
+  // it for op j, so its bytes must not be any of op i's tensors (whose last use may be op i) nor
+  // anything an op between them writes.
+  std::string early_write_refusal(int i, int j) const {
+    const TensorId m = p_.ops()[j].out[0];
+    const char* mp = static_cast<const char*>(ptrs_[m]);
+    const size_t mb = static_cast<size_t>(count(m)) * sizeof(float);
+    auto overlaps = [&](TensorId t) {
+      if (t == kNone || t == m) return false;
+      const char* tp = static_cast<const char*>(ptrs_[t]);
+      const size_t tb = static_cast<size_t>(count(t)) * sizeof(float);
+      return tp < mp + mb && mp < tp + tb;
+    };
+    const auto& ops = p_.ops();
+    for (int k = i; k < j; ++k) {
+      for (TensorId t : ops[k].out)
+        if (overlaps(t)) return cat("the amax buffer shares memory with '", p_.tensor(t).name, "'");
+      if (k == i)
+        for (TensorId t : ops[k].in)
+          if (overlaps(t)) return cat("the amax buffer shares memory with '", p_.tensor(t).name, "'");
+    }
+    return "";
+  }
+
+  // A dense layer read by an AbsMax op, as one cuDNN graph computing both; false (noted) when
+  // that is not possible, and the usual paths follow.
+  bool dense_with_amax(int i, const Op& op) {
+    const int j = amax_reader(i, op);
+    if (j < 0) return false;
+    std::string why;
+    try {
+      why = try_dense_amax(i, j, op);
+    } catch (const std::exception& e) {  // building or trying the plan failed: keep today's path
+      why = e.what();
+    }
+    if (why.empty()) return true;
+    std::replace(why.begin(), why.end(), '\n', ' ');  // one line per op in explain
+    amax_not_in_graph_[j] = why;                       // said on the AbsMax op's line
+    return false;
+  }
+
+#ifdef STEPGRAPH_HAVE_CUDNN
+  std::string try_dense_amax(int i, int j, const Op& op) {
+    if (const char* v = std::getenv("SG_CUDNN_AMAX"); v && std::string(v) == "0") return "SG_CUDNN_AMAX=0";
+    const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
+    const Activation act = op.attr<DenseAttrs>().act;
+    if (std::string r = dense_amax_refusal(act); !r.empty()) return r;
+    const int64_t B = rows(X), I = width(X), O = dim(W, 0);
+    if (bias_rows(op, B) < B) return "a jet layer (the bias on the value rows only)";
+    if (Z != kNone && act == Activation::None) return "a pre-activation of a layer without activation";
+    if (std::string r = early_write_refusal(i, j); !r.empty()) return r;
+    auto& slot = be_.cudnn_context();
+    if (!slot) slot = make_cudnn_context();  // throws naming what is missing (libcudnn.so.9)
+    if (!dense_cache_) dense_cache_ = std::make_unique<plan_cache::PlanCache>(plan_cache::resolve_dir(opt_.plan_cache));
+    ConvPlanOptions o;
+    o.precision = opt_.precision;
+    o.autotune = opt_.autotune;
+    o.deterministic = opt_.deterministic;
+    o.stream = be_.stream();
+    o.cache = dense_cache_.get();
+    DenseAmaxGeometry g;
+    g.B = B, g.I = I, g.O = O, g.bias = b != kNone, g.preact = Z != kNone, g.act = act, g.scale = 1.0f;
+    std::string why;
+    std::shared_ptr<ConvPlan> plan =
+        dense_amax_plan(slot, g, f(X), f(W), f(b), f(Y), f(Z), f(p_.ops()[j].out[0]), o, &why);
+    if (!plan) return why;
+    dense_plans_.push_back(plan);
+    amax_in_graph_[j] = i;
+    notes_ << plan->describe() << " (computes '" << p_.ops()[j].name << "')";
+    add_step(op, [plan](cudaStream_t s) { plan->run(s); });
+    return "";
+  }
+  // The dense graphs' shared workspace (their steps run one after another on one stream).
+  void finish_cudnn_dense() {
+    if (dense_plans_.empty()) return;
+    size_t most = 0;
+    for (const auto& p : dense_plans_) most = std::max(most, p->workspace_bytes());
+    if (most > 0) {
+      void* ws = own(most);
+      for (const auto& p : dense_plans_) p->set_workspace(ws);
+    }
+    notes_ << "  cuDNN dense+amax graphs: " << dense_plans_.size() << ", workspace " << most << " bytes; plan cache "
+           << (dense_cache_ && dense_cache_->enabled() ? dense_cache_->dir() : std::string("off")) << "\n";
+  }
+#else
+  std::string try_dense_amax(int, int, const Op&) { return "this build has no cuDNN (CMake did not find its headers)"; }
+  void finish_cudnn_dense() {}
+#endif
 
   void dense_backward(int i, const Op& op) {
     const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], Y = op.in[3], Z = op.in[4];
@@ -976,6 +1088,12 @@ class Lowering {
   std::map<TensorId, size_t> bucket_of_;            // gradient -> its bucket
   std::set<size_t> unjoined_;                       // buckets forked and not joined yet
   std::unique_ptr<SequenceLowering> sequence_;
+  std::map<int, int> amax_in_graph_;              // AbsMax op -> the dense op whose cuDNN graph computes it
+  std::map<int, std::string> amax_not_in_graph_;  // AbsMax op -> why its dense layer's graph could not
+#ifdef STEPGRAPH_HAVE_CUDNN
+  std::vector<std::shared_ptr<ConvPlan>> dense_plans_;
+  std::unique_ptr<plan_cache::PlanCache> dense_cache_;
+#endif
 };
 
 }  // namespace
