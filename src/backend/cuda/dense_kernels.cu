@@ -4,6 +4,7 @@
 #include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace sg::cuda {
 
@@ -42,6 +43,7 @@ __device__ __forceinline__ void split_range(const DenseGemm& g, int s, int64_t* 
 
 template <int TILE>
 __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, DenseGemm g1, int tiles0) {
+  PDL_PROLOGUE();
   constexpr int TPT = TILE / 16;
   constexpr int kBK = 4096 / TILE;
   __shared__ float As[kBK][TILE + 1];  // As[k][m]
@@ -142,6 +144,7 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
 // j, j + 8, ... in order, then a fixed shuffle tree combines the eight (deterministic).
 constexpr int kReduceLanes = 8;
 __global__ void split_reduce_kernel(DenseGemm g) {
+  PDL_PROLOGUE();
   const int64_t mn = g.M * g.N, total = mn + (g.rowsum ? g.M : 0);
   const int64_t e = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kReduceLanes;
   const int sub = threadIdx.x % kReduceLanes;
@@ -206,10 +209,10 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
   if (g.splits > 1) {
     SG_REQUIRE(second == nullptr && g.partial != nullptr, "dense kernel: a split product runs alone, with scratch");
     const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, 64)), static_cast<unsigned>(g.splits));
-    dense_gemm_kernel<64><<<grid, kThreads, 0, s>>>(g, g, static_cast<int>(grid.x));
+    launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g, static_cast<int>(grid.x));
     KERNEL_LAUNCH_CHECK();
     const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
-    split_reduce_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(g);
+    launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, g);
     KERNEL_LAUNCH_CHECK();
     return;
   }
@@ -218,9 +221,9 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
   SG_REQUIRE(total <= (int64_t{1} << 31) - 1, "dense kernel: too many tiles (", total, ")");
   const DenseGemm& g1 = second ? *second : g;
   const unsigned grid = static_cast<unsigned>(total);
-  if (t == 64) dense_gemm_kernel<64><<<grid, kThreads, 0, s>>>(g, g1, static_cast<int>(t0));
-  else if (t == 32) dense_gemm_kernel<32><<<grid, kThreads, 0, s>>>(g, g1, static_cast<int>(t0));
-  else dense_gemm_kernel<16><<<grid, kThreads, 0, s>>>(g, g1, static_cast<int>(t0));
+  if (t == 64) launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g1, static_cast<int>(t0));
+  else if (t == 32) launch_pdl(dense_gemm_kernel<32>, grid, kThreads, 0, s, g, g1, static_cast<int>(t0));
+  else launch_pdl(dense_gemm_kernel<16>, grid, kThreads, 0, s, g, g1, static_cast<int>(t0));
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -1,10 +1,29 @@
+#include <cstdlib>
+#include <string>
+
 #include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "data/feistel.h"
 
 namespace sg::cuda {
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("SG_PDL");
+    if (v && std::string(v) == "0") return false;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return on;
+}
 
 namespace {
 
@@ -19,6 +38,7 @@ inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8)
 __global__ void gather_batch_kernel(const float* dataX, const char* dataY, const int32_t* step, float* X,
                                     char* y, int32_t* valid, int64_t N, int64_t D, int64_t B, size_t row_bytes,
                                     GatherAttrs a) {
+  PDL_PROLOGUE();
   const int64_t G = B * a.shards;  // the global batch; this one is its slice a.shard
   const int64_t bpe = a.partial_last ? (N + G - 1) / G : N / G;
   const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * G + a.shard * B;
@@ -33,6 +53,7 @@ __global__ void gather_batch_kernel(const float* dataX, const char* dataY, const
 
 __global__ void bias_act_kernel(const float* in, const float* bias, float* z, float* y, int64_t B,
                                 int64_t O, Activation act) {
+  PDL_PROLOGUE();
   const int64_t n = B * O;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float v = in[i] + (bias ? bias[i % O] : 0.0f);
@@ -42,6 +63,7 @@ __global__ void bias_act_kernel(const float* in, const float* bias, float* z, fl
 }
 
 __global__ void act_backward_kernel(float* dy, const float* y, const float* z, int64_t n, Activation act) {
+  PDL_PROLOGUE();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dy[i] *= act_derivative<float>(act, y ? y[i] : 0.0f, z ? z[i] : 0.0f);
 }
@@ -50,6 +72,7 @@ __global__ void act_backward_kernel(float* dy, const float* y, const float* z, i
 // Each block sums its chunk (8 row partials combined in a fixed order); with several chunks the
 // last block of a column group to finish adds the chunks' sums in chunk order (deterministic).
 __global__ void column_sum_kernel(const float* dz, float* db, int64_t B, int64_t O, bool acc, ColumnSumScratch sc) {
+  PDL_PROLOGUE();
   __shared__ float part[8][33];
   __shared__ bool last;
   const int64_t o = blockIdx.x * 32 + threadIdx.x;
@@ -82,11 +105,13 @@ __global__ void column_sum_kernel(const float* dz, float* db, int64_t B, int64_t
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  PDL_PROLOGUE();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = a[i] + b[i];
 }
 
 __global__ void add_backward_kernel(const float* dy, float* da, float* db, int64_t n, bool acc_a, bool acc_b) {
+  PDL_PROLOGUE();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float g = dy[i];
     if (da) da[i] = acc_a ? da[i] + g : g;
@@ -106,6 +131,7 @@ constexpr int kRowsPerBlock = kBlock / 32;  // one warp per row
 // one block: an integer sum, so the mean's denominator is exact and the same on every run.
 __global__ void count_targets_kernel(const int32_t* labels, const int32_t* valid, int64_t B, int64_t per_row,
                                      int32_t* count) {
+  PDL_PROLOGUE();
   const int64_t V = (valid ? *valid : B) * per_row;
   int32_t n = 0;
   for (int64_t i = threadIdx.x; i < V; i += blockDim.x) n += labels[i] >= 0;
@@ -135,6 +161,7 @@ __device__ int64_t counted_targets(const int32_t* labels, int64_t V, bool ignore
 __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, const int32_t* valid,
                                   float* loss, float* dlogits, int64_t B, int64_t C, int64_t per_row,
                                   bool ignore_negative, const int32_t* count, bool mean, ReduceScratch sc) {
+  PDL_PROLOGUE();
   const int lane = threadIdx.x & 31;
   const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;
   const int64_t counted = counted_targets(labels, V, ignore_negative, count);
@@ -200,6 +227,7 @@ __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const fl
                                         const int32_t* labels, const int32_t* valid, float* loss, float* dlogits,
                                         int64_t B, int64_t I, int C, int64_t per_row, bool ignore_negative,
                                         const int32_t* count, bool mean, ReduceScratch sc) {
+  PDL_PROLOGUE();
   extern __shared__ float smem[];
   float* Ws = smem;            // [C, I]
   float* Xs = smem + C * I;    // [kRowsPerBlock, I]
@@ -257,6 +285,7 @@ __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const fl
 
 __global__ void mse_kernel(const float* pred, const float* target, const int32_t* valid, float* loss,
                            float* dpred, int64_t B, int64_t T, bool mean, ReduceScratch sc) {
+  PDL_PROLOGUE();
   const int64_t V = valid ? *valid : B;
   const int64_t n_valid = V * T, n = B * T;
   const float scale = mean ? 1.0f / static_cast<float>(n_valid > 0 ? n_valid : 1) : 1.0f;
@@ -305,6 +334,7 @@ __device__ void store_sched(float* sched, const SchedValues& v) {
 }
 
 __global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched, ScheduleAttrs a) {
+  PDL_PROLOGUE();
   const int32_t t = ++step[0];
   store_sched(sched, schedule_at(t, hyper, a));
 }
@@ -331,6 +361,7 @@ __device__ void finish_fused_schedule(const float* hyper, const FusedSchedule& f
 
 __global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
                            const float* sched, SgdAttrs a, FusedSchedule fs, bool fused) {
+  PDL_PROLOGUE();
   const ChunkRef c = chunks[blockIdx.x];
   const ParamDesc d = descs[c.tensor];
   const SchedValues sv = current_sched(hyper, sched, fs, fused);
@@ -353,6 +384,7 @@ __global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const
 // As PyTorch's AdamW / Adam: step_size = lr / bc1, denom = sqrt(v) / sqrt(bc2) + eps.
 __global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
                             const float* sched, AdamAttrs a, FusedSchedule fs, bool fused) {
+  PDL_PROLOGUE();
   const ChunkRef c = chunks[blockIdx.x];
   const ParamDesc d = descs[c.tensor];
   const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
@@ -393,19 +425,19 @@ void gather_batch(const float* dataX, const void* dataY, const int32_t* step, fl
                   int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a,
                   cudaStream_t s) {
   SG_REQUIRE(B <= 2147483647, "gather_batch: batch too large");
-  gather_batch_kernel<<<static_cast<unsigned>(B), 128, 0, s>>>(dataX, static_cast<const char*>(dataY), step, X,
+  launch_pdl(gather_batch_kernel, static_cast<unsigned>(B), 128, 0, s, dataX, static_cast<const char*>(dataY), step, X,
                                                                 static_cast<char*>(y), valid, N, D, B, y_row_bytes, a);
   KERNEL_LAUNCH_CHECK();
 }
 
 void bias_act_forward(const float* in, const float* bias, float* z, float* y, int64_t B, int64_t O,
                       Activation act, cudaStream_t s) {
-  bias_act_kernel<<<grid_for(B * O), kBlock, 0, s>>>(in, bias, z, y, B, O, act);
+  launch_pdl(bias_act_kernel, grid_for(B * O), kBlock, 0, s, in, bias, z, y, B, O, act);
   KERNEL_LAUNCH_CHECK();
 }
 
 void act_backward_inplace(float* dy, const float* y, const float* z, int64_t n, Activation act, cudaStream_t s) {
-  act_backward_kernel<<<grid_for(n), kBlock, 0, s>>>(dy, y, z, n, act);
+  launch_pdl(act_backward_kernel, grid_for(n), kBlock, 0, s, dy, y, z, n, act);
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -421,17 +453,17 @@ void column_sum(const float* dz, float* db, int64_t B, int64_t O, bool accumulat
   const int chunks = column_sum_chunks(B, O);
   SG_REQUIRE(chunks == 1 || sc.partials != nullptr, "column sum over ", B, " rows: scratch needed");
   const dim3 grid(static_cast<unsigned>((O + 31) / 32), static_cast<unsigned>(chunks));
-  column_sum_kernel<<<grid, dim3(32, 8), 0, s>>>(dz, db, B, O, accumulate, sc);
+  launch_pdl(column_sum_kernel, grid, dim3(32, 8), 0, s, dz, db, B, O, accumulate, sc);
   KERNEL_LAUNCH_CHECK();
 }
 
 void add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
-  add_kernel<<<grid_for(n), kBlock, 0, s>>>(a, b, y, n);
+  launch_pdl(add_kernel, grid_for(n), kBlock, 0, s, a, b, y, n);
   KERNEL_LAUNCH_CHECK();
 }
 
 void add_backward(const float* dy, float* da, float* db, int64_t n, bool acc_a, bool acc_b, cudaStream_t s) {
-  add_backward_kernel<<<grid_for(n), kBlock, 0, s>>>(dy, da, db, n, acc_a, acc_b);
+  launch_pdl(add_backward_kernel, grid_for(n), kBlock, 0, s, dy, da, db, n, acc_a, acc_b);
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -456,7 +488,7 @@ const int32_t* count_targets_first(const int32_t* labels, const int32_t* valid, 
                                    bool ignore_negative, const ReduceScratch& sc, cudaStream_t s) {
   if (!ignore_negative || softmax_ce_counts_in_block(B * per_row)) return nullptr;
   SG_ASSERT(sc.count != nullptr);
-  count_targets_kernel<<<1, 1024, 0, s>>>(labels, valid, B, per_row, sc.count);
+  launch_pdl(count_targets_kernel, 1, 1024, 0, s, labels, valid, B, per_row, sc.count);
   KERNEL_LAUNCH_CHECK();
   return sc.count;
 }
@@ -468,7 +500,7 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
   const int blocks = softmax_ce_blocks(B * per_row);
   SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
   const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
-  softmax_ce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
+  launch_pdl(softmax_ce_kernel, static_cast<unsigned>(blocks), kBlock, 0, s, 
       logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, count, r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
@@ -484,11 +516,11 @@ void dense_softmax_cross_entropy(const float* X, const float* W, const float* bi
   const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
   const size_t smem = static_cast<size_t>(C * I + kRowsPerBlock * I) * sizeof(float);
   if (C <= 16)
-    dense_softmax_ce_kernel<16><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
+    launch_pdl(dense_softmax_ce_kernel<16>, static_cast<unsigned>(blocks), kBlock, smem, s, 
         X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), per_row, ignore_negative, count,
         r == Reduction::Mean, sc);
   else
-    dense_softmax_ce_kernel<kMaxFusedClasses><<<static_cast<unsigned>(blocks), kBlock, smem, s>>>(
+    launch_pdl(dense_softmax_ce_kernel<kMaxFusedClasses>, static_cast<unsigned>(blocks), kBlock, smem, s, 
         X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), per_row, ignore_negative, count,
         r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
@@ -498,26 +530,26 @@ void mean_squared_error(const float* pred, const float* target, const int32_t* v
                         float* dpred, int64_t B, int64_t T, Reduction r, ReduceScratch sc, cudaStream_t s) {
   const int blocks = mse_blocks(B * T);
   SG_ASSERT(blocks <= sc.max_blocks);
-  mse_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(pred, target, valid, loss, dpred, B, T,
+  launch_pdl(mse_kernel, static_cast<unsigned>(blocks), kBlock, 0, s, pred, target, valid, loss, dpred, B, T,
                                                                r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 
 void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, cudaStream_t s) {
-  schedule_kernel<<<1, 1, 0, s>>>(step, hyper, sched, a);
+  launch_pdl(schedule_kernel, 1, 1, 0, s, step, hyper, sched, a);
   KERNEL_LAUNCH_CHECK();
 }
 
 void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
                 const float* sched, const SgdAttrs& a, const FusedSchedule* fs, cudaStream_t s) {
-  sgd_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a,
+  launch_pdl(sgd_kernel, static_cast<unsigned>(num_chunks), kBlock, 0, s, descs, chunks, hyper, sched, a,
                                                                   fs ? *fs : FusedSchedule{}, fs != nullptr);
   KERNEL_LAUNCH_CHECK();
 }
 
 void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
                  const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s) {
-  adam_kernel<<<static_cast<unsigned>(num_chunks), kBlock, 0, s>>>(descs, chunks, hyper, sched, a,
+  launch_pdl(adam_kernel, static_cast<unsigned>(num_chunks), kBlock, 0, s, descs, chunks, hyper, sched, a,
                                                                    fs ? *fs : FusedSchedule{}, fs != nullptr);
   KERNEL_LAUNCH_CHECK();
 }
@@ -543,6 +575,7 @@ __device__ float block_nan_max(float v) {
 // Grid-stride max |X[i]| per block into out[blockIdx.x]; run again with one block over the
 // blocks' maxima (non-negative or NaN, so |.| leaves them as they are) for the total.
 __global__ void abs_max_kernel(const float* X, int64_t n, float* out) {
+  PDL_PROLOGUE();
   float v = 0.0f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     v = nan_max(v, fabsf(X[i]));
@@ -559,9 +592,9 @@ int abs_max_blocks(int64_t n) {
 
 void abs_max(const float* X, int64_t n, float* partials, float* out, cudaStream_t s) {
   const int blocks = abs_max_blocks(n);
-  abs_max_kernel<<<blocks, 256, 0, s>>>(X, n, partials);
+  launch_pdl(abs_max_kernel, blocks, 256, 0, s, X, n, partials);
   KERNEL_LAUNCH_CHECK();
-  abs_max_kernel<<<1, 256, 0, s>>>(partials, blocks, out);
+  launch_pdl(abs_max_kernel, 1, 256, 0, s, partials, blocks, out);
   KERNEL_LAUNCH_CHECK();
 }
 
