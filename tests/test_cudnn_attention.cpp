@@ -14,6 +14,7 @@
 #include "stepgraph/bench.h"
 #include "stepgraph/run.h"
 #include "stepgraph/trainer.h"
+#include "test_bf16.h"  // REQUIRE_GPU_AND_CUDNN
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDA
 #include "backend/cuda/bf16_kernels.cuh"
@@ -123,19 +124,7 @@ TEST(CudnnAttention, ShapesCudnnCannotTakeAreRefusedBeforePlanning) {
     EXPECT_THROW(cuda::SequenceLowering::check_supported(p, op, AttentionMode::CudnnBF16), Error);
 }
 
-uint16_t bf16_bits(float f) {  // round to nearest even, as a reference (finite and infinite inputs)
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
+// bf16_bits / bf16_value (test_bf16.h): round to nearest even, finite and infinite inputs.
 TEST(CudnnAttention, Bf16ConversionRoundsToNearestEvenAndAccumulates) {
   REQUIRE_GPU();
   std::vector<float> x = {1.0f, 1.0f + 0x1p-8f,  // a tie: down to the even 1.0
@@ -184,13 +173,6 @@ TEST(CudnnAttention, Bf16ConversionRoundsToNearestEvenAndAccumulates) {
 #endif  // STEPGRAPH_HAVE_CUDA
 
 #ifdef STEPGRAPH_HAVE_CUDNN
-
-#define REQUIRE_GPU_AND_CUDNN()                                              \
-  do {                                                                      \
-    std::string why_;                                                       \
-    if (!cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_;         \
-    if (!cuda::cudnn_loadable(&why_)) GTEST_SKIP() << "no cuDNN: " << why_; \
-  } while (0)
 
 LowerOptions bf16_options() {
   LowerOptions o;

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,19 @@ class ConvPlan {
   virtual std::string describe() const = 0;
   virtual const ConvPlanStats& stats() const = 0;
 };
+
+// Gives every plan one workspace, as large as the largest needs (a program's steps run one after
+// another on one stream), from `own` (memory the executable keeps). Returns its size; 0: none
+// needed, nothing allocated.
+inline size_t share_workspace(const std::vector<std::shared_ptr<ConvPlan>>& plans,
+                              const std::function<char*(size_t)>& own) {
+  size_t most = 0;
+  for (const auto& p : plans) most = most > p->workspace_bytes() ? most : p->workspace_bytes();
+  if (most == 0) return 0;
+  void* ws = own(most);
+  for (const auto& p : plans) p->set_workspace(ws);
+  return most;
+}
 
 // Whether plans are built with dynamic shapes and a kernel cache shared by the shape variants of
 // one op (cuDNN >= 9.5 loaded and SG_CUDNN_DYNAMIC_SHAPES not 0); `why` says why not.

@@ -221,13 +221,8 @@ void ImageLowering::conv_backward(const Op& op) {
 
 void ImageLowering::finish() {
   if (plans_.empty()) return;
-  size_t most = 0;
-  for (const auto& p : plans_) most = std::max(most, p->workspace_bytes());
-  if (most > 0) {
-    void* ws = h_.own(most);
-    for (const auto& p : plans_) p->set_workspace(ws);
+  if (const size_t most = share_workspace(plans_, h_.own); most > 0)
     h_.notes << "  cuDNN workspace: " << most << " bytes, shared by " << plans_.size() << " plans\n";
-  }
   std::vector<ConvPlanStats> st;
   int loaded = 0, timed = 0;
   double ms = 0, tune = 0, spread = 0;

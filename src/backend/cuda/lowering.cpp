@@ -865,12 +865,7 @@ class Lowering {
   // The dense graphs' shared workspace (their steps run one after another on one stream).
   void finish_cudnn_dense() {
     if (dense_plans_.empty()) return;
-    size_t most = 0;
-    for (const auto& p : dense_plans_) most = std::max(most, p->workspace_bytes());
-    if (most > 0) {
-      void* ws = own(most);
-      for (const auto& p : dense_plans_) p->set_workspace(ws);
-    }
+    const size_t most = share_workspace(dense_plans_, [this](size_t bytes) { return own(bytes); });
     notes_ << "  cuDNN dense+amax graphs: " << dense_plans_.size() << ", workspace " << most << " bytes; plan cache "
            << (dense_cache_ && dense_cache_->enabled() ? dense_cache_->dir() : std::string("off")) << "\n";
   }

@@ -323,12 +323,7 @@ void SequenceLowering::attention_backward_cudnn(const Op& op) {
 
 void SequenceLowering::finish() {
   if (plans_.empty()) return;
-  size_t most = 0;
-  for (const auto& p : plans_) most = std::max(most, p->workspace_bytes());
-  if (most > 0) {
-    void* ws = h_.own(most);
-    for (const auto& p : plans_) p->set_workspace(ws);
-  }
+  const size_t most = share_workspace(plans_, h_.own);
   h_.notes << "  cuDNN SDPA plans: " << plans_.size() << ", workspace " << most
            << " bytes shared by them (bf16 attention: the heuristic's engine; train.autotune and the plan cache do "
               "not apply to them yet)\n";
