@@ -581,16 +581,7 @@ TEST(Cuda, CnnGraphMatchesCpuTrainerAndExplainsItsPlans) {
   // near zero into a difference of up to lr per step (measured 1.7e-5 on one filter weight after
   // 10 steps at lr 1e-3), so each tensor is compared as a whole (relative L2), and elementwise
   // only to within one step (lr).
-  auto a = gpu->params(), b = cpu.params();
-  for (auto& [name, v] : a) {
-    double d2 = 0, r2 = 0, worst = 0;
-    for (int64_t k = 0; k < v.numel(); ++k) {
-      const double x = v.data<float>()[k], y = b.at(name).data<float>()[k];
-      d2 += (x - y) * (x - y), r2 += y * y, worst = std::max(worst, std::fabs(x - y));
-    }
-    EXPECT_LE(std::sqrt(d2 / std::max(r2, 1e-30)), 1e-3) << name;
-    EXPECT_LE(worst, 1e-3) << name;
-  }
+  expect_params_close(gpu->params(), cpu.params(), 1e-3, 1e-3);
   const std::string s = gpu->explain();
   for (const char* want : {"cuDNN graph conv_fprop", "engine ", "conv_dgrad", "conv_wgrad", "max pool kernel",
                            "max pool backward kernel", "reshape", "deterministic", "graph captures: 1"})

@@ -187,16 +187,7 @@ TEST(CudaSequence, TrainerInGraphMatchesCpuFor10Steps) {
   }
   // As the CNN test: Adam turns tiny gradient differences on near-zero gradients into steps of
   // up to lr, so tensors are compared as a whole and elementwise only to within a few steps.
-  auto a = gpu->params(), b = cpu->params();
-  for (auto& [name, v] : a) {
-    double d2 = 0, r2 = 0, worst = 0;
-    for (int64_t k = 0; k < v.numel(); ++k) {
-      const double x = v.data<float>()[k], y = b.at(name).data<float>()[k];
-      d2 += (x - y) * (x - y), r2 += y * y, worst = std::max(worst, std::fabs(x - y));
-    }
-    EXPECT_LE(std::sqrt(d2 / std::max(r2, 1e-30)), 1e-3) << name;
-    EXPECT_LE(worst, 1e-2) << name;
-  }
+  expect_params_close(gpu->params(), cpu->params(), 1e-3, 1e-2);
   // Evaluation (forward + loss only) agrees too.
   HostArray X = token_ids(40, 24, 21, 9400), y = token_labels(40, 24, 21, 0.5, 9401);
   const EvalResult eg = gpu->evaluate(X, y), ec = cpu->evaluate(X, y);

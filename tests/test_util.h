@@ -381,6 +381,23 @@ inline std::vector<double> to_double(const HostArray& a) {
 }
 
 // |a - b| <= abs + rel * |b|
+// Two trainers' parameters (GPU against the CPU reference) after several Adam steps: Adam's
+// m / sqrt(v) turns a tiny gradient difference on a near-zero gradient into a step of up to lr,
+// so each tensor is compared as a whole (relative L2 <= rel) and elementwise only to within a
+// few such steps (|x - y| <= worst).
+inline void expect_params_close(const std::map<std::string, HostArray>& got,
+                                const std::map<std::string, HostArray>& want, double rel, double worst) {
+  for (const auto& [name, v] : got) {
+    double d2 = 0, r2 = 0, most = 0;
+    for (int64_t k = 0; k < v.numel(); ++k) {
+      const double x = v.data<float>()[k], y = want.at(name).data<float>()[k];
+      d2 += (x - y) * (x - y), r2 += y * y, most = std::max(most, std::fabs(x - y));
+    }
+    EXPECT_LE(std::sqrt(d2 / std::max(r2, 1e-30)), rel) << name;
+    EXPECT_LE(most, worst) << name;
+  }
+}
+
 inline ::testing::AssertionResult near(double a, double b, double abs, double rel) {
   if (std::fabs(a - b) <= abs + rel * std::fabs(b)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << a << " vs " << b << " (diff " << std::fabs(a - b) << ")";
