@@ -109,6 +109,11 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   auto model = sequential({dense(16, Activation::ReLU), shared, shared, dense(3)});
   Built b = train_program(*model, MeanSquaredError(), {6000, 10}, Adam(1e-3));
   compare_backends(b.p, b.specs, 35, "batch 6000, split-k weight gradients", 2, 1e-4);
+  // Widths that take the row-slab split kernel with float4 loads (64) and without (6, 1), over
+  // a row count that ends inside a slab.
+  auto odd = sequential({dense(64, Activation::Tanh), dense(6, Activation::ReLU), dense(1)});
+  Built o = train_program(*odd, MeanSquaredError(), {5003, 4}, Adam(1e-3));
+  compare_backends(o.p, o.specs, 38, "batch 5003, widths 64, 6, 1", 2, 1e-4);
   // 2048 inputs into 16 units: the forward product splits its k = 2048.
   auto wide = sequential({dense(16, Activation::GELU), dense(5)});
   Built w = train_program(*wide, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));

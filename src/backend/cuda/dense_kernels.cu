@@ -140,6 +140,108 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
   if (do_rowsum && tid < TILE && m0 + tid < g.M) store_rowsum(g, m0 + tid, rs);
 }
 
+// A split product laid out as a weight gradient (A(m, k) = dZ[k, m] with m fastest, B(k, n) =
+// X[k, n] with n fastest): both operands' rows are contiguous, so each slab of kRowsBK rows goes
+// into shared memory as it lies in memory (float4 loads when widths and pointers allow), with no
+// transpose. Each thread keeps a 4 x 4 block of one 64 x 64 output tile and reads its operands
+// as float4; the next slab is loaded into registers while the current one is multiplied. Each
+// block writes the raw partial sums of its k-range (blockIdx.y); split_reduce_kernel adds them.
+constexpr int kRowsBK = 32;
+template <bool VEC>
+__device__ __forceinline__ float4 load_row4(const float* p, int64_t k, int64_t ld, int64_t c, int64_t lim, bool in) {
+  if constexpr (VEC) {
+    return in && c < lim ? __ldg(reinterpret_cast<const float4*>(p + k * ld + c)) : make_float4(0, 0, 0, 0);
+  } else {
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = in && c + j < lim ? __ldg(p + k * ld + c + j) : 0.0f;
+    return make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) {
+  PDL_PROLOGUE();
+  constexpr int T = 64, BK = kRowsBK, kLoads = BK * T / 4 / kThreads;  // 2 float4 of A and of B
+  __shared__ __align__(16) float As[2][BK][T];  // As[k][m]
+  __shared__ __align__(16) float Bs[2][BK][T];  // Bs[k][n]
+  const int64_t n_tiles = (g.N + T - 1) / T;
+  const int64_t tn = blockIdx.x % n_tiles, tm = blockIdx.x / n_tiles;
+  const int64_t m0 = tm * T, n0 = tn * T;
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  int64_t k_begin = 0, k_end = 0;
+  split_range<BK>(g, blockIdx.y, &k_begin, &k_end);
+  const bool do_rowsum = g.rowsum != nullptr && tn == 0 && tx == 0;
+  float acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+  float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float4 ra[kLoads], rb[kLoads];
+  auto load = [&](int64_t k0) {
+#pragma unroll
+    for (int r = 0; r < kLoads; ++r) {
+      const int e = tid + r * kThreads, kk = e / (T / 4), c = (e % (T / 4)) * 4;
+      const bool in = k0 + kk < k_end;
+      ra[r] = load_row4<VEC>(g.A, k0 + kk, g.sak, m0 + c, g.M, in);
+      rb[r] = load_row4<VEC>(g.B, k0 + kk, g.sbk, n0 + c, g.N, in);
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int r = 0; r < kLoads; ++r) {
+      const int e = tid + r * kThreads, kk = e / (T / 4), c = (e % (T / 4)) * 4;
+      *reinterpret_cast<float4*>(&As[buf][kk][c]) = ra[r];
+      *reinterpret_cast<float4*>(&Bs[buf][kk][c]) = rb[r];
+    }
+  };
+  if (k_begin < k_end) {
+    load(k_begin);
+    store(0);
+  }
+  __syncthreads();
+  int buf = 0;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += BK) {
+    const bool more = k0 + BK < k_end;
+    if (more) load(k0 + BK);  // in flight while this slab is multiplied
+    if (do_rowsum) {          // the bias gradient: sum of A over the first rowsum_k values of k
+      const int64_t left = g.rowsum_k - k0;
+      const int rdepth = left < 0 ? 0 : left < BK ? static_cast<int>(left) : BK;
+      for (int kk = 0; kk < rdepth; ++kk) {
+        const float4 a = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
+        rs[0] += a.x, rs[1] += a.y, rs[2] += a.z, rs[3] += a.w;
+      }
+    }
+    // Rows past k_end were loaded as zeros: the whole slab is multiplied.
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      const float4 a4 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
+      const float4 b4 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
+      const float a[4] = {a4.x, a4.y, a4.z, a4.w}, b[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (more) store(buf ^ 1);  // that buffer's last readers passed the barrier below
+    __syncthreads();
+    buf ^= 1;
+  }
+  float* P = g.partial + blockIdx.y * g.M * g.N;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + ty * 4 + i;
+    if (m >= g.M) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tx * 4 + j;
+      if (n < g.N) P[m * g.N + n] = acc[i][j];
+    }
+    if (do_rowsum) g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m] = rs[i];
+  }
+}
+
 // Sums the splits' partials, then the epilogue. Eight lanes share an output: lane j adds splits
 // j, j + 8, ... in order, then a fixed shuffle tree combines the eight (deterministic).
 constexpr int kReduceLanes = 8;
@@ -164,9 +266,16 @@ __global__ void split_reduce_kernel(DenseGemm g) {
 
 int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
 
+// The weight-gradient layout split_gemm_rows_kernel takes, and whether its rows load as float4.
+bool rows_layout(const DenseGemm& g) { return g.sam == 1 && g.sbn == 1; }
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool rows_vec4(const DenseGemm& g) {
+  return g.M % 4 == 0 && g.N % 4 == 0 && g.sak % 4 == 0 && g.sbk % 4 == 0 && aligned16(g.A) && aligned16(g.B);
+}
+
 }  // namespace
 
-bool prefer_own_gemm(int64_t M, int64_t N, int64_t K) {
+bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
   const char* v = std::getenv("SG_OWN_GEMM");
   if (v && std::string(v) == "0") return false;
   if (v && std::string(v) == "1") return true;
@@ -175,20 +284,24 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K) {
   // reduction over few output tiles (a weight gradient over many jet rows: 32 x 32 x 2560) runs
   // serially in our kernel's few blocks (55 us measured), where cuBLASLt splits it.
   // Tall products (M rows of jets, N = 1 output) waste most of a tile: cuBLASLt.
-  return (M * N * K <= (int64_t{1} << 22) && K <= 512 && M <= 16384) || own_gemm_splits(M, N, K) > 1;
+  return (M * N * K <= (int64_t{1} << 22) && K <= 512 && M <= 16384) || own_gemm_splits(M, N, K, rows) > 1;
 }
 
-int own_gemm_splits(int64_t M, int64_t N, int64_t K) {
+int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows) {
   const char* v = std::getenv("SG_SPLIT_K");
   if (v && std::string(v) == "0") return 1;  // such products go to cuBLASLt
-  // A small output (a few 64 x 64 tiles) over a long reduction: one wave of blocks on an H200
-  // (the kernel fits one block per SM), each over at least 128 values of k. From k = 1024 for
-  // outputs up to 128 x 128 (a PINN's boundary points), from 2048 up to 256 x 256 (cuBLASLt
-  // is faster for an MLP's 256 x 256 x 1024 weight gradient: 290 against 410 us per step).
-  // Past ~2^28 multiply-adds cuBLASLt's throughput wins (a Fourier PINN's 128 x 128 x 81920:
-  // 1919 against 2112 us per step).
-  if (K < 1024 || M * N > 256 * 256 || (K < 2048 && M * N > 128 * 128) || M * N * K > (int64_t{1} << 28)) return 1;
-  const int64_t t = tiles(M, N, 64), want = (132 + t - 1) / t, most = K / 128;
+  // A small output (a few 64 x 64 tiles) over a long reduction, each block over at least 128
+  // values of k. From k = 1024 for outputs up to 128 x 128 (a PINN's boundary points), from 2048
+  // up to 256 x 256 (cuBLASLt is faster for an MLP's 256 x 256 x 1024 weight gradient: 287
+  // against 355 us per step on mlp_8x256).
+  if (K < 1024 || M * N > 256 * 256 || (K < 2048 && M * N > 128 * 128)) return 1;
+  // Weight gradients (split_gemm_rows_kernel) take two waves of blocks on an H200's 132 SMs
+  // (Poisson 4x64: 476 -> 445 us per step against one wave; four: 456) and any size (Fourier
+  // 4x128's 128 x 128 x 81920: 1563 us against cuBLASLt's 1576). Other layouts (the generic
+  // kernel) one wave, and cuBLASLt past ~2^28 multiply-adds (Fourier: 1919 against 2112 us).
+  if (!rows && M * N * K > (int64_t{1} << 28)) return 1;
+  const int64_t waves = rows ? 2 : 1;
+  const int64_t t = tiles(M, N, 64), want = (waves * 132 + t - 1) / t, most = K / 128;
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }
@@ -209,7 +322,12 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
   if (g.splits > 1) {
     SG_REQUIRE(second == nullptr && g.partial != nullptr, "dense kernel: a split product runs alone, with scratch");
     const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, 64)), static_cast<unsigned>(g.splits));
-    launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g, static_cast<int>(grid.x));
+    if (rows_layout(g)) {
+      if (rows_vec4(g)) launch_pdl(split_gemm_rows_kernel<true>, grid, kThreads, 0, s, g);
+      else launch_pdl(split_gemm_rows_kernel<false>, grid, kThreads, 0, s, g);
+    } else {
+      launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g, static_cast<int>(grid.x));
+    }
     KERNEL_LAUNCH_CHECK();
     const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
     launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, g);

@@ -45,10 +45,12 @@ struct DenseGemm {
 
 // Whether our kernel is the better choice for an M x N x K product: small and medium sizes, and
 // long reductions onto a small output (a weight gradient over tens of thousands of jet rows),
-// which it splits over k (own_gemm_splits > 1).
-bool prefer_own_gemm(int64_t M, int64_t N, int64_t K);
+// which it splits over k (own_gemm_splits > 1). `rows`: the weight-gradient layout (A's m and
+// B's n are the unit strides: dZ^T X), whose split products run on a kernel that loads whole
+// row slabs as float4.
+bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // How many k-ranges our kernel splits the product into (1: none).
-int own_gemm_splits(int64_t M, int64_t N, int64_t K);
+int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false);
 // Floats of scratch a split product needs (0 without splits).
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
 // Tile size the launcher will use (for explain).

@@ -890,7 +890,7 @@ class Lowering {
 
     const bool need_db = db != kNone && !db_done_.count(i);
     std::optional<DenseGemm> own_dw, own_dx;
-    if (prefer_own_gemm(O, I, B)) {
+    if (prefer_own_gemm(O, I, B, /*rows=*/true)) {
       DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
       d.M = O, d.N = I, d.K = B;
       d.A = dz, d.sam = 1, d.sak = O;
@@ -932,7 +932,7 @@ class Lowering {
   // A long reduction onto a small output is split over k, with its partial sums in scratch.
   void plan_split(DenseGemm& d) {
     if (d.partial) return;  // planned already
-    d.splits = own_gemm_splits(d.M, d.N, d.K);
+    d.splits = own_gemm_splits(d.M, d.N, d.K, d.sam == 1 && d.sbn == 1);
     if (d.splits > 1)
       d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
   }
