@@ -141,12 +141,13 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
 }
 
 // A split product laid out as a weight gradient (A(m, k) = dZ[k, m] with m fastest, B(k, n) =
-// X[k, n] with n fastest): both operands' rows are contiguous, so each slab of kRowsBK rows goes
-// into shared memory as it lies in memory (float4 loads when widths and pointers allow), with no
-// transpose. Each thread keeps a 4 x 4 block of one 64 x 64 output tile and reads its operands
-// as float4; the next slab is loaded into registers while the current one is multiplied. Each
-// block writes the raw partial sums of its k-range (blockIdx.y); split_reduce_kernel adds them.
-constexpr int kRowsBK = 32;
+// X[k, n] with n fastest): both operands' rows are contiguous, so each slab of BK rows goes into
+// shared memory as it lies in memory (float4 loads when widths and pointers allow), with no
+// transpose. A T x T output tile (T = 64 or 128) is spread over 16 x 16 threads, each holding
+// (T/16) x (T/16) outputs in groups of 4 rows and 4 columns 64 apart, read from shared memory
+// as float4 (a warp's reads then cover consecutive words: no bank conflicts). The next slab is
+// loaded into registers while the current one is multiplied. Each block writes the raw partial
+// sums of its k-range (blockIdx.y); split_reduce_kernel adds them.
 template <bool VEC>
 __device__ __forceinline__ float4 load_row4(const float* p, int64_t k, int64_t ld, int64_t c, int64_t lim, bool in) {
   if constexpr (VEC) {
@@ -159,10 +160,20 @@ __device__ __forceinline__ float4 load_row4(const float* p, int64_t k, int64_t l
   }
 }
 
-template <bool VEC>
+template <int T>
+struct RowsTile {
+  static constexpr int BK = 2048 / T;                  // 32 or 16 rows: 2 float4 of A and of B per thread
+  static constexpr int TPT = T / 16;                   // outputs per thread in each direction
+  static constexpr int kLoads = BK * T / 4 / kThreads;
+  // Offset of a thread's i-th row (or column) within the tile: groups of 4, 64 apart.
+  __device__ static int at(int t, int i) { return (i / 4) * 64 + t * 4 + i % 4; }
+};
+
+template <int T, bool VEC>
 __global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) {
   PDL_PROLOGUE();
-  constexpr int T = 64, BK = kRowsBK, kLoads = BK * T / 4 / kThreads;  // 2 float4 of A and of B
+  using R = RowsTile<T>;
+  constexpr int BK = R::BK, TPT = R::TPT, kLoads = R::kLoads;
   __shared__ __align__(16) float As[2][BK][T];  // As[k][m]
   __shared__ __align__(16) float Bs[2][BK][T];  // Bs[k][n]
   const int64_t n_tiles = (g.N + T - 1) / T;
@@ -172,12 +183,14 @@ __global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) 
   int64_t k_begin = 0, k_end = 0;
   split_range<BK>(g, blockIdx.y, &k_begin, &k_end);
   const bool do_rowsum = g.rowsum != nullptr && tn == 0 && tx == 0;
-  float acc[4][4];
+  float acc[TPT][TPT];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < TPT; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
-  float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < TPT; ++j) acc[i][j] = 0.0f;
+  float rs[TPT];
+#pragma unroll
+  for (int i = 0; i < TPT; ++i) rs[i] = 0.0f;
   float4 ra[kLoads], rb[kLoads];
   auto load = [&](int64_t k0) {
 #pragma unroll
@@ -208,21 +221,25 @@ __global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) 
     if (do_rowsum) {          // the bias gradient: sum of A over the first rowsum_k values of k
       const int64_t left = g.rowsum_k - k0;
       const int rdepth = left < 0 ? 0 : left < BK ? static_cast<int>(left) : BK;
-      for (int kk = 0; kk < rdepth; ++kk) {
-        const float4 a = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
-        rs[0] += a.x, rs[1] += a.y, rs[2] += a.z, rs[3] += a.w;
-      }
+      for (int kk = 0; kk < rdepth; ++kk)
+#pragma unroll
+        for (int i = 0; i < TPT; ++i) rs[i] += As[buf][kk][R::at(ty, i)];
     }
     // Rows past k_end were loaded as zeros: the whole slab is multiplied.
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
-      const float4 a4 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
-      const float4 b4 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
-      const float a[4] = {a4.x, a4.y, a4.z, a4.w}, b[4] = {b4.x, b4.y, b4.z, b4.w};
+      float a[TPT], b[TPT];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int q = 0; q < TPT / 4; ++q) {
+        const float4 a4 = *reinterpret_cast<const float4*>(&As[buf][kk][q * 64 + ty * 4]);
+        const float4 b4 = *reinterpret_cast<const float4*>(&Bs[buf][kk][q * 64 + tx * 4]);
+        a[q * 4] = a4.x, a[q * 4 + 1] = a4.y, a[q * 4 + 2] = a4.z, a[q * 4 + 3] = a4.w;
+        b[q * 4] = b4.x, b[q * 4 + 1] = b4.y, b[q * 4 + 2] = b4.z, b[q * 4 + 3] = b4.w;
+      }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      for (int i = 0; i < TPT; ++i)
+#pragma unroll
+        for (int j = 0; j < TPT; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
     if (more) store(buf ^ 1);  // that buffer's last readers passed the barrier below
     __syncthreads();
@@ -230,12 +247,12 @@ __global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) 
   }
   float* P = g.partial + blockIdx.y * g.M * g.N;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t m = m0 + ty * 4 + i;
+  for (int i = 0; i < TPT; ++i) {
+    const int64_t m = m0 + R::at(ty, i);
     if (m >= g.M) continue;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t n = n0 + tx * 4 + j;
+    for (int j = 0; j < TPT; ++j) {
+      const int64_t n = n0 + R::at(tx, j);
       if (n < g.N) P[m * g.N + n] = acc[i][j];
     }
     if (do_rowsum) g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m] = rs[i];
@@ -268,6 +285,13 @@ int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t 
 
 // The weight-gradient layout split_gemm_rows_kernel takes, and whether its rows load as float4.
 bool rows_layout(const DenseGemm& g) { return g.sam == 1 && g.sbn == 1; }
+// The row-slab kernel's tile: 128 x 128 (8 x 8 outputs per thread) for outputs of at least that
+// size, 64 x 64 below.
+int rows_tile(int64_t M, int64_t N) {
+  static const int force = std::getenv("SG_ROWS_TILE") ? std::atoi(std::getenv("SG_ROWS_TILE")) : 0;
+  if (force) return force;
+  return M >= 128 && N >= 128 ? 128 : 64;
+}
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool rows_vec4(const DenseGemm& g) {
   return g.M % 4 == 0 && g.N % 4 == 0 && g.sak % 4 == 0 && g.sbk % 4 == 0 && aligned16(g.A) && aligned16(g.B);
@@ -301,7 +325,7 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows) {
   // kernel) one wave, and cuBLASLt past ~2^28 multiply-adds (Fourier: 1919 against 2112 us).
   if (!rows && M * N * K > (int64_t{1} << 28)) return 1;
   const int64_t waves = rows ? 2 : 1;
-  const int64_t t = tiles(M, N, 64), want = (waves * 132 + t - 1) / t, most = K / 128;
+  const int64_t t = tiles(M, N, rows ? rows_tile(M, N) : 64), want = (waves * 132 + t - 1) / t, most = K / 128;
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }
@@ -312,7 +336,7 @@ int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
 
 
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
-  if (a.splits > 1) return 64;
+  if (a.splits > 1) return rows_layout(a) ? rows_tile(a.M, a.N) : 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
   return t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
@@ -321,11 +345,14 @@ int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
   if (g.splits > 1) {
     SG_REQUIRE(second == nullptr && g.partial != nullptr, "dense kernel: a split product runs alone, with scratch");
-    const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, 64)), static_cast<unsigned>(g.splits));
     if (rows_layout(g)) {
-      if (rows_vec4(g)) launch_pdl(split_gemm_rows_kernel<true>, grid, kThreads, 0, s, g);
-      else launch_pdl(split_gemm_rows_kernel<false>, grid, kThreads, 0, s, g);
+      const int t = rows_tile(g.M, g.N);
+      const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, t)), static_cast<unsigned>(g.splits));
+      const bool v = rows_vec4(g);
+      if (t == 128) launch_pdl(v ? split_gemm_rows_kernel<128, true> : split_gemm_rows_kernel<128, false>, grid, kThreads, 0, s, g);
+      else launch_pdl(v ? split_gemm_rows_kernel<64, true> : split_gemm_rows_kernel<64, false>, grid, kThreads, 0, s, g);
     } else {
+      const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, 64)), static_cast<unsigned>(g.splits));
       launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g, static_cast<int>(grid.x));
     }
     KERNEL_LAUNCH_CHECK();
