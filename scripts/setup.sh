@@ -15,6 +15,10 @@
 # nvidia-cudnn-cu13 (headers and libcudnn.so.9). Without nvcc it skips cuDNN entirely.
 # SG_SKIP_CUDNN=1 skips it too (the build then refuses convolutions on the GPU).
 #
+# Likewise CUTLASS's C++ headers for the 3xTF32 dense products (`precision: tf32x3`): unpacked
+# from PyPI nvidia-cutlass (pip download, no dependencies, headers only) into .deps/cutlass.
+# SG_SKIP_CUTLASS=1 skips it (the build then offers tf32x3 without its kernels: plain fp32).
+#
 # Likewise for data-parallel training: when neither the CUDA toolkit nor the system has nccl.h,
 # it unpacks the headers (only) of PyPI nvidia-nccl-cu13 into .deps/nccl (pip download, no
 # dependencies; libnccl.so.2 is loaded at run time, see scripts/nccl_lib_dir.sh). SG_SKIP_NCCL=1
@@ -115,6 +119,50 @@ PY
   rm -rf "$tmp"
 }
 
+CUTLASS_VERSION=4.2.0.0
+install_cutlass_headers() {
+  [ "${SG_SKIP_CUTLASS:-0}" = "1" ] && { say "SG_SKIP_CUTLASS=1: skipping the CUTLASS headers"; return 0; }
+  command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || return 0  # no CUDA backend
+  local dest="$ROOT/.deps/cutlass"
+  if [ -f "$dest/VERSION" ] && [ "$(cat "$dest/VERSION")" = "$CUTLASS_VERSION" ] && [ -f "$dest/include/cutlass/cutlass.h" ]; then
+    say "CUTLASS $CUTLASS_VERSION headers are in .deps/cutlass"
+    return 0
+  fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: warning: python3 has no pip: cannot fetch the CUTLASS headers; building without 3xTF32 kernels" >&2
+    return 0
+  fi
+  say "unpacking the CUTLASS $CUTLASS_VERSION headers of nvidia-cutlass into .deps/cutlass (pip download)"
+  local tmp
+  tmp=$(mktemp -d)
+  rm -rf "$dest"
+  if python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" \
+       "nvidia-cutlass==$CUTLASS_VERSION" &&
+     python3 - "$tmp" "$dest/include" <<'PY'
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+out = sys.argv[2]
+prefix = "cutlass_library/source/include/"
+with zipfile.ZipFile(wheel) as z:
+    for n in z.namelist():
+        if n.startswith(prefix) and not n.endswith("/"):
+            dest = os.path.join(out, n[len(prefix):])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(z.read(n))
+if not os.path.exists(os.path.join(out, "cutlass", "cutlass.h")):
+    sys.exit("no cutlass/cutlass.h in " + wheel)
+PY
+  then
+    echo "$CUTLASS_VERSION" > "$dest/VERSION"
+    say "CUTLASS headers are in .deps/cutlass/include"
+  else
+    rm -rf "$dest"
+    echo "setup: warning: could not fetch the CUTLASS headers (pip); building without 3xTF32 kernels" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 check_cmake() {
   command -v cmake >/dev/null 2>&1 || die "cmake is not on PATH"
   local v
@@ -141,6 +189,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   check_cmake
   install_cudnn_headers
   install_nccl_headers
+  install_cutlass_headers
   exit 0
 fi
 
@@ -162,4 +211,5 @@ as_root apt-get install -y --no-install-recommends "${missing[@]}"
 check_cmake
 install_cudnn_headers
 install_nccl_headers
+install_cutlass_headers
 say "done"

@@ -197,6 +197,10 @@ sg_cli_ok(cli_explain_then_batch
   ARGS explain "${SG_CONFIGS}/digits_cnn.json" --batch 4 --then-batch 2 --autotune heuristic --plan-cache off
   STDOUT "input: \\[2, 64\\], output: \\[2, 10\\].*autotune heuristic")
 # bf16 attention is a CUDA option: the CPU accepts it (and computes attention in fp32).
+# tf32x3 (fp32 accuracy on tensor cores) is a CUDA option the CPU accepts; a wrong name is refused.
+sg_cli_ok(cli_explain_tf32x3_option
+  ARGS explain "${SG_CONFIGS}/poisson2d_accurate.json" --device cpu --precision tf32x3
+  STDOUT "precision tf32x3")
 sg_cli_ok(cli_explain_attention_option
   ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --device cpu --batch 2 --attention cudnn_bf16
   STDOUT "attention\\(4 heads, causal\\).*precision fp32, attention cudnn_bf16")

@@ -27,6 +27,11 @@ Device parse_device(const std::string& s);  // "cpu" | "cuda"
 //   precision fp32:      full fp32 products (default)
 //            tf32:       tensor-core TF32 products for dense layers (10-bit mantissa inputs,
 //                        fp32 accumulation: relative error ~1e-3 instead of ~1e-6)
+//            tf32x3:     fp32 accuracy on tensor cores: plain dense products (a PINN's jet
+//                        layers, layers without a fused epilogue) may run as 3xTF32 (CUTLASS:
+//                        each operand split into two TF32 parts, three products, fp32
+//                        accumulation; ~1e-7 relative like fp32) where that is faster than
+//                        cuBLASLt's fp32 kernels; everything else computes as at fp32
 //   attention fp32:      self-attention with the project's own fp32 kernels (default; the CPU
 //                        reference's results to ~1e-6)
 //            cudnn_bf16: cuDNN's fused SDPA (flash attention) forward and deterministic backward:
@@ -36,7 +41,7 @@ Device parse_device(const std::string& s);  // "cpu" | "cuda"
 //                        most 256) for which the loaded cuDNN has an engine; the CPU always
 //                        computes attention in fp32 (with double sums)
 enum class Autotune : uint8_t { Off, Heuristic, Exhaustive };
-enum class Precision : uint8_t { FP32, TF32 };
+enum class Precision : uint8_t { FP32, TF32, TF32X3 };
 enum class AttentionMode : uint8_t { FP32, CudnnBF16 };
 const char* autotune_name(Autotune a);
 Autotune parse_autotune(const std::string& s);

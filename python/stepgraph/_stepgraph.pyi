@@ -417,7 +417,7 @@ class Trainer:
     Calls release the GIL; one trainer runs one call at a time.
     """
 
-    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, plan_cache: str = '') -> None:
+    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, plan_cache: str = '') -> None:
         """
         model, loss, optimizer: the step's pieces.
         device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).
@@ -425,7 +425,7 @@ class Trainer:
         mode: 'graph' (capture the step as one CUDA graph after a warm-up step) or 'eager'.
         shape_policy: what a batch with another row count does: 'recapture' (compile that shape too, at most max_shapes cached), 'pad' (pad to the compiled size, exact), 'error'.
         autotune: 'off', 'heuristic' or 'exhaustive' (cuBLASLt algorithms and cuDNN plans chosen by timing).
-        precision: 'fp32' or 'tf32' (dense layers and convolutions on CUDA).
+        precision: 'fp32', 'tf32' (dense layers and convolutions on CUDA) or 'tf32x3' (fp32 accuracy on tensor cores: plain dense products may run as CUTLASS 3xTF32).
         attention: 'fp32' (the project's own attention kernels) or 'cudnn_bf16' (cuDNN's fused attention with Q, K, V, O and gradients rounded to bf16: relative errors ~1e-2; needs cuDNN and a head size that is a multiple of 8). CUDA only: the CPU always runs fp32.
         deterministic: True (default): every kernel and cuDNN plan sums in a fixed order, so runs repeat bit for bit; False: cuDNN may pick nondeterministic (atomic) engines for convolution gradients and the SDPA backward, as PyTorch does by default (often faster).
         plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): $SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.

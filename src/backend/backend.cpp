@@ -29,12 +29,14 @@ Autotune parse_autotune(const std::string& s) {
   throw Error(cat("unknown autotune mode '", s, "': expected off, heuristic or exhaustive"));
 }
 
-const char* precision_name(Precision p) { return p == Precision::FP32 ? "fp32" : "tf32"; }
+const char* precision_name(Precision p) {
+  return p == Precision::FP32 ? "fp32" : p == Precision::TF32 ? "tf32" : "tf32x3";
+}
 
 Precision parse_precision(const std::string& s) {
-  if (s == "fp32") return Precision::FP32;
-  if (s == "tf32") return Precision::TF32;
-  throw Error(cat("unknown precision '", s, "': expected fp32 or tf32"));
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::TF32X3})
+    if (s == precision_name(p)) return p;
+  throw Error(cat("unknown precision '", s, "': expected fp32, tf32 or tf32x3"));
 }
 
 const char* attention_mode_name(AttentionMode a) { return a == AttentionMode::FP32 ? "fp32" : "cudnn_bf16"; }

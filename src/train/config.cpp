@@ -367,7 +367,7 @@ TrainerOptions parse_trainer_options(const Node& n) {
   o.shape_policy = parse_shape_policy(n.string("shape_policy", "recapture", {"recapture", "pad", "error"}));
   o.max_shapes = static_cast<int>(n.integer("max_shapes", o.max_shapes, 1));
   o.lower.autotune = parse_autotune(n.string("autotune", "off", {"off", "heuristic", "exhaustive"}));
-  o.lower.precision = parse_precision(n.string("precision", "fp32", {"fp32", "tf32"}));
+  o.lower.precision = parse_precision(n.string("precision", "fp32", {"fp32", "tf32", "tf32x3"}));
   o.lower.attention = parse_attention_mode(n.string("attention", "fp32", {"fp32", "cudnn_bf16"}));
   o.lower.deterministic = n.boolean("deterministic", true);
   o.lower.plan_cache = n.string("plan_cache", "");

@@ -35,8 +35,8 @@ void apply_overrides(const Common& c, sg::RunConfig& cfg) {
 void add_tuning_options(CLI::App* cmd, Common& c) {
   cmd->add_option("--autotune", c.autotune, "off | heuristic | exhaustive (default: the config's train.autotune)")
       ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
-  cmd->add_option("--precision", c.precision, "fp32 | tf32 for dense layers (default: the config's train.precision)")
-      ->check(CLI::IsMember({"fp32", "tf32"}));
+  cmd->add_option("--precision", c.precision, "fp32 | tf32 | tf32x3 for dense layers (tf32x3: fp32 accuracy on tensor cores; default: the config's train.precision)")
+      ->check(CLI::IsMember({"fp32", "tf32", "tf32x3"}));
   cmd->add_option("--attention", c.attention,
                   "fp32 | cudnn_bf16: self-attention on CUDA with our fp32 kernels, or cuDNN's fused SDPA in bf16 "
                   "(default: the config's train.attention)")

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/tf32x3_gemm.h"
 
 namespace sg::cuda {
 
@@ -118,6 +119,7 @@ struct TunedKey {
 };
 struct Tuned {
   cublasLtMatmulAlgo_t algo;
+  std::string tf32x3;  // the 3xTF32 kernel chosen (its name), or "": algo
   std::string note;
 };
 std::mutex g_tuned_mutex;
@@ -180,6 +182,17 @@ std::unique_ptr<GemmPlan> GemmPlan::create(cublasLtHandle_t h, const GemmShape& 
     return nullptr;
   }
   g->algo_ = r.algo;
+  if (precision == Precision::TF32X3 && epi == CUBLASLT_EPILOGUE_DEFAULT) {
+    for (int c = 0; c < tf32x3_configs(); ++c) {
+      std::string no;
+      if (auto k = make_tf32x3_gemm(s, args, c, &no)) g->tf32x3_.push_back(std::move(k));
+      else if (g->tf32x3_why_.empty()) g->tf32x3_why_ = no;
+    }
+    if (tf32x3_configs() == 0) make_tf32x3_gemm(s, args, 0, &g->tf32x3_why_);
+  } else if (precision == Precision::TF32X3) {
+    g->tf32x3_why_ = cat("tf32x3: the ", epilogue_name(epi), " epilogue runs on cuBLASLt fp32");
+  }
+  if (!g->tf32x3_.empty()) g->tf32x3_choice_ = 0;  // autotune may prefer cuBLASLt
   return g;
 }
 
@@ -192,6 +205,7 @@ GemmPlan::~GemmPlan() {
 }
 
 void GemmPlan::run(cudaStream_t s) const {
+  if (tf32x3_choice_ >= 0) return tf32x3_[tf32x3_choice_]->run(s);
   const float alpha = 1.0f, beta = args_.accumulate ? 1.0f : 0.0f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, desc_, &alpha, args_.A, la_, args_.B, lb_, &beta, args_.D, lc_,
                               args_.D, lc_, &algo_, workspace_, workspace_bytes_, s));
@@ -199,7 +213,9 @@ void GemmPlan::run(cudaStream_t s) const {
 
 void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
   if (mode == Autotune::Off) {
-    tuning_ = "heuristic's first choice";
+    tuning_ = tf32x3_choice_ >= 0 ? cat(tf32x3_[tf32x3_choice_]->name(), " (autotune off: the first 3xTF32 kernel)")
+                                  : std::string("heuristic's first choice");
+    if (!tf32x3_why_.empty()) tuning_ += cat(" [", tf32x3_why_, "]");
     return;
   }
   const TunedKey key{shape_, static_cast<int>(epi_), static_cast<int>(precision_), static_cast<int>(mode),
@@ -209,6 +225,9 @@ void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
     auto it = tuned_algos().find(key);
     if (it != tuned_algos().end()) {
       algo_ = it->second.algo;
+      tf32x3_choice_ = -1;
+      for (size_t c = 0; c < tf32x3_.size(); ++c)
+        if (tf32x3_[c]->name() == it->second.tf32x3) tf32x3_choice_ = static_cast<int>(c);
       tuning_ = it->second.note + " (timed earlier in this process)";
       return;
     }
@@ -229,7 +248,7 @@ void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
     for (const auto& a : enumerate_configs(handle_, compute, desc_, la_, lb_, lc_, workspace_bytes_, 4000))
       cands.push_back(a);
   }
-  if (cands.size() <= 1) {
+  if (cands.size() <= 1 && tf32x3_.empty()) {
     tuning_ = "one candidate";
     return;
   }
@@ -295,6 +314,29 @@ void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
     std::sort(samples, samples + 5);
     if (samples[2] < best) best = samples[2], best_i = first[j].second;
   }
+  // The 3xTF32 kernels, timed the same way (median of 5 samples of 5 runs) into the scratch D.
+  int tf32x3_best = -1;
+  float tf32x3_us = 0.0f;
+  for (size_t c = 0; c < tf32x3_.size(); ++c) {
+    auto run_k = [&](int reps) {
+      for (int r = 0; r < reps; ++r) tf32x3_[c]->run(s, static_cast<float*>(d));
+    };
+    run_k(1);
+    float samples[5];
+    for (float& x : samples) {
+      CUDA_CHECK(cudaEventRecord(e0, s));
+      run_k(5);
+      CUDA_CHECK(cudaEventRecord(e1, s));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      x = ms * 1000.0f / 5;
+    }
+    std::sort(samples, samples + 5);
+    worst = std::max(worst, samples[2]);
+    if (samples[2] < best) best = samples[2], tf32x3_best = static_cast<int>(c), tf32x3_us = samples[2];
+  }
+  tf32x3_choice_ = tf32x3_best;
   // Restore the real pointers before anything runs for real.
   if (uses_bias(epi_))
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &args_.bias, sizeof(args_.bias)));
@@ -305,7 +347,11 @@ void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
   CUDA_CHECK(cudaFree(d));
   if (aux) CUDA_CHECK(cudaFree(aux));
   CUDA_CHECK(cudaFree(bias));
-  if (best_i < cands.size()) {
+  if (tf32x3_choice_ >= 0) {
+    if (best_i < cands.size()) algo_ = cands[best_i];
+    tuning_ = cat(tf32x3_[tf32x3_choice_]->name(), ": ", tf32x3_us, " us, fastest of ", tf32x3_.size(),
+                  " 3xTF32 kernels and ", first.size(), " cuBLASLt fp32 candidates (slowest ", worst, " us)");
+  } else if (best_i < cands.size()) {
     algo_ = cands[best_i];
     int32_t id = 0;
     uint32_t tile = 0, splitk = 1;
@@ -320,8 +366,10 @@ void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
   } else {
     tuning_ = "no candidate ran; heuristic's first choice";
   }
+  if (!tf32x3_.empty() && tf32x3_choice_ < 0) tuning_ += "; cuBLASLt fp32 beat the 3xTF32 kernels";
+  if (!tf32x3_why_.empty()) tuning_ += cat(" [", tf32x3_why_, "]");
   std::lock_guard<std::mutex> lock(g_tuned_mutex);
-  tuned_algos().emplace(key, Tuned{algo_, tuning_});
+  tuned_algos().emplace(key, Tuned{algo_, tf32x3_choice_ >= 0 ? tf32x3_[tf32x3_choice_]->name() : "", tuning_});
 }
 
 std::string GemmPlan::describe() const {

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stepgraph/backend.h"
 
@@ -31,6 +32,8 @@ struct GemmArgs {
   bool accumulate = false;  // D += product (beta = 1)
 };
 
+class Tf32x3Gemm;  // tf32x3_gemm.h
+
 class GemmPlan {
  public:
   // Returns nullptr and sets *why when cuBLASLt has no algorithm for this epilogue and shape
@@ -44,7 +47,9 @@ class GemmPlan {
   GemmPlan& operator=(const GemmPlan&) = delete;
 
   // Times the heuristic's candidates (top 4, or all for exhaustive) on scratch outputs and keeps
-  // the fastest. Inputs are read from the real buffers; nothing the step uses is written.
+  // the fastest. Inputs are read from the real buffers; nothing the step uses is written. At
+  // Precision::TF32X3 a plain product's candidates include the 3xTF32 kernels (tf32x3_gemm.h),
+  // and without autotuning the first of those runs.
   void autotune(Autotune mode, cudaStream_t s);
   void run(cudaStream_t s) const;
   std::string describe() const;  // "m x n x k, epilogue, algo i of N (fastest x us, slowest y us)"
@@ -56,6 +61,11 @@ class GemmPlan {
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulPreference_t pref_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  // 3xTF32 kernels for this product (TF32X3, plain epilogue), and the one that runs (or none:
+  // cuBLASLt's algo_).
+  std::vector<std::unique_ptr<Tf32x3Gemm>> tf32x3_;
+  int tf32x3_choice_ = -1;
+  std::string tf32x3_why_;
   GemmShape shape_;
   GemmArgs args_;
   cublasLtEpilogue_t epi_ = CUBLASLT_EPILOGUE_DEFAULT;

@@ -11,7 +11,7 @@
 // Excluded: NONDETERMINISTIC engines (graph replay must equal eager bitwise, and two runs must
 // agree) unless the options allow them (LowerOptions::deterministic false, as PyTorch's default);
 // always DOWN_CONVERT_INPUTS and REDUCED_PRECISION_REDUCTION. With fp32 tensors and
-// Precision::FP32 also TENSOR_CORE engines, which compute fp32 convolutions in TF32;
+// Precision::FP32 (or TF32X3, which changes dense products only) also TENSOR_CORE engines, which compute fp32 convolutions in TF32;
 // Precision::TF32 allows them. bf16 tensors (bench-op conv) always allow them: a product of two
 // bf16 values is exact, and the barred notes already keep the sums in fp32.
 #include "backend/cuda/cudnn_graphs.h"
@@ -51,8 +51,8 @@ bool is_output(Uid u) { return u == Uid::Y || u == Uid::dX || u == Uid::dW || u 
 constexpr int64_t kMaxTunedWorkspace = int64_t{256} << 20;
 constexpr size_t kHeuristicCandidates = 8, kExhaustiveCandidates = 64;
 
-// Whether TENSOR_CORE engines are barred: fp32 tensors at Precision::FP32 (they would use TF32).
-bool bar_tensor_cores(Precision p, ConvIO io) { return io == ConvIO::F32 && p == Precision::FP32; }
+// Whether TENSOR_CORE engines are barred: fp32 tensors unless Precision::TF32 (they would use TF32).
+bool bar_tensor_cores(Precision p, ConvIO io) { return io == ConvIO::F32 && p != Precision::TF32; }
 
 // Everything a stored plan depends on: the graph, its shapes and types, our engine filters, the
 // tuning mode, dynamic shapes, the GPU and every library version. (fp32 keys read as they did
@@ -68,7 +68,7 @@ std::string key_text(const GraphDef& d, const ConvPlanOptions& opt, bool dynamic
   os << "types: io " << io << ", intermediate float32, compute float32\n"
      << "engines: " << (opt.deterministic ? "deterministic, " : "nondeterministic allowed, ")
      << (d.io_type == ConvIO::BF16 ? "tensor cores allowed (bf16)"
-                                   : opt.precision == Precision::FP32 ? "no TF32" : "TF32 allowed")
+                                   : opt.precision != Precision::TF32 ? "no TF32" : "TF32 allowed")
      << "\n"
      << "autotune: " << autotune_name(opt.autotune) << "\n"
      << "dynamic shapes: " << (dynamic ? "on" : "off") << "\n"
