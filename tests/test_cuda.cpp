@@ -17,6 +17,7 @@
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDNN
 #include "backend/cuda/cudnn_conv.h"
+#include "backend/cuda/tf32x3_gemm.h"
 #endif
 
 namespace sg::test {
@@ -114,10 +115,14 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   auto odd = sequential({dense(64, Activation::Tanh), dense(6, Activation::ReLU), dense(1)});
   Built o = train_program(*odd, MeanSquaredError(), {5003, 4}, Adam(1e-3));
   compare_backends(o.p, o.specs, 38, "batch 5003, widths 64, 6, 1", 2, 1e-4);
+  // 128 x 128 tiles (8 x 8 outputs per thread): 132 x 128 with float4 loads, 130 x 132 without.
+  auto wide = sequential({dense(128, Activation::Tanh), dense(132, Activation::ReLU), dense(130), dense(2)});
+  Built w = train_program(*wide, MeanSquaredError(), {5003, 4}, Adam(1e-3));
+  compare_backends(w.p, w.specs, 39, "batch 5003, widths 128, 132, 130", 2, 1e-4);
   // 2048 inputs into 16 units: the forward product splits its k = 2048.
-  auto wide = sequential({dense(16, Activation::GELU), dense(5)});
-  Built w = train_program(*wide, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));
-  compare_backends(w.p, w.specs, 36, "2048 inputs, split-k forward", 2, 1e-4);
+  auto wide_in = sequential({dense(16, Activation::GELU), dense(5)});
+  Built wi = train_program(*wide_in, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));
+  compare_backends(wi.p, wi.specs, 36, "2048 inputs, split-k forward", 2, 1e-4);
 }
 
 TEST(Cuda, LargeBatchLossReductionAndTf32) {
@@ -207,6 +212,85 @@ TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
   auto a = graph->state(), b = eager->state();
   for (auto& [name, v] : a)
     EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
+}
+
+TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
+  REQUIRE_GPU();
+  // 2048 points (10240 jet rows): the jet layers' plain products go to cuBLASLt's plans, where
+  // tf32x3 offers the 3xTF32 kernels (without autotuning the first of them runs). They must meet
+  // the fp32 bar, not TF32's 3e-2.
+  LowerOptions o;
+  o.precision = Precision::TF32X3;
+  auto model = sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)});
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 2048;
+  p.terms[1].points = 256;
+  Built pb = pinn_program(p, *model, Adam(1e-3));
+  const std::string explain = compare_backends(pb.p, pb.specs, 71, "poisson2d at tf32x3", 2, 1e-4, o);
+  if (cuda::tf32x3_configs() > 0) EXPECT_NE(explain.find("CUTLASS 3xTF32"), std::string::npos) << explain;
+  else EXPECT_NE(explain.find("no CUTLASS headers"), std::string::npos) << explain;
+  // Autotuned, with a product that accumulates (+=) and a misaligned width (6: cuBLASLt only).
+  o.autotune = Autotune::Heuristic;
+  auto odd = sequential({dense(6, Activation::Tanh), dense(64, Activation::Sin), dense(1)});
+  Built ob = pinn_program(mixed_problem(2048, 40), *odd, Adam(1e-3));
+  compare_backends(ob.p, ob.specs, 72, "mixed problem at tf32x3, autotuned", 2, 3e-4, o);
+}
+
+TEST(Cuda, Tf32x3GraphReplayEqualsEagerBitwise) {
+  REQUIRE_GPU();
+  pinn::Problem p = mixed_problem(2048, 100);
+  auto make = [&](ExecMode mode) {
+    TrainerOptions o;
+    o.mode = mode;
+    o.lower.precision = Precision::TF32X3;
+    auto t = std::make_unique<Trainer>(sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)}),
+                                       pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
+    t->compile_custom();
+    return t;
+  };
+  auto graph = make(ExecMode::Graph), eager = make(ExecMode::Eager);
+  for (int s = 0; s < 30; ++s) {
+    graph->launch();
+    eager->launch();
+    const float lg = graph->loss(), le = eager->loss();
+    ASSERT_EQ(std::memcmp(&lg, &le, 4), 0) << "step " << s << ": " << lg << " vs " << le;
+  }
+  auto a = graph->state(), b = eager->state();
+  for (auto& [name, v] : a)
+    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
+}
+
+TEST(Cuda, PinnBoundaryBranchRunsConcurrentlyAndEqualsSerial) {
+  REQUIRE_GPU();
+  // The boundary term's chain runs on a second stream; results equal the serial schedule
+  // bitwise (every kernel sums in a fixed order), in graph replays and eager steps alike.
+  pinn::Problem p = mixed_problem(2048, 300);
+  auto make = [&](ExecMode mode, bool concurrent) {
+    if (!concurrent) setenv("SG_CONCURRENT", "0", 1);
+    TrainerOptions o;
+    o.mode = mode;
+    auto t = std::make_unique<Trainer>(sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)}),
+                                       pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
+    t->compile_custom();
+    unsetenv("SG_CONCURRENT");
+    return t;
+  };
+  auto serial = make(ExecMode::Graph, false), graph = make(ExecMode::Graph, true), eager = make(ExecMode::Eager, true);
+  EXPECT_NE(graph->explain().find("concurrent branches"), std::string::npos) << graph->explain();
+  EXPECT_EQ(serial->explain().find("concurrent branches"), std::string::npos);
+  for (int s = 0; s < 30; ++s) {
+    serial->launch();
+    graph->launch();
+    eager->launch();
+    const float ls = serial->loss(), lg = graph->loss(), le = eager->loss();
+    ASSERT_EQ(std::memcmp(&ls, &lg, 4), 0) << "step " << s << ": " << ls << " vs " << lg;
+    ASSERT_EQ(std::memcmp(&ls, &le, 4), 0) << "step " << s << ": " << ls << " vs " << le;
+  }
+  auto a = serial->state(), b = graph->state(), c = eager->state();
+  for (auto& [name, v] : a) {
+    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs (graph)";
+    EXPECT_EQ(std::memcmp(v.raw(), c.at(name).raw(), v.nbytes()), 0) << name << " differs (eager)";
+  }
 }
 
 std::unique_ptr<Trainer> gpu_trainer(ExecMode mode, ShapePolicy policy = ShapePolicy::Recapture) {

@@ -66,8 +66,9 @@ enum class OpKind : uint8_t {
   FourierFeaturesBackward,  // in {dF, P}         out {dP}
   // One loss term of a physics-informed problem: weight * mean over points of r^2, r an
   // expression over the points' coordinates X [M,d] and the components of the output jet U
-  // [K*M,O]; writes d loss / dU, adds the term to the total loss (accumulate) and keeps it alone.
-  ExpressionLoss,       // in {U[K*M,O], X[M,d]}  out {total[1], term[1], dU[K*M,O]}
+  // [K*M,O]; writes d loss / dU, adds the term to the total loss (accumulate; total may be absent)
+  // and keeps it alone.
+  ExpressionLoss,       // in {U[K*M,O], X[M,d]}  out {total[1]|-, term[1], dU[K*M,O]}
   // Collocation points drawn on the device: uniform in the box (or on one face of it), redrawn
   // every `every` steps from (seed, step / every); every = 0 draws once (step 0's points).
   SamplePoints,         // in {step i32[1]}       out {X[M,d]}

@@ -23,7 +23,7 @@ void expression_loss(const float* U, const float* X, float* total, float* term, 
   }
   const double value = scale * sum;
   *term = static_cast<float>(value);
-  *total = accumulate_total ? static_cast<float>(*total + value) : static_cast<float>(value);
+  if (total) *total = accumulate_total ? static_cast<float>(*total + value) : static_cast<float>(value);
 }
 
 void sample_points(const int32_t* step, float* X, int64_t M, int64_t d, const SampleAttrs& a) {

@@ -354,6 +354,11 @@ StepBuilder make_step(const Problem& prob) {
     }
     cs.num_forward_ops = pr.ops().size();
     cs.loss = g.tensor("loss", {1}, Role::Activation);
+    // With several terms each loss op writes only its own term and the total is summed after
+    // them: no term's op depends on another's, so the CUDA step can run a boundary term's whole
+    // chain (points, network, loss, backward) concurrently with the residual's.
+    const bool one = sets.size() == 1;
+    std::vector<TensorId> term_tensors;
     for (size_t k = 0; k < sets.size(); ++k) {
       const Term& t = prob.terms[k];
       TensorId term = g.tensor("loss." + t.label, {1}, Role::Activation);
@@ -368,12 +373,24 @@ StepBuilder make_step(const Problem& prob) {
       op.kind = OpKind::ExpressionLoss;
       op.name = "loss " + t.label;
       op.in = {sets[k].U, sets[k].X};
-      op.out = {cs.loss, term, dU};
-      op.accumulate = {static_cast<uint8_t>(k > 0), 0, 0};
+      op.out = {one ? cs.loss : kNone, term, dU};
       op.attrs = a;
       pr.add_op(std::move(op));
       cs.seeds.push_back({sets[k].U, dU});
       cs.terms.push_back({t.label, term});
+      term_tensors.push_back(term);
+    }
+    // loss = term 0 + term 1 + ... in order (partial sums in their own scalars).
+    TensorId sum = one ? cs.loss : term_tensors[0];
+    for (size_t k = 1; k < term_tensors.size(); ++k) {
+      const TensorId out = k + 1 == term_tensors.size() ? cs.loss : g.tensor(cat("loss.sum.", k), {1}, Role::Activation);
+      Op add;
+      add.kind = OpKind::Add;
+      add.name = "loss total";
+      add.in = {sum, term_tensors[k]};
+      add.out = {out};
+      pr.add_op(std::move(add));
+      sum = out;
     }
     return cs;
   };

@@ -25,6 +25,13 @@ std::unique_ptr<Backend> make_backend();
 struct Step {
   std::string name;
   std::function<void(cudaStream_t)> enqueue;
+  // Concurrent branches (Lowering::plan_streams): the op this step belongs to, its stream (0:
+  // the step's stream, 1: a side stream), a step on the other stream to wait for first (-1:
+  // none), and whether a later step waits for this one.
+  int op = -1;
+  int stream = 0;
+  int wait_for = -1;
+  bool record = false;
 };
 
 class CudaBackend : public Backend {

@@ -132,9 +132,24 @@ class CudaExecutable : public Executable {
  public:
   CudaExecutable(CudaBackend& be, std::vector<Step> steps, std::vector<DeviceBuffer> owned,
                  std::vector<std::unique_ptr<GemmPlan>> gemms, std::string notes, Shape key,
-                 std::unique_ptr<Collectives> coll)
+                 std::unique_ptr<Collectives> coll, bool concurrent)
       : be_(be), steps_(std::move(steps)), owned_(std::move(owned)), gemms_(std::move(gemms)),
-        notes_(std::move(notes)), key_(std::move(key)), coll_(std::move(coll)), graph_(be.stream()) {}
+        notes_(std::move(notes)), key_(std::move(key)), coll_(std::move(coll)), graph_(be.stream()) {
+    if (!concurrent) return;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    events_.assign(steps_.size(), nullptr);
+    for (size_t k = 0; k < steps_.size(); ++k)
+      if (steps_[k].record) CUDA_CHECK(cudaEventCreateWithFlags(&events_[k], cudaEventDisableTiming));
+  }
+  ~CudaExecutable() override {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+    if (fork_) cudaEventDestroy(fork_);
+    if (join_) cudaEventDestroy(join_);
+    if (side_) cudaStreamDestroy(side_);
+  }
 
   void run() override {
     if (coll_) coll_->before_launch();
@@ -186,12 +201,26 @@ class CudaExecutable : public Executable {
 
  private:
   void enqueue_all(cudaStream_t s) {
-    for (const Step& st : steps_) {
+    // Concurrent branches: the side stream forks from s at the start (in a capture that makes it
+    // part of the graph), waits and records as plan_streams decided, and s joins it at the end.
+    if (side_) {
+      CUDA_CHECK(cudaEventRecord(fork_, s));
+      CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    }
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& st = steps_[k];
+      const cudaStream_t x = side_ && st.stream == 1 ? side_ : s;
       try {
-        st.enqueue(s);
+        if (side_ && st.wait_for >= 0) CUDA_CHECK(cudaStreamWaitEvent(x, events_[st.wait_for], 0));
+        st.enqueue(x);
+        if (side_ && st.record) CUDA_CHECK(cudaEventRecord(events_[k], x));
       } catch (const Error& e) {
         throw Error(cat("op '", st.name, "': ", e.what()));
       }
+    }
+    if (side_) {
+      CUDA_CHECK(cudaEventRecord(join_, side_));
+      CUDA_CHECK(cudaStreamWaitEvent(s, join_, 0));
     }
   }
   CudaBackend& be_;
@@ -201,6 +230,9 @@ class CudaExecutable : public Executable {
   std::string notes_;
   Shape key_;
   std::unique_ptr<Collectives> coll_;  // before graph_: the graph refers to its events
+  cudaStream_t side_ = nullptr;         // concurrent branches (Lowering::plan_streams)
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  std::vector<cudaEvent_t> events_;     // per step with Step::record
   StepGraph graph_;
 };
 
@@ -309,6 +341,108 @@ class Lowering {
     unjoined_.clear();
   }
 
+  // Concurrent branches: ops that touch no common memory may run at the same time. A physics-
+  // informed step's boundary terms (their points, network pass, loss and backward) are such a
+  // chain next to the residual's: short, latency-bound kernels that a second stream hides behind
+  // the residual's large ones. Each op's footprint is the memory of its tensors (inputs it may
+  // change in place, temporaries, count as writes) joined with the ops fused into it, plus the
+  // shared library workspace for ops with cuBLASLt plans. An op depends on every earlier op whose
+  // footprint overlaps its own where either writes. It runs on the step's stream if it depends on
+  // anything there, else on the side stream if it depends on anything there, else (a new chain)
+  // on the other stream than the op before it; it waits for its latest dependency on the other
+  // stream through an event. Dependencies are found from addresses after memory
+  // planning, so tensors that share memory are ordered too. Off with collectives, cuDNN plans
+  // (their shared workspaces) and SG_CONCURRENT=0.
+  void plan_streams() {
+    const char* env = std::getenv("SG_CONCURRENT");
+    if ((env && std::string(env) == "0") || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
+    const auto& ops = p_.ops();
+    const size_t n = ops.size();
+    struct Range {
+      uintptr_t b, e;
+      bool write;
+    };
+    std::vector<std::vector<Range>> own_fp(n);
+    for (size_t i = 0; i < n; ++i) {
+      auto add = [&](TensorId t, bool write) {
+        if (t == kNone || !ptrs_[t]) return;
+        const TensorInfo& ti = p_.tensor(t);
+        const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]);
+        own_fp[i].push_back({b, b + static_cast<uintptr_t>(numel(ti.shape)) * dtype_size(ti.dtype), write});
+      };
+      for (TensorId t : ops[i].in) add(t, t != kNone && p_.tensor(t).role == Role::Temporary);
+      for (TensorId t : ops[i].out) add(t, true);
+      if (workspace_users_.count(static_cast<int>(i))) own_fp[i].push_back({1, 2, true});  // the workspace
+    }
+    std::vector<std::set<int>> partners(n);
+    auto link = [&](int a, int b) {
+      if (a < 0 || b < 0 || a == b) return;
+      partners[a].insert(b);
+      partners[b].insert(a);
+    };
+    for (const auto& [b, q] : fuse_into_) link(b, q);
+    for (const auto& [loss, dense] : fused_loss_) link(loss, dense);
+    for (const auto& kv : jet_bias_) link(kv.first, kv.first - 1);
+    std::vector<int> first_step(n, -1), last_step(n, -1);
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const int o = steps_[k].op;
+      if (o < 0) return;  // a step outside any op: leave the step serial
+      if (first_step[o] < 0) first_step[o] = static_cast<int>(k);
+      last_step[o] = static_cast<int>(k);
+    }
+    // An op whose work another launch does without a recorded fusion (the schedule inside the
+    // optimizer launch) belongs with the next op that launches anything.
+    for (size_t i = 0; i < n; ++i) {
+      if (first_step[i] >= 0 || !partners[i].empty()) continue;
+      size_t j = i + 1;
+      while (j < n && first_step[j] < 0) ++j;
+      if (j < n) link(static_cast<int>(i), static_cast<int>(j));
+    }
+    std::vector<std::vector<Range>> fp = own_fp;
+    for (size_t i = 0; i < n; ++i)
+      for (int q : partners[i]) fp[i].insert(fp[i].end(), own_fp[q].begin(), own_fp[q].end());
+    auto conflict = [&](size_t a, size_t b) {
+      for (const Range& x : fp[a])
+        for (const Range& y : fp[b])
+          if ((x.write || y.write) && x.b < y.e && y.b < x.e) return true;
+      return false;
+    };
+    std::vector<int> stream(n, 0);
+    int waited[2] = {-1, -1};  // per stream: the latest op of the other stream already waited for
+    int prev = -1, side_ops = 0, waits = 0;
+    std::vector<std::string> side_names;
+    for (size_t j = 0; j < n; ++j) {
+      if (first_step[j] < 0) continue;  // no work of its own (fused into another op)
+      int latest_other = -1;
+      bool deps[2] = {false, false};
+      for (size_t i = 0; i < j; ++i)
+        if (first_step[i] >= 0 && conflict(i, j)) deps[stream[i]] = true;
+      stream[j] = deps[0] ? 0 : deps[1] ? 1 : prev >= 0 ? 1 - stream[prev] : 0;
+      for (size_t i = 0; i < j; ++i)
+        if (first_step[i] >= 0 && stream[i] != stream[j] && conflict(i, j)) latest_other = static_cast<int>(i);
+      for (int k = first_step[j]; k <= last_step[j]; ++k) steps_[k].stream = stream[j];
+      if (latest_other > waited[stream[j]]) {
+        steps_[first_step[j]].wait_for = last_step[latest_other];
+        steps_[last_step[latest_other]].record = true;
+        waited[stream[j]] = latest_other;
+        ++waits;
+      }
+      if (stream[j] == 1) {
+        ++side_ops;
+        side_names.push_back(cat(j, " '", ops[j].name, "'"));
+      }
+      prev = static_cast<int>(j);
+    }
+    if (side_ops == 0) {
+      for (Step& s : steps_) s.wait_for = -1, s.record = false;
+      return;
+    }
+    concurrent_ = true;
+    notes_ << "concurrent branches: " << side_ops << " ops on a second stream (";
+    for (size_t k = 0; k < side_names.size(); ++k) notes_ << (k ? ", " : "") << side_names[k];
+    notes_ << "), " << waits << " cross-stream waits; joined at the end of the step\n";
+  }
+
   // Ops (and forms of ops) with only a CPU reference so far, and shapes beyond what the CUDA
   // kernels support: refused before anything is planned.
   [[noreturn]] static void refuse(const Op& op) {
@@ -336,6 +470,7 @@ class Lowering {
       const Op& op = p_.ops()[i];
       join_before(static_cast<int>(i), op);
       notes_ << "  " << i << " " << op_kind_name(op.kind) << " '" << op.name << "': ";
+      current_op_ = static_cast<int>(i);
       lower(static_cast<int>(i), op);
       notes_ << "\n";
       fork_after(static_cast<int>(i));
@@ -344,11 +479,12 @@ class Lowering {
     finish_cudnn_dense();
     if (image_) image_->finish();
     if (sequence_) sequence_->finish();
+    plan_streams();
     Shape key;
     for (const TensorInfo& t : p_.tensors())
       if (t.role == Role::Input && key.empty()) key = t.shape;
     return std::make_unique<CudaExecutable>(be_, std::move(steps_), std::move(owned_), std::move(gemms_),
-                                            notes_.str(), key, std::move(coll_));
+                                            notes_.str(), key, std::move(coll_), concurrent_);
   }
 
  private:
@@ -361,7 +497,10 @@ class Lowering {
   int64_t width(TensorId t) const { return p_.tensor(t).shape.back(); }
   int64_t rows(TensorId t) const { return count(t) / width(t); }
 
-  void add_step(const Op& op, std::function<void(cudaStream_t)> fn) { steps_.push_back({op.name, std::move(fn)}); }
+  void add_step(const Op& op, std::function<void(cudaStream_t)> fn) {
+    steps_.push_back({op.name, std::move(fn)});
+    steps_.back().op = current_op_;
+  }
   char* own(size_t bytes) {
     owned_.emplace_back(be_, bytes);
     return owned_.back().data();
@@ -371,6 +510,7 @@ class Lowering {
   GemmPlan* gemm(const GemmShape& s, cublasLtEpilogue_t epi, const GemmArgs& a) {
     std::string why;
     void* ws = be_.workspace(largest_product());
+    workspace_users_.insert(current_op_);  // the library workspace is shared by every plan
     auto g = GemmPlan::create(be_.lt(), s, epi, a, opt_.precision, ws, be_.workspace_bytes(), &why);
     if (!g) {
       notes_ << "[" << why << "] ";
@@ -1084,6 +1224,9 @@ class Lowering {
   std::set<size_t> unjoined_;                       // buckets forked and not joined yet
   std::unique_ptr<SequenceLowering> sequence_;
   std::map<int, int> amax_in_graph_;              // AbsMax op -> the dense op whose cuDNN graph computes it
+  int current_op_ = -1;                           // the op being lowered
+  std::set<int> workspace_users_;                 // ops with cuBLASLt plans (one shared workspace)
+  bool concurrent_ = false;                       // plan_streams put ops on a second stream
   std::map<int, std::string> amax_not_in_graph_;  // AbsMax op -> why its dense layer's graph could not
 #ifdef STEPGRAPH_HAVE_CUDNN
   std::vector<std::shared_ptr<ConvPlan>> dense_plans_;

@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kExprBlock) expression_loss_kernel(
   if (sum_across_blocks(block_sum(sum), e.partials, e.counter, &all) && threadIdx.x == 0) {
     const double v = scale * all;
     *term = static_cast<float>(v);
-    *total = acc ? static_cast<float>(*total + v) : static_cast<float>(v);
+    if (total) *total = acc ? static_cast<float>(*total + v) : static_cast<float>(v);
   }
 }
 
