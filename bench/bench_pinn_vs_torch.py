@@ -57,6 +57,10 @@ class Workload:
     title: str
     target_us: float         # stepgraph graph µs/step must be at most this
     target_speedup: Optional[float]  # and torch graph µs / stepgraph graph µs at least this
+    # stepgraph's train.precision: tf32x3 runs the same problem with fp32-accurate 3xTF32
+    # products (its own target ids); PyTorch stays fp32, measured once for both (torch_same_as).
+    precision: str = "fp32"
+    torch_same_as: Optional[str] = None
 
     @property
     def config_path(self) -> Path:
@@ -74,6 +78,12 @@ WORKLOADS: Dict[str, Workload] = {w.name: w for w in [
              "Poisson 2D, 4x64 tanh, 8192 + 1024 pts", 300.0, 4.0),
     Workload("fourier_4x128", "fourier_4x128.json", 16384, 2048, 128, 4, 32, 2.0, 200,
              "Poisson 2D, Fourier 32 + 4x128 tanh, 16384 + 2048 pts", 800.0, None),
+    Workload("poisson_4x64_tf32x3", "poisson_4x64_tf32x3.json", 8192, 1024, 64, 4, 0, 0.0, 300,
+             "Poisson 2D, 4x64 tanh, 8192 + 1024 pts, stepgraph tf32x3", 300.0, 4.0,
+             precision="tf32x3", torch_same_as="poisson_4x64"),
+    Workload("fourier_4x128_tf32x3", "fourier_4x128_tf32x3.json", 16384, 2048, 128, 4, 32, 2.0, 200,
+             "Poisson 2D, Fourier 32 + 4x128 tanh, 16384 + 2048 pts, stepgraph tf32x3", 800.0, None,
+             precision="tf32x3", torch_same_as="fourier_4x128"),
 ]}
 FIGURES = ["stepgraph_graph_us", "stepgraph_eager_us", "torch_eager_us", "torch_graph_us",
            "torch_kernels_per_step", "stepgraph_graph_nodes", "stepgraph_peak_bytes",
@@ -121,7 +131,7 @@ def check_config(w: Workload, cfg: Optional[dict] = None) -> List[str]:
     expect("optimizer.", {**adam, "type": "adamw", **opt,
                           "schedule": opt.get("schedule", {}).get("type", "constant")}, adam)
     expect("train.", {"precision": "fp32", **cfg.get("train", {})},
-           {"device": "cuda", "precision": "fp32"})
+           {"device": "cuda", "precision": w.precision})
     return bad
 
 
@@ -275,6 +285,8 @@ def make_record(w: Workload, iters: int, sg: Optional[dict], tv: Optional[dict])
                     fig[key] = r[src]
             if r.get("tf32") is True:
                 notes.append("stepgraph ran with TF32 on (PyTorch ran without)")
+            if r.get("precision", w.precision) != w.precision:
+                notes.append(f"stepgraph precision {r['precision']} != the workload's {w.precision} (TF32 on?)")
             if bvt._is_int(r.get("batch")) and r["batch"] != w.interior:
                 notes.append(f"stepgraph batch {r['batch']} != {w.interior} interior points")
         else:
@@ -312,7 +324,7 @@ def evaluate_targets(w: Workload, fig: Dict[str, Optional[float]], notes: Sequen
     is not like for like (TF32 on, other point counts, not on the GPU)."""
     sg, tg = fig["stepgraph_graph_us"], fig["torch_graph_us"]
     unfair = [n for n in notes if "TF32 on" in n or "batch" in n or "not cuda" in n]
-    tid = w.name.split("_")[0]
+    tid = w.name.split("_")[0] + ("" if w.precision == "fp32" else f" {w.precision}")
     out: List[dict] = []
 
     def add(text: str, ok: Optional[bool], detail: str) -> None:
@@ -467,6 +479,10 @@ def run_comparison(c: Comparison, args: argparse.Namespace, argv: Optional[Seque
         except Exception as e:  # noqa: BLE001 - torch_measure records it per workload
             print(f"warning: torch: {bvt.err_str(e)}", file=sys.stderr)
         for w in workloads:
+            same = getattr(w, "torch_same_as", None)
+            if same and tv.get(same) is not None:  # the same PyTorch step: measured once
+                tv[w.name] = tv[same]
+                continue
             print(f"[torch] {w.name} ...", flush=True)
             try:
                 tv[w.name] = c.torch_measure(w, iters_for(w, args.quick))
@@ -591,8 +607,10 @@ def self_test() -> int:
                 r = _fake_record(name, sg_us, tg_us, **over)
                 self.assertEqual([t["ok"] for t in r["targets"]], want, (name, sg_us, tg_us, over))
             recs = [_fake_record("poisson_4x64", 250.0, 1316.0),
-                    _fake_record("fourier_4x128", 801.0, 3396.0)]
-            self.assertEqual(bvt.target_summary(recs), {"poisson": True, "fourier": False})
+                    _fake_record("fourier_4x128", 801.0, 3396.0),
+                    _fake_record("poisson_4x64_tf32x3", 310.0, 1316.0)]  # its own target ids
+            self.assertEqual(bvt.target_summary(recs),
+                             {"poisson": True, "fourier": False, "poisson tf32x3": False})
 
         def test_table_and_section(self) -> None:
             recs = [_fake_record("poisson_4x64", 250.0, 1316.0),

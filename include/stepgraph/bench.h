@@ -17,7 +17,8 @@ struct BenchResult {
   size_t graph_nodes = 0;
   size_t peak_device_bytes = 0;  // everything the backend allocated at its peak (arenas, workspace)
   size_t arena_bytes = 0;        // the step's memory plan: persistent + transient peak
-  bool tf32 = false;
+  bool tf32 = false;                 // precision tf32 (TF32 inputs: not fp32-accurate)
+  std::string precision = "fp32";  // train.precision: fp32, tf32 or tf32x3
   std::string attention = "fp32";  // train.attention: fp32 | cudnn_bf16
   bool deterministic = true;       // train.deterministic
   std::vector<std::pair<std::string, double>> per_op_us;  // each op timed alone (eager)

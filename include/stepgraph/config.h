@@ -62,7 +62,7 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   // train.mode (graph | eager), train.shape_policy (recapture | pad | error), train.max_shapes,
-  // train.autotune (off | heuristic | exhaustive), train.precision (fp32 | tf32),
+  // train.autotune (off | heuristic | exhaustive), train.precision (fp32 | tf32 | tf32x3),
   // train.attention (fp32 | cudnn_bf16).
   TrainerOptions trainer;
   // A physics-informed problem (section "problem"): replaces "data" and "loss".

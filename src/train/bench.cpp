@@ -31,7 +31,7 @@ json BenchResult::to_json() const {
           {"eager_us_per_step", eager_us_per_step},
           {"graph_us_per_step", graph_us_per_step},
           {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
-          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"attention", attention}, {"deterministic", deterministic},
+          {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"precision", precision}, {"attention", attention}, {"deterministic", deterministic},
           {"per_op_us", per_op_us},
           {"cudnn_plans", cudnn},       {"ranks", ranks},             {"rank_graph_us_per_step", rank_graph_us}};
 }
@@ -111,6 +111,7 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   r.batch = B;
   r.steps = steps;
   r.tf32 = cfg.trainer.lower.precision == Precision::TF32;
+  r.precision = precision_name(cfg.trainer.lower.precision);
   r.attention = attention_mode_name(cfg.trainer.lower.attention);
   r.deterministic = cfg.trainer.lower.deterministic;
   r.ranks = world.size;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -259,6 +260,63 @@ __global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) 
   }
 }
 
+// A split product onto at most 256 outputs (the weight gradient of a first layer fed by a few
+// coordinates, or of a one-unit output layer): no tile computes padding. The block's threads
+// are G lanes per output (G = 256 / outputs, rounded down to a power of two); lane g sums k =
+// k_begin + g, + G, ... into four accumulators (loads in flight), and lane 0 adds the lanes in
+// order (deterministic). Row sums (A summed over k < rowsum_k) likewise, by the threads of
+// outputs m < M in a second pass.
+constexpr int kSmallOutputs = 256;
+__device__ __forceinline__ float small_sum(const float* a, int64_t sa, const float* b, int64_t sb, int64_t k0,
+                                           int64_t k1, int64_t step) {
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int64_t k = k0;
+  for (; k + 3 * step < k1; k += 4 * step)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) s[u] = fmaf(__ldg(a + (k + u * step) * sa), b ? __ldg(b + (k + u * step) * sb) : 1.0f, s[u]);
+  for (; k < k1; k += step) s[0] = fmaf(__ldg(a + k * sa), b ? __ldg(b + k * sb) : 1.0f, s[0]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+__global__ void __launch_bounds__(kSmallOutputs) split_gemm_small_kernel(DenseGemm g) {
+  PDL_PROLOGUE();
+  __shared__ float lanes[kSmallOutputs];
+  int64_t k_begin = 0, k_end = 0;
+  split_range<32>(g, blockIdx.x, &k_begin, &k_end);
+  const int mn = static_cast<int>(g.M * g.N);
+  int G = 1;
+  while (2 * G * mn <= kSmallOutputs) G *= 2;
+  const int t = threadIdx.x, o = t % mn, lane = t / mn;
+  const bool active = t < G * mn;
+  const int64_t m = o / g.N, n = o % g.N;
+  float v = 0.0f;
+  if (active) v = small_sum(g.A + m * g.sam, g.sak, g.B + n * g.sbn, g.sbk, k_begin + lane, k_end, G);
+  lanes[t] = v;
+  __syncthreads();
+  if (active && lane == 0) {
+    float s = 0.0f;
+    for (int q = 0; q < G; ++q) s += lanes[q * mn + o];
+    g.partial[blockIdx.x * g.M * g.N + o] = s;
+  }
+  if (!g.rowsum) return;
+  // Row sums: G' lanes per row.
+  __syncthreads();
+  const int rows = static_cast<int>(g.M);
+  int R = 1;
+  while (2 * R * rows <= kSmallOutputs) R *= 2;
+  const int r = t % rows, rl = t / rows;
+  const bool ractive = t < R * rows;
+  const int64_t r_end = g.rowsum_k < k_end ? g.rowsum_k : k_end;
+  float rv = 0.0f;
+  if (ractive) rv = small_sum(g.A + r * g.sam, g.sak, nullptr, 0, k_begin + rl, r_end, R);
+  lanes[t] = rv;
+  __syncthreads();
+  if (ractive && rl == 0) {
+    float s = 0.0f;
+    for (int q = 0; q < R; ++q) s += lanes[q * rows + r];
+    g.partial[g.splits * g.M * g.N + blockIdx.x * g.M + r] = s;
+  }
+}
+
 // Sums the splits' partials, then the epilogue. Eight lanes share an output: lane j adds splits
 // j, j + 8, ... in order, then a fixed shuffle tree combines the eight (deterministic).
 constexpr int kReduceLanes = 8;
@@ -286,12 +344,13 @@ int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t 
 // The weight-gradient layout split_gemm_rows_kernel takes, and whether its rows load as float4.
 bool rows_layout(const DenseGemm& g) { return g.sam == 1 && g.sbn == 1; }
 // The row-slab kernel's tile: 128 x 128 (8 x 8 outputs per thread) for outputs of at least that
-// size, 64 x 64 below.
-int rows_tile(int64_t M, int64_t N) {
-  static const int force = std::getenv("SG_ROWS_TILE") ? std::atoi(std::getenv("SG_ROWS_TILE")) : 0;
-  if (force) return force;
-  return M >= 128 && N >= 128 ? 128 : 64;
+// size, 64 x 64 below, and when k is too short to give 128-tiles two waves of blocks.
+int rows_tile(int64_t M, int64_t N, int64_t K) {
+  if (M < 128 || N < 128) return 64;
+  return K / 128 * tiles(M, N, 128) >= 2 * 132 ? 128 : 64;
 }
+// Split products onto at most 256 outputs run on split_gemm_small_kernel.
+bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool rows_vec4(const DenseGemm& g) {
   return g.M % 4 == 0 && g.N % 4 == 0 && g.sak % 4 == 0 && g.sbk % 4 == 0 && aligned16(g.A) && aligned16(g.B);
@@ -324,8 +383,13 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows) {
   // 4x128's 128 x 128 x 81920: 1563 us against cuBLASLt's 1576). Other layouts (the generic
   // kernel) one wave, and cuBLASLt past ~2^28 multiply-adds (Fourier: 1919 against 2112 us).
   if (!rows && M * N * K > (int64_t{1} << 28)) return 1;
+  // At most 256 outputs (split_gemm_small_kernel): four waves, each block over at least 64 rows.
+  if (small_output(M, N)) {
+    const int64_t s = std::min<int64_t>(4 * 132, K / 64);
+    return s < 2 ? 1 : static_cast<int>(s);
+  }
   const int64_t waves = rows ? 2 : 1;
-  const int64_t t = tiles(M, N, rows ? rows_tile(M, N) : 64), want = (waves * 132 + t - 1) / t, most = K / 128;
+  const int64_t t = tiles(M, N, rows ? rows_tile(M, N, K) : 64), want = (waves * 132 + t - 1) / t, most = K / 128;
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }
@@ -336,7 +400,7 @@ int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
 
 
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
-  if (a.splits > 1) return rows_layout(a) ? rows_tile(a.M, a.N) : 64;
+  if (a.splits > 1) return small_output(a.M, a.N) ? 0 : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
   return t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
@@ -345,8 +409,10 @@ int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
   if (g.splits > 1) {
     SG_REQUIRE(second == nullptr && g.partial != nullptr, "dense kernel: a split product runs alone, with scratch");
-    if (rows_layout(g)) {
-      const int t = rows_tile(g.M, g.N);
+    if (small_output(g.M, g.N)) {
+      launch_pdl(split_gemm_small_kernel, static_cast<unsigned>(g.splits), kSmallOutputs, 0, s, g);
+    } else if (rows_layout(g)) {
+      const int t = rows_tile(g.M, g.N, g.K);
       const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, t)), static_cast<unsigned>(g.splits));
       const bool v = rows_vec4(g);
       if (t == 128) launch_pdl(v ? split_gemm_rows_kernel<128, true> : split_gemm_rows_kernel<128, false>, grid, kThreads, 0, s, g);

@@ -53,7 +53,8 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false);
 // Floats of scratch a split product needs (0 without splits).
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
-// Tile size the launcher will use (for explain).
+// Tile size the launcher will use (for explain; 0: one thread per output, a split product onto at
+// most 256 outputs).
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
 // One launch; with `second`, two independent products in the same launch.
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s);

@@ -1087,7 +1087,8 @@ class Lowering {
     }
     notes_ << what << " " << d.M << "x" << d.N << "x" << d.K;
     if (s2) notes_ << " + " << s2->M << "x" << s2->N << "x" << s2->K;
-    notes_ << " tile " << own_gemm_tile(d, s2 ? &*s2 : nullptr);
+    const int tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
+    notes_ << (tile ? cat(" tile ", tile) : std::string(", one thread per output"));
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum";
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
