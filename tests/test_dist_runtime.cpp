@@ -2,6 +2,7 @@
 // /bin/sh), the planner's gradient layout, and NCCL training on GPUs: world size 1 through the
 // same NCCL path (one GPU), and 2 ranks against 1 rank on the doubled batch (two GPUs). The GPU
 // tests skip, saying why, without a GPU, without NCCL, or with fewer than 2 GPUs.
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -428,9 +429,12 @@ TEST(Nccl, AHungRankIsReportedNotWaitedForForever) {
         } catch (const Error& e) {
           if (r == 0) err0 = e.what();
         }
+        // Progress on stderr: where a hang sits (the steps, the abort, or the teardown).
+        std::fprintf(stderr, "rank %d: steps over (%s)\n", r, r == 0 ? (err0.empty() ? "no error" : "error") : "done");
         if (r == 0) rank0_done.set_value();
         else done.wait();  // keep rank 1's communicator until rank 0 gave up
         comm->abort();
+        std::fprintf(stderr, "rank %d: communicator aborted\n", r);
       } catch (const std::exception& e) {
         if (r == 0) err0 = std::string("setup: ") + e.what(), rank0_done.set_value();
       }
