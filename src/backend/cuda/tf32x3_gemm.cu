@@ -1,5 +1,7 @@
 #include "backend/cuda/tf32x3_gemm.h"
 
+#include <tuple>
+
 #include "backend/cuda/cuda_check.h"
 #include "stepgraph/core.h"
 
@@ -86,7 +88,6 @@ class Impl final : public Tf32x3Gemm {
 template <class T>
 std::unique_ptr<Tf32x3Gemm> make_for_tile(const GemmShape& s, const GemmArgs& a, std::string* why) {
   // A transposed column-major operand is a row-major one with the same leading dimension.
-  std::unique_ptr<Tf32x3Gemm> g;
   auto build = [&](auto impl) -> std::unique_ptr<Tf32x3Gemm> {
     if (!impl->init(why)) return nullptr;
     return std::unique_ptr<Tf32x3Gemm>(impl.release());
