@@ -229,7 +229,7 @@ TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
   const std::string explain = compare_backends(pb.p, pb.specs, 71, "poisson2d at tf32x3", 2, 1e-4, o);
   if (cuda::tf32x3_configs() > 0) EXPECT_NE(explain.find("CUTLASS 3xTF32"), std::string::npos) << explain;
   else EXPECT_NE(explain.find("no CUTLASS headers"), std::string::npos) << explain;
-  // Autotuned, with a product that accumulates (+=) and a misaligned width (6: cuBLASLt only).
+  // Autotuned, with a misaligned width (6: cuBLASLt only).
   o.autotune = Autotune::Heuristic;
   auto odd = sequential({dense(6, Activation::Tanh), dense(64, Activation::Sin), dense(1)});
   Built ob = pinn_program(mixed_problem(2048, 40), *odd, Adam(1e-3));
