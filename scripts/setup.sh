@@ -75,6 +75,32 @@ install_cudnn_headers() {
   fi
 }
 
+# Headers only, from a wheel: `pip download` it (no dependencies), then unpack every member below
+# the first `marker` in its path (e.g. "/include/") into `dest`; fails unless `dest/must` exists.
+#   unpack_wheel_headers <pip spec> <marker> <dest> <must>
+unpack_wheel_headers() {
+  local spec="$1" marker="$2" dest="$3" must="$4" tmp rc=0
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" "$spec" &&
+    python3 - "$tmp" "$marker" "$dest" "$must" <<'PY' || rc=1
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+marker, out, must = sys.argv[2], sys.argv[3], sys.argv[4]
+with zipfile.ZipFile(wheel) as z:
+    for n in z.namelist():
+        if marker in n and not n.endswith("/"):
+            dest = os.path.join(out, n.split(marker, 1)[1])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(z.read(n))
+if not os.path.exists(os.path.join(out, must)):
+    sys.exit(f"no {must} in {wheel}")
+PY
+  [ -s "$dest/$must" ] || rc=1
+  rm -rf "$tmp"
+  return $rc
+}
+
 install_nccl_headers() {
   [ "${SG_SKIP_NCCL:-0}" = "1" ] && { say "SG_SKIP_NCCL=1: skipping the NCCL headers"; return 0; }
   local nvcc=""
@@ -92,31 +118,11 @@ install_nccl_headers() {
     return 0
   fi
   say "no nccl.h: unpacking the headers of nvidia-nccl-cu13 into .deps/nccl (pip download)"
-  local tmp
-  tmp=$(mktemp -d)
-  if python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" \
-       "nvidia-nccl-cu13>=2.18" &&
-     python3 - "$tmp" "$ROOT/.deps/nccl/include" <<'PY'
-import glob, os, sys, zipfile
-wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
-out = sys.argv[2]
-os.makedirs(out, exist_ok=True)
-with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if "/include/" in n and n.endswith(".h")]
-    for n in names:
-        dest = os.path.join(out, n.split("/include/", 1)[1])
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "wb") as f:
-            f.write(z.read(n))
-if not os.path.exists(os.path.join(out, "nccl.h")):
-    sys.exit("no nccl.h in " + wheel)
-PY
-  then
+  if unpack_wheel_headers "nvidia-nccl-cu13>=2.18" "/include/" "$ROOT/.deps/nccl/include" nccl.h; then
     say "NCCL headers are in .deps/nccl/include"
   else
     echo "setup: warning: could not fetch the NCCL headers (pip); building without NCCL" >&2
   fi
-  rm -rf "$tmp"
 }
 
 CUTLASS_VERSION=4.2.0.0
@@ -133,34 +139,15 @@ install_cutlass_headers() {
     return 0
   fi
   say "unpacking the CUTLASS $CUTLASS_VERSION headers of nvidia-cutlass into .deps/cutlass (pip download)"
-  local tmp
-  tmp=$(mktemp -d)
   rm -rf "$dest"
-  if python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" \
-       "nvidia-cutlass==$CUTLASS_VERSION" &&
-     python3 - "$tmp" "$dest/include" <<'PY'
-import glob, os, sys, zipfile
-wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
-out = sys.argv[2]
-prefix = "cutlass_library/source/include/"
-with zipfile.ZipFile(wheel) as z:
-    for n in z.namelist():
-        if n.startswith(prefix) and not n.endswith("/"):
-            dest = os.path.join(out, n[len(prefix):])
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            with open(dest, "wb") as f:
-                f.write(z.read(n))
-if not os.path.exists(os.path.join(out, "cutlass", "cutlass.h")):
-    sys.exit("no cutlass/cutlass.h in " + wheel)
-PY
-  then
+  if unpack_wheel_headers "nvidia-cutlass==$CUTLASS_VERSION" "cutlass_library/source/include/" "$dest/include" \
+       cutlass/cutlass.h; then
     echo "$CUTLASS_VERSION" > "$dest/VERSION"
     say "CUTLASS headers are in .deps/cutlass/include"
   else
     rm -rf "$dest"
     echo "setup: warning: could not fetch the CUTLASS headers (pip); building without 3xTF32 kernels" >&2
   fi
-  rm -rf "$tmp"
 }
 
 check_cmake() {
