@@ -17,6 +17,9 @@
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDNN
 #include "backend/cuda/cudnn_conv.h"
+#endif
+#ifdef STEPGRAPH_HAVE_CUDA
+#include "backend/cuda/stream_plan.h"
 #include "backend/cuda/tf32x3_gemm.h"
 #endif
 
@@ -227,7 +230,12 @@ TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
   p.terms[1].points = 256;
   Built pb = pinn_program(p, *model, Adam(1e-3));
   const std::string explain = compare_backends(pb.p, pb.specs, 71, "poisson2d at tf32x3", 2, 1e-4, o);
-  if (cuda::tf32x3_configs() > 0) EXPECT_NE(explain.find("CUTLASS 3xTF32"), std::string::npos) << explain;
+#ifdef STEPGRAPH_HAVE_CUDA
+  const bool have_cutlass = cuda::tf32x3_configs() > 0;
+#else
+  const bool have_cutlass = false;  // not reached: REQUIRE_GPU skips without a CUDA build
+#endif
+  if (have_cutlass) EXPECT_NE(explain.find("CUTLASS 3xTF32"), std::string::npos) << explain;
   else EXPECT_NE(explain.find("no CUTLASS headers"), std::string::npos) << explain;
   // Autotuned, with a misaligned width (6: cuBLASLt only).
   o.autotune = Autotune::Heuristic;
@@ -259,6 +267,59 @@ TEST(Cuda, Tf32x3GraphReplayEqualsEagerBitwise) {
   for (auto& [name, v] : a)
     EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
 }
+
+#ifdef STEPGRAPH_HAVE_CUDA
+// The stream planner alone (host logic, no GPU): ops c = a + a and d = b + b touch no common
+// memory, e = c + d needs both.
+TEST(StreamPlan, IndependentChainsGoToTwoStreamsAndJoinThroughAnEvent) {
+  Program p;
+  const TensorId a = p.add_tensor({"a", {4}, DType::F32, Role::Input});
+  const TensorId b = p.add_tensor({"b", {4}, DType::F32, Role::Input});
+  const TensorId c = p.add_tensor({"c", {4}, DType::F32, Role::Activation});
+  const TensorId d = p.add_tensor({"d", {4}, DType::F32, Role::Activation});
+  const TensorId e = p.add_tensor({"e", {4}, DType::F32, Role::Activation});
+  auto add = [&](const char* name, TensorId x, TensorId y, TensorId out) {
+    Op op;
+    op.kind = OpKind::Add;
+    op.name = name;
+    op.in = {x, y};
+    op.out = {out};
+    p.add_op(std::move(op));
+  };
+  add("c", a, a, c);
+  add("d", b, b, d);
+  add("e", c, d, e);
+  auto steps_of = [&] {
+    std::vector<cuda::Step> steps(3);
+    for (int i = 0; i < 3; ++i) steps[i].name = p.ops()[i].name, steps[i].op = i;
+    return steps;
+  };
+  // Fake, disjoint addresses 64 bytes apart (each tensor holds 16).
+  std::vector<void*> ptrs;
+  for (uintptr_t t = 0; t < 5; ++t) ptrs.push_back(reinterpret_cast<void*>(0x1000 + 64 * t));
+  std::ostringstream notes;
+  auto steps = steps_of();
+  ASSERT_TRUE(cuda::plan_streams(p, ptrs, steps, {}, {}, notes));
+  EXPECT_EQ(steps[0].stream, 0);
+  EXPECT_EQ(steps[1].stream, 1);  // a new chain starts on the other stream
+  EXPECT_EQ(steps[2].stream, 0);  // it depends on the step's stream
+  EXPECT_EQ(steps[2].wait_for, 1);
+  EXPECT_TRUE(steps[1].record);
+  EXPECT_FALSE(steps[0].record);
+  EXPECT_NE(notes.str().find("concurrent branches: 1 ops on a second stream (1 'd')"), std::string::npos) << notes.str();
+  // d in c's memory (the planner reused it): the ops are ordered, all on one stream.
+  ptrs[d] = ptrs[c];
+  steps = steps_of();
+  EXPECT_FALSE(cuda::plan_streams(p, ptrs, steps, {}, {}, notes));
+  for (const auto& s : steps) EXPECT_TRUE(s.stream == 0 && s.wait_for == -1 && !s.record) << s.name;
+  // Disjoint again, but both use the shared cuBLASLt workspace, or are linked by a fusion.
+  ptrs[d] = reinterpret_cast<void*>(0x1000 + 64 * 3);
+  steps = steps_of();
+  EXPECT_FALSE(cuda::plan_streams(p, ptrs, steps, {}, {0, 1}, notes));
+  steps = steps_of();
+  EXPECT_FALSE(cuda::plan_streams(p, ptrs, steps, {{0, 1}}, {}, notes));
+}
+#endif
 
 TEST(Cuda, PinnBoundaryBranchRunsConcurrentlyAndEqualsSerial) {
   REQUIRE_GPU();

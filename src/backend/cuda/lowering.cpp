@@ -31,6 +31,7 @@
 #include "backend/cuda/pinn_kernels.cuh"
 #include "stepgraph/distributed.h"
 #include "backend/cuda/sequence_lowering.h"
+#include "backend/cuda/stream_plan.h"
 #include "stepgraph/graph.h"
 #ifdef STEPGRAPH_HAVE_CUDNN
 #include "backend/cuda/cudnn_dense.h"
@@ -341,106 +342,16 @@ class Lowering {
     unjoined_.clear();
   }
 
-  // Concurrent branches: ops that touch no common memory may run at the same time. A physics-
-  // informed step's boundary terms (their points, network pass, loss and backward) are such a
-  // chain next to the residual's: short, latency-bound kernels that a second stream hides behind
-  // the residual's large ones. Each op's footprint is the memory of its tensors (inputs it may
-  // change in place, temporaries, count as writes) joined with the ops fused into it, plus the
-  // shared library workspace for ops with cuBLASLt plans. An op depends on every earlier op whose
-  // footprint overlaps its own where either writes. It runs on the step's stream if it depends on
-  // anything there, else on the side stream if it depends on anything there, else (a new chain)
-  // on the other stream than the op before it; it waits for its latest dependency on the other
-  // stream through an event. Dependencies are found from addresses after memory
-  // planning, so tensors that share memory are ordered too. Off with collectives, cuDNN plans
-  // (their shared workspaces) and SG_CONCURRENT=0.
+  // Concurrent branches (stream_plan.h). Off with collectives, cuDNN plans (their shared
+  // workspaces) and SG_CONCURRENT=0.
   void plan_streams() {
     const char* env = std::getenv("SG_CONCURRENT");
     if ((env && std::string(env) == "0") || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
-    const auto& ops = p_.ops();
-    const size_t n = ops.size();
-    struct Range {
-      uintptr_t b, e;
-      bool write;
-    };
-    std::vector<std::vector<Range>> own_fp(n);
-    for (size_t i = 0; i < n; ++i) {
-      auto add = [&](TensorId t, bool write) {
-        if (t == kNone || !ptrs_[t]) return;
-        const TensorInfo& ti = p_.tensor(t);
-        const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]);
-        own_fp[i].push_back({b, b + static_cast<uintptr_t>(numel(ti.shape)) * dtype_size(ti.dtype), write});
-      };
-      for (TensorId t : ops[i].in) add(t, t != kNone && p_.tensor(t).role == Role::Temporary);
-      for (TensorId t : ops[i].out) add(t, true);
-      if (workspace_users_.count(static_cast<int>(i))) own_fp[i].push_back({1, 2, true});  // the workspace
-    }
-    std::vector<std::set<int>> partners(n);
-    auto link = [&](int a, int b) {
-      if (a < 0 || b < 0 || a == b) return;
-      partners[a].insert(b);
-      partners[b].insert(a);
-    };
-    for (const auto& [b, q] : fuse_into_) link(b, q);
-    for (const auto& [loss, dense] : fused_loss_) link(loss, dense);
-    for (const auto& kv : jet_bias_) link(kv.first, kv.first - 1);
-    std::vector<int> first_step(n, -1), last_step(n, -1);
-    for (size_t k = 0; k < steps_.size(); ++k) {
-      const int o = steps_[k].op;
-      if (o < 0) return;  // a step outside any op: leave the step serial
-      if (first_step[o] < 0) first_step[o] = static_cast<int>(k);
-      last_step[o] = static_cast<int>(k);
-    }
-    // An op whose work another launch does without a recorded fusion (the schedule inside the
-    // optimizer launch) belongs with the next op that launches anything.
-    for (size_t i = 0; i < n; ++i) {
-      if (first_step[i] >= 0 || !partners[i].empty()) continue;
-      size_t j = i + 1;
-      while (j < n && first_step[j] < 0) ++j;
-      if (j < n) link(static_cast<int>(i), static_cast<int>(j));
-    }
-    std::vector<std::vector<Range>> fp = own_fp;
-    for (size_t i = 0; i < n; ++i)
-      for (int q : partners[i]) fp[i].insert(fp[i].end(), own_fp[q].begin(), own_fp[q].end());
-    auto conflict = [&](size_t a, size_t b) {
-      for (const Range& x : fp[a])
-        for (const Range& y : fp[b])
-          if ((x.write || y.write) && x.b < y.e && y.b < x.e) return true;
-      return false;
-    };
-    std::vector<int> stream(n, 0);
-    int waited[2] = {-1, -1};  // per stream: the latest op of the other stream already waited for
-    int prev = -1, side_ops = 0, waits = 0;
-    std::vector<std::string> side_names;
-    for (size_t j = 0; j < n; ++j) {
-      if (first_step[j] < 0) continue;  // no work of its own (fused into another op)
-      int latest_other = -1;
-      bool deps[2] = {false, false};
-      for (size_t i = 0; i < j; ++i)
-        if (first_step[i] >= 0 && conflict(i, j)) deps[stream[i]] = true;
-      stream[j] = deps[0] ? 0 : deps[1] ? 1 : prev >= 0 ? 1 - stream[prev] : 0;
-      for (size_t i = 0; i < j; ++i)
-        if (first_step[i] >= 0 && stream[i] != stream[j] && conflict(i, j)) latest_other = static_cast<int>(i);
-      for (int k = first_step[j]; k <= last_step[j]; ++k) steps_[k].stream = stream[j];
-      if (latest_other > waited[stream[j]]) {
-        steps_[first_step[j]].wait_for = last_step[latest_other];
-        steps_[last_step[latest_other]].record = true;
-        waited[stream[j]] = latest_other;
-        ++waits;
-      }
-      if (stream[j] == 1) {
-        ++side_ops;
-        side_names.push_back(cat(j, " '", ops[j].name, "'"));
-      }
-      prev = static_cast<int>(j);
-    }
-    if (side_ops == 0) {
-      for (Step& s : steps_) s.wait_for = -1, s.record = false;
-      return;
-    }
-    concurrent_ = true;
-    notes_ << "concurrent branches: " << side_ops << " ops on a second stream (";
-    for (size_t k = 0; k < side_names.size(); ++k) notes_ << (k ? ", " : "") << side_names[k];
-    notes_ << "), " << waits << " cross-stream waits; joined at the end of the step\n";
+    std::vector<std::pair<int, int>> links;  // ops one launch does the work of
+    for (const auto& [b, q] : fuse_into_) links.emplace_back(b, q);
+    for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
+    for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
+    concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
   // Ops (and forms of ops) with only a CPU reference so far, and shapes beyond what the CUDA
