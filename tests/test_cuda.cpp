@@ -192,29 +192,42 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
   }
 }
 
-std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p) {
+std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p, int64_t width = 32,
+                                      Precision precision = Precision::FP32) {
   TrainerOptions o;
   o.mode = mode;
-  auto t = std::make_unique<Trainer>(sequential({dense(32, Activation::Tanh), dense(32, Activation::Tanh), dense(1)}),
+  o.lower.precision = precision;
+  auto t = std::make_unique<Trainer>(sequential({dense(width, Activation::Tanh), dense(width, Activation::Tanh), dense(1)}),
                                      pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
   t->compile_custom();
   return t;
+}
+
+// Launches every trainer `steps` times: each step's loss, and the state at the end, must equal
+// the first trainer's bit for bit.
+void expect_bitwise_same_steps(const std::vector<Trainer*>& ts, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    for (Trainer* t : ts) t->launch();
+    const float l0 = ts[0]->loss();
+    for (size_t k = 1; k < ts.size(); ++k) {
+      const float lk = ts[k]->loss();
+      ASSERT_EQ(std::memcmp(&l0, &lk, 4), 0) << "step " << s << ", trainer " << k << ": " << l0 << " vs " << lk;
+    }
+  }
+  const auto a = ts[0]->state();
+  for (size_t k = 1; k < ts.size(); ++k) {
+    const auto b = ts[k]->state();
+    for (auto& [name, v] : a)
+      EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs (trainer " << k << ")";
+  }
 }
 
 TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
   REQUIRE_GPU();
   pinn::Problem p = mixed_problem(700, 100);
   auto graph = pinn_trainer(ExecMode::Graph, p), eager = pinn_trainer(ExecMode::Eager, p);
-  for (int s = 0; s < 50; ++s) {
-    graph->launch();
-    eager->launch();
-    const float lg = graph->loss(), le = eager->loss();
-    ASSERT_EQ(std::memcmp(&lg, &le, 4), 0) << "step " << s << ": " << lg << " vs " << le;
-  }
+  expect_bitwise_same_steps({graph.get(), eager.get()}, 50);
   EXPECT_EQ(graph->capture_count(), 1);
-  auto a = graph->state(), b = eager->state();
-  for (auto& [name, v] : a)
-    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
 }
 
 TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
@@ -247,25 +260,9 @@ TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
 TEST(Cuda, Tf32x3GraphReplayEqualsEagerBitwise) {
   REQUIRE_GPU();
   pinn::Problem p = mixed_problem(2048, 100);
-  auto make = [&](ExecMode mode) {
-    TrainerOptions o;
-    o.mode = mode;
-    o.lower.precision = Precision::TF32X3;
-    auto t = std::make_unique<Trainer>(sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)}),
-                                       pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
-    t->compile_custom();
-    return t;
-  };
-  auto graph = make(ExecMode::Graph), eager = make(ExecMode::Eager);
-  for (int s = 0; s < 30; ++s) {
-    graph->launch();
-    eager->launch();
-    const float lg = graph->loss(), le = eager->loss();
-    ASSERT_EQ(std::memcmp(&lg, &le, 4), 0) << "step " << s << ": " << lg << " vs " << le;
-  }
-  auto a = graph->state(), b = eager->state();
-  for (auto& [name, v] : a)
-    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs";
+  auto graph = pinn_trainer(ExecMode::Graph, p, 64, Precision::TF32X3);
+  auto eager = pinn_trainer(ExecMode::Eager, p, 64, Precision::TF32X3);
+  expect_bitwise_same_steps({graph.get(), eager.get()}, 30);
 }
 
 #ifdef STEPGRAPH_HAVE_CUDA
@@ -326,32 +323,13 @@ TEST(Cuda, PinnBoundaryBranchRunsConcurrentlyAndEqualsSerial) {
   // The boundary term's chain runs on a second stream; results equal the serial schedule
   // bitwise (every kernel sums in a fixed order), in graph replays and eager steps alike.
   pinn::Problem p = mixed_problem(2048, 300);
-  auto make = [&](ExecMode mode, bool concurrent) {
-    if (!concurrent) setenv("SG_CONCURRENT", "0", 1);
-    TrainerOptions o;
-    o.mode = mode;
-    auto t = std::make_unique<Trainer>(sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)}),
-                                       pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
-    t->compile_custom();
-    unsetenv("SG_CONCURRENT");
-    return t;
-  };
-  auto serial = make(ExecMode::Graph, false), graph = make(ExecMode::Graph, true), eager = make(ExecMode::Eager, true);
+  setenv("SG_CONCURRENT", "0", 1);
+  auto serial = pinn_trainer(ExecMode::Graph, p, 64);
+  unsetenv("SG_CONCURRENT");
+  auto graph = pinn_trainer(ExecMode::Graph, p, 64), eager = pinn_trainer(ExecMode::Eager, p, 64);
   EXPECT_NE(graph->explain().find("concurrent branches"), std::string::npos) << graph->explain();
   EXPECT_EQ(serial->explain().find("concurrent branches"), std::string::npos);
-  for (int s = 0; s < 30; ++s) {
-    serial->launch();
-    graph->launch();
-    eager->launch();
-    const float ls = serial->loss(), lg = graph->loss(), le = eager->loss();
-    ASSERT_EQ(std::memcmp(&ls, &lg, 4), 0) << "step " << s << ": " << ls << " vs " << lg;
-    ASSERT_EQ(std::memcmp(&ls, &le, 4), 0) << "step " << s << ": " << ls << " vs " << le;
-  }
-  auto a = serial->state(), b = graph->state(), c = eager->state();
-  for (auto& [name, v] : a) {
-    EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs (graph)";
-    EXPECT_EQ(std::memcmp(v.raw(), c.at(name).raw(), v.nbytes()), 0) << name << " differs (eager)";
-  }
+  expect_bitwise_same_steps({serial.get(), graph.get(), eager.get()}, 30);
 }
 
 std::unique_ptr<Trainer> gpu_trainer(ExecMode mode, ShapePolicy policy = ShapePolicy::Recapture) {
