@@ -3,6 +3,7 @@
 // same NCCL path (one GPU), and 2 ranks against 1 rank on the doubled batch (two GPUs). The GPU
 // tests skip, saying why, without a GPU, without NCCL, or with fewer than 2 GPUs.
 #include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -401,48 +402,69 @@ TEST(Nccl, TwoRanksEqualOneRankOnTheDoubledBatch) {
 }
 
 // A rank that stops launching: the other one's step cannot finish, and after the timeout it fails
-// with its rank and the all-reduce that did not finish, instead of hanging.
+// with its rank and the all-reduce that did not finish, instead of hanging; its process then tears
+// down and exits with an error, and the launcher stops the stopped rank. The ranks are processes
+// (this test binary again, running NcclRank.HangScenario under `launch_local`), as in real use.
+// NCCL's abort waits for the host's other ranks to abort too, which the stopped rank never does:
+// the failing rank gives its abort Communicator::kAbortWaitS and then goes on to exit.
 TEST(Nccl, AHungRankIsReportedNotWaitedForForever) {
   REQUIRE_NCCL_GPUS(2);
+  dist::LaunchOptions o;
+  o.nprocs = 2;
+  o.kill_grace_s = 5;
+  setenv("SG_TEST_HANG_SCENARIO", "1", 1);
+  std::ostringstream out, err;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = dist::launch_local(o, {"/proc/self/exe", "--gtest_filter=NcclRank.HangScenario"}, out, err);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("SG_TEST_HANG_SCENARIO");
+  const std::string log = out.str() + err.str();
+  EXPECT_EQ(rc, 3) << log;  // rank 0's exit status after its error
+  EXPECT_NE(err.str().find("launch: failed: rank 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("rank 0 error: data-parallel: rank 0 of 2"), std::string::npos) << log;
+  EXPECT_NE(log.find("all-reduce of gradient bucket"), std::string::npos) << log;
+  EXPECT_NE(log.find("did not finish within 5 s"), std::string::npos) << log;
+  EXPECT_NE(log.find("rank 0: torn down"), std::string::npos) << "rank 0's teardown after the abort hung: " << log;
+  EXPECT_EQ(log.find("rank 1: nobody stopped me"), std::string::npos) << "the launcher did not stop rank 1: " << log;
+  EXPECT_LT(took, 60.0) << log;  // start-up + 5 s timeout + 10 s abort wait + 5 s grace, not rank 1's 90 s
+  std::printf("hung rank: reported and stopped in %.1f s\n", took);
+}
+
+// One rank of the test above, in a process of its own (skipped unless that test started it). Rank
+// 1 stops after 5 steps and sleeps (alive, its communicator open); rank 0 keeps stepping until its
+// all-reduce times out, tears down like the CLI does, and exits with status 3.
+TEST(NcclRank, HangScenario) {
+  if (!std::getenv("SG_TEST_HANG_SCENARIO"))
+    GTEST_SKIP() << "one rank of Nccl.AHungRankIsReportedNotWaitedForForever; runs only in the processes that test starts";
+  const dist::World w = dist::world_from_env();
+  ASSERT_EQ(w.size, 2);
+  dist::use_device(w.local_rank);
   const int64_t B = 16, D = 8, C = 3;
-  auto model = mlp(C);
-  auto loss = std::make_shared<SoftmaxCrossEntropy>();
-  auto opt = std::make_shared<SGD>(0.01);
-  const int port = dist::free_port();
-  std::string err0;
-  std::promise<void> rank0_done;
-  auto done = rank0_done.get_future().share();
-  std::vector<std::thread> th;
-  for (int r = 0; r < 2; ++r)
-    th.emplace_back([&, r] {
-      try {
-        dist::use_device(r);
-        TrainerOptions o;
-        auto comm = dist::Communicator::create(rank_of(r, 2, port), 5.0);
-        o.lower.comm = comm;
-        Trainer t(model, loss, opt, Device::CUDA, 1, o);
-        t.compile({B, D});
-        const HostArray X = random_f32({B, D}, 3 + r), y = random_labels(B, C, 4 + r);
-        const int my_steps = r == 0 ? 1000 : 5;  // rank 1 stops after 5 steps
-        try {
-          for (int s = 0; s < my_steps; ++s) t.one_step(X, y);
-        } catch (const Error& e) {
-          if (r == 0) err0 = e.what();
-        }
-        // Progress on stderr: where a hang sits (the steps, the abort, or the teardown).
-        std::fprintf(stderr, "rank %d: steps over (%s)\n", r, r == 0 ? (err0.empty() ? "no error" : "error") : "done");
-        if (r == 0) rank0_done.set_value();
-        else done.wait();  // keep rank 1's communicator until rank 0 gave up
-        comm->abort();
-        std::fprintf(stderr, "rank %d: communicator aborted\n", r);
-      } catch (const std::exception& e) {
-        if (r == 0) err0 = std::string("setup: ") + e.what(), rank0_done.set_value();
-      }
-    });
-  for (auto& t : th) t.join();
-  EXPECT_NE(err0.find("rank 0 of 2"), std::string::npos) << err0;
-  EXPECT_NE(err0.find("all-reduce of gradient bucket"), std::string::npos) << err0;
-  EXPECT_NE(err0.find("did not finish within 5 s"), std::string::npos) << err0;
+  std::string error;
+  {
+    TrainerOptions o;
+    o.lower.comm = dist::Communicator::create(w, 5.0);
+    Trainer t(mlp(C), std::make_shared<SoftmaxCrossEntropy>(), std::make_shared<SGD>(0.01), Device::CUDA, 1, o);
+    t.compile({B, D});
+    const HostArray X = random_f32({B, D}, 3 + w.rank), y = random_labels(B, C, 4 + w.rank);
+    const int my_steps = w.rank == 0 ? 100000 : 5;
+    try {
+      for (int s = 0; s < my_steps; ++s) t.one_step(X, y);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    std::fprintf(stderr, "rank %d error: %s\n", w.rank, error.empty() ? "(none)" : error.c_str());
+    if (w.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(90));  // the launcher stops this process
+      std::fprintf(stderr, "rank 1: nobody stopped me\n");
+    }
+  }
+  std::fprintf(stderr, "rank %d: torn down\n", w.rank);
+  std::fflush(stdout), std::fflush(stderr);
+  if (error.empty()) return;
+  // As the CLI ends after an error: at once while NCCL's abort still runs, else normally.
+  if (dist::aborts_left_running() > 0) std::_Exit(3);
+  std::exit(3);
 }
 
 }  // namespace

@@ -113,8 +113,15 @@ class Communicator {
   void wait(const std::function<bool()>& done, const std::function<std::string()>& what_);
   // Throws (after aborting) when NCCL has reported an asynchronous error.
   void check(const std::string& what);
+  // Stops this rank's collectives (NCCL's abort flag) and frees the communicator. NCCL's abort
+  // also waits for the other ranks of this host to abort, which a hung peer never does: the
+  // abort runs on a thread of its own and this returns after at most kAbortWaitS; an abort that
+  // has not finished by then is left to the process's end (abort_note() says so).
   void abort() noexcept;
   bool aborted() const { return aborted_; }
+  // Empty, or a sentence for error messages: the abort did not finish in time.
+  const std::string& abort_note() const { return abort_note_; }
+  static constexpr double kAbortWaitS = 10;
 
  private:
   Communicator() = default;
@@ -123,7 +130,13 @@ class Communicator {
   World world_;
   double timeout_s_ = kDefaultTimeoutS;
   bool aborted_ = false;
+  std::string abort_note_;
 };
+
+// Communicator aborts still running in this process (see Communicator::abort). While one runs,
+// the process's normal exit (static destructors, the CUDA runtime's teardown) can crash under
+// it: a program that ends after such an error flushes its output and leaves with std::_Exit.
+int aborts_left_running();
 
 // Makes `local_rank` this thread's CUDA device (the devices of one host are shared out by
 // LOCAL_RANK); an Error when there are not that many devices or the build has no CUDA.

@@ -1,8 +1,11 @@
 // The NCCL communicator (when the build found nccl.h; otherwise every entry point says the build
 // has no NCCL) and the CUDA device choice per rank.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -87,6 +90,11 @@ struct Communicator::Impl {
 };
 
 bool nccl_available(std::string* why) { return nccl_api(why) != nullptr; }
+
+namespace {
+std::atomic<int> g_aborts_running{0};
+}
+int aborts_left_running() { return g_aborts_running.load(); }
 
 std::shared_ptr<Communicator> Communicator::create(const World& w, double timeout_s) {
   SG_REQUIRE(timeout_s > 0, "Communicator: the timeout must be positive, got ", timeout_s, " s");
@@ -228,7 +236,8 @@ void Communicator::wait(const std::function<bool()>& done, const std::function<s
       abort();
       throw Error(cat("data-parallel: rank ", world_.rank, " of ", world_.size, ": ", what, " did not finish within ",
                       timeout_s_, " s (SG_DIST_TIMEOUT); another rank has probably failed or hangs. This rank aborted "
-                      "its NCCL communicator and stops"));
+                      "its NCCL communicator and stops", abort_note_.empty() ? "" : " (", abort_note_,
+                      abort_note_.empty() ? "" : ")"));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
@@ -239,8 +248,27 @@ void Communicator::abort() noexcept {
   if (aborted_ || !impl_ || !impl_->comm) return;
   aborted_ = true;
   std::string why;
-  if (const NcclApi* api = nccl_api(&why)) api->CommAbort(impl_->comm);
+  const NcclApi* api = nccl_api(&why);
+  ncclComm_t comm = impl_->comm;
   impl_->comm = nullptr;
+  if (!api) return;
+  // NCCL sets its abort flag first (this rank's kernels stop), then joins its proxy threads,
+  // which within a host wait for the peers to abort too: bounded here, the rest left running.
+  try {
+    auto finished = std::make_shared<std::promise<void>>();
+    std::future<void> f = finished->get_future();
+    ++g_aborts_running;
+    std::thread([api, comm, finished] {
+      api->CommAbort(comm);
+      --g_aborts_running;
+      finished->set_value();
+    }).detach();
+    if (f.wait_for(std::chrono::duration<double>(kAbortWaitS)) != std::future_status::ready)
+      abort_note_ = cat("NCCL's abort did not return within ", kAbortWaitS,
+                        " s (it waits for this host's other ranks to abort as well) and is left to the process's end");
+  } catch (...) {  // no thread to be had: abort here, unbounded
+    api->CommAbort(comm);
+  }
 }
 
 #else  // no NCCL in this build
@@ -272,6 +300,7 @@ std::vector<uint64_t> Communicator::all_gather(uint64_t, const std::string&) { n
 void Communicator::wait(const std::function<bool()>&, const std::function<std::string()>&) { no_nccl(); }
 void Communicator::check(const std::string&) {}
 void Communicator::abort() noexcept { aborted_ = true; }
+int aborts_left_running() { return 0; }
 
 #endif
 

@@ -375,6 +375,12 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     if (c.json) std::cout << nlohmann::json{{"event", "error"}, {"message", e.what()}}.dump() << "\n";
     std::cerr << "stepgraph: error: " << e.what() << "\n";
+    if (sg::dist::aborts_left_running() > 0) {
+      // A data-parallel rank whose peer hangs: NCCL's abort still waits for it, and the normal
+      // exit would tear CUDA down under that thread. The error is out; leave at once.
+      std::cout.flush(), std::cerr.flush();
+      std::_Exit(1);
+    }
     return 1;
   }
   return 0;
