@@ -106,6 +106,14 @@ if [ "$NGPU" -ge 2 ]; then
   "$SG" train "$LOG/digits_mlp_batch128.json" --device cuda --json --steps 300 --out "$LOG/run_batch128" \
     > "$LOG/train_batch128.log" 2>&1
   row "2 ranks vs 1 on batch 128 (loss, us)" "$(summary_of "$LOG/train_launch2.log") vs $(summary_of "$LOG/train_batch128.log")"
+  # Rank 0 alone writes the checkpoint, and it resumes at either world size: the 2-rank one on one
+  # process, and the plain run's on two ranks (50 more steps each; "steps" in the summary is 350).
+  "$SG" train configs/digits_mlp.json --device cuda --json --steps 350 --resume "$LOG/run_launch2/checkpoint.safetensors" \
+    --out "$LOG/run_resume_2to1" > "$LOG/train_resume_2to1.log" 2>&1
+  row "resume 2-rank checkpoint on 1 rank" "exit $? $(tail -n 1 "$LOG/train_resume_2to1.log" | grep -o '"steps":[0-9]*') $(summary_of "$LOG/train_resume_2to1.log")"
+  "$SG" launch --gpus 2 train configs/digits_mlp.json --json --steps 350 --resume "$LOG/run_plain300/checkpoint.safetensors" \
+    --out "$LOG/run_resume_1to2" > "$LOG/train_resume_1to2.log" 2>&1
+  row "resume 1-rank checkpoint on 2 ranks" "exit $? $(tail -n 1 "$LOG/train_resume_1to2.log" | grep -o '"steps":[0-9]*') $(summary_of "$LOG/train_resume_1to2.log")"
   for cfg in bench/configs/seed_mlp.json bench/configs/large_mlp.json; do
     "$SG" launch --gpus 2 bench "$cfg" --steps 200 --json > "$LOG/bench_launch2_$(basename "$cfg" .json).log" 2>&1
     "$SG" bench "$cfg" --steps 200 --json > "$LOG/bench_one_$(basename "$cfg" .json).log" 2>&1
