@@ -197,71 +197,96 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
   finish_reduction(block_sum(row_loss), scale, loss, sc);
 }
 
-// Copies n1 floats from src1 then n2 from src2 into shared memory at dst (contiguous), with
-// eight loads per thread in flight before any store (a plain loop waits for each load in turn).
-__device__ void stage_to_shared(float* dst, const float* src1, int64_t n1, const float* src2, int64_t n2) {
-  constexpr int kUnroll = 8;
-  const int64_t n = n1 + n2;
-  for (int64_t base = 0; base < n; base += int64_t(blockDim.x) * kUnroll) {
-    float v[kUnroll];
+// Sums each of a lane's N values (N a power of two, 2..32) over the warp with N - 1 + 5 - log2 N
+// shuffles instead of 5 N: each halving step pairs lanes `off` apart, and each lane keeps the
+// half of the values its side owns, adding its partner's copy of them. Returns, in lane l, the
+// sum of value l >> (5 - log2 N) (each 32 / N consecutive lanes hold the same one).
+template <int N>
+__device__ float warp_sum_scatter(float (&a)[N]) {
+  static_assert(N >= 2 && N <= 32 && (N & (N - 1)) == 0, "a power of two up to 32");
+  const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e = base + u * int64_t(blockDim.x) + threadIdx.x;
-      v[u] = e < n1 ? __ldg(src1 + e) : e < n ? __ldg(src2 + (e - n1)) : 0.0f;
-    }
+  for (int step = 0; step < 5; ++step) {
+    const int off = 16 >> step, n = N >> step;  // n: values this lane still holds
+    if (n >= 2) {
+      const bool upper = lane & off;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t e = base + u * int64_t(blockDim.x) + threadIdx.x;
-      if (e < n) dst[e] = v[u];
+      for (int j = 0; j < n / 2; ++j) {
+        const float send = upper ? a[j] : a[j + n / 2];
+        const float keep = upper ? a[j + n / 2] : a[j];
+        a[j] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+      }
+    } else {
+      a[0] += __shfl_xor_sync(0xffffffffu, a[0], off);
     }
   }
+  return a[0];
+}
+
+// Row stride of the transposed W in shared memory: CMAX + 4 floats, so the 16-byte loads of a
+// quarter warp (8 lanes on consecutive inputs) fall on distinct banks.
+template <int CMAX>
+constexpr int fused_w_stride() {
+  return CMAX + 4;
 }
 
 // The last dense layer and the loss in one launch, for up to 32 classes: one warp per row. The
-// block first stages W and its rows of X in shared memory with every load in flight at once
-// (these layers are small, see fused_loss_fits); then the lanes split the row's inputs,
-// each keeping a partial product for every class, and a butterfly sum gives every lane all
-// logits; lane c owns class c. Logits are written too (predictions read them).
-template <int CMAX>  // C <= CMAX: the class loops unroll to CMAX, so their warp sums interleave
+// block stages W in shared memory transposed ([I][CMAX + 4], classes C..CMAX zero), so a lane
+// reads all classes' weights of one input as float4s; the lanes split the row's inputs (read
+// straight from global memory, all in flight), each keeping a partial product for every class;
+// a reduce-scatter (warp_sum_scatter) sums them, and lane c takes class c's logit. Logits are
+// written too (predictions read them).
+template <int CMAX>  // C <= CMAX, a power of two
 __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const float* bias, float* logits,
                                         const int32_t* labels, const int32_t* valid, float* loss, float* dlogits,
                                         int64_t B, int64_t I, int C, int64_t per_row, bool ignore_negative,
                                         const int32_t* count, bool mean, ReduceScratch sc) {
-  PDL_PROLOGUE();
-  extern __shared__ float smem[];
-  float* Ws = smem;            // [C, I]
-  float* Xs = smem + C * I;    // [kRowsPerBlock, I]
+  constexpr int S = fused_w_stride<CMAX>();
+  extern __shared__ __align__(16) float Ws[];  // [I][S]
+  PDL_PROLOGUE();  // before any read: the kernel before may be the optimizer writing W
+  const int In = static_cast<int>(I);  // (CMAX + 4) * I fits in 48 KB
+  for (int e = threadIdx.x; e < C * In; e += blockDim.x) {  // reads in W's order (coalesced)
+    const int c = e / In, k = e - c * In;
+    Ws[k * S + c] = W[e];
+  }
+  for (int e = threadIdx.x; e < (CMAX - C) * In; e += blockDim.x) {  // the padding classes
+    const int c = e / In, k = e - c * In;
+    Ws[k * S + C + c] = 0.0f;
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;  // rows of X, valid label rows
   const int64_t counted = counted_targets(labels, V, ignore_negative, count);
   const float scale = mean ? 1.0f / static_cast<float>(counted > 0 ? counted : 1) : 1.0f;
+  const float b = bias && lane < C ? bias[lane] : 0.0f;
+  __syncthreads();  // Ws complete
   float row_loss = 0.0f;
-  bool first = true;
-  for (int64_t row0 = blockIdx.x * int64_t(kRowsPerBlock); row0 < N; row0 += int64_t(gridDim.x) * kRowsPerBlock) {
-    __syncthreads();  // the previous rows' Xs no longer read
-    const int64_t rows = N - row0 < kRowsPerBlock ? N - row0 : kRowsPerBlock;
-    if (first) stage_to_shared(Ws, W, C * I, X + row0 * I, rows * I);  // Xs follows Ws
-    else stage_to_shared(Xs, X + row0 * I, rows * I, nullptr, 0);
-    first = false;
-    __syncthreads();
-    const int64_t row = row0 + warp;
-    if (row >= N) continue;
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + warp; row < N; row += int64_t(gridDim.x) * kRowsPerBlock) {
     float acc[CMAX];
 #pragma unroll
     for (int c = 0; c < CMAX; ++c) acc[c] = 0.0f;
-    const float* x = Xs + warp * I;
-    for (int64_t k = lane; k < I; k += 32) {
-      const float xv = x[k];
+    const float* x = X + row * I;
+    constexpr int kInFlight = 8;  // inputs per lane loaded before any is used
+    for (int64_t k0 = lane; k0 < I; k0 += 32 * kInFlight) {
+      float xv[kInFlight];
 #pragma unroll
-      for (int c = 0; c < CMAX; ++c)
-        if (c < C) acc[c] = fmaf(xv, Ws[c * I + k], acc[c]);
+      for (int u = 0; u < kInFlight; ++u) xv[u] = k0 + 32 * u < I ? __ldg(x + k0 + 32 * u) : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        if (k0 + 32 * u >= I) break;
+        const float4* w = reinterpret_cast<const float4*>(Ws + (k0 + 32 * u) * S);
+#pragma unroll
+        for (int q = 0; q < CMAX / 4; ++q) {
+          const float4 w4 = w[q];
+          acc[4 * q + 0] = fmaf(xv[u], w4.x, acc[4 * q + 0]);
+          acc[4 * q + 1] = fmaf(xv[u], w4.y, acc[4 * q + 1]);
+          acc[4 * q + 2] = fmaf(xv[u], w4.z, acc[4 * q + 2]);
+          acc[4 * q + 3] = fmaf(xv[u], w4.w, acc[4 * q + 3]);
+        }
+      }
     }
-#pragma unroll
-    for (int c = 0; c < CMAX; ++c) acc[c] = warp_sum(acc[c]);
-    float z = -INFINITY;  // this lane's class logit
-#pragma unroll
-    for (int c = 0; c < CMAX; ++c)
-      if (c < C && lane == c) z = acc[c] + (bias ? bias[c] : 0.0f);
+    const float sum = warp_sum_scatter(acc);
+    float z = __shfl_sync(0xffffffffu, sum, (lane % CMAX) * (32 / CMAX)) + b;  // lane c: class c's logit
+    if (lane >= C) z = -INFINITY;
     if (lane < C) logits[row * C + lane] = z;
     float* dz = dlogits + row * C;
     const int32_t y = row < V ? labels[row] : -1;
@@ -510,19 +535,18 @@ void dense_softmax_cross_entropy(const float* X, const float* W, const float* bi
                                  int64_t I, int64_t C, Reduction r, ReduceScratch sc, cudaStream_t s, int64_t per_row,
                                  bool ignore_negative) {
   SG_REQUIRE(fused_loss_fits(C, I), "fused dense + softmax cross-entropy: ", C, " classes x ", I,
-             " inputs do not fit (at most 32 classes, (classes + 8) x inputs <= 12288)");
+             " inputs do not fit (at most 32 classes; W, transposed and padded, in 48 KB of shared memory)");
   const int blocks = softmax_ce_blocks(B * per_row);
   SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
   const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
-  const size_t smem = static_cast<size_t>(C * I + kRowsPerBlock * I) * sizeof(float);
-  if (C <= 16)
-    launch_pdl(dense_softmax_ce_kernel<16>, static_cast<unsigned>(blocks), kBlock, smem, s, 
-        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), per_row, ignore_negative, count,
-        r == Reduction::Mean, sc);
-  else
-    launch_pdl(dense_softmax_ce_kernel<kMaxFusedClasses>, static_cast<unsigned>(blocks), kBlock, smem, s, 
-        X, W, bias, logits, labels, valid, loss, dlogits, B, I, static_cast<int>(C), per_row, ignore_negative, count,
-        r == Reduction::Mean, sc);
+  const auto go = [&](auto kernel, int cmax) {
+    const size_t smem = static_cast<size_t>(I * (cmax + 4)) * sizeof(float);
+    launch_pdl(kernel, static_cast<unsigned>(blocks), kBlock, smem, s, X, W, bias, logits, labels, valid, loss, dlogits,
+               B, I, static_cast<int>(C), per_row, ignore_negative, count, r == Reduction::Mean, sc);
+  };
+  if (C <= 8) go(dense_softmax_ce_kernel<8>, 8);
+  else if (C <= 16) go(dense_softmax_ce_kernel<16>, 16);
+  else go(dense_softmax_ce_kernel<kMaxFusedClasses>, kMaxFusedClasses);
   KERNEL_LAUNCH_CHECK();
 }
 

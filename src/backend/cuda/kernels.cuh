@@ -58,12 +58,16 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
                            ReduceScratch scratch, cudaStream_t s, int64_t per_row = 1, bool ignore_negative = false);
 // A dense layer without activation (logits = X W^T + bias, X [B, I], W [C, I]) fused with the
-// softmax cross-entropy that reads it, when fused_loss_fits(C, I) (W and 8 rows of X in the
-// default 48 KB of shared memory, at most 32 classes): writes logits, loss and dlogits like
+// softmax cross-entropy that reads it, when fused_loss_fits(C, I) (at most 32 classes, W in the
+// default 48 KB of shared memory, transposed with its classes padded to 8, 16 or 32, plus 4):
+// writes logits, loss and dlogits like
 // softmax_cross_entropy (per_row, ignore_negative as there: X then has B * per_row rows).
 // Scratch sized by softmax_ce_blocks(B * per_row).
 constexpr int kMaxFusedClasses = 32;
-inline bool fused_loss_fits(int64_t C, int64_t I) { return C >= 1 && C <= kMaxFusedClasses && (C + 8) * I <= 12288; }
+inline bool fused_loss_fits(int64_t C, int64_t I) {
+  const int64_t padded = C <= 8 ? 8 : C <= 16 ? 16 : 32;
+  return C >= 1 && C <= kMaxFusedClasses && (padded + 4) * I <= 12288;
+}
 void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
                                  const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,
                                  int64_t I, int64_t C, Reduction r, ReduceScratch scratch, cudaStream_t s,
