@@ -353,8 +353,7 @@ int main(int argc, char** argv) {
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);
       if (!note.empty()) std::cout << note << "\n";
       if (cfg.problem) {
-        sg::Trainer t(cfg.model, sg::pinn::make_step(*cfg.problem), cfg.optimizer, sg::Device::CPU,
-                      cfg.train.seed, cfg.trainer);
+        sg::Trainer t(cfg.model, sg::pinn::make_step(*cfg.problem), cfg.optimizer, d, cfg.train.seed, cfg.trainer);
         t.compile_custom();
         std::cout << t.explain();
         return 0;
