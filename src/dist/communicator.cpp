@@ -254,21 +254,28 @@ void Communicator::abort() noexcept {
   if (!api) return;
   // NCCL sets its abort flag first (this rank's kernels stop), then joins its proxy threads,
   // which within a host wait for the peers to abort too: bounded here, the rest left running.
+  std::future<void> f;
   try {
     auto finished = std::make_shared<std::promise<void>>();
-    std::future<void> f = finished->get_future();
+    f = finished->get_future();
     ++g_aborts_running;
-    std::thread([api, comm, finished] {
-      api->CommAbort(comm);
+    try {
+      std::thread([api, comm, finished] {
+        api->CommAbort(comm);
+        --g_aborts_running;
+        finished->set_value();
+      }).detach();
+    } catch (...) {
       --g_aborts_running;
-      finished->set_value();
-    }).detach();
-    if (f.wait_for(std::chrono::duration<double>(kAbortWaitS)) != std::future_status::ready)
-      abort_note_ = cat("NCCL's abort did not return within ", kAbortWaitS,
-                        " s (it waits for this host's other ranks to abort as well) and is left to the process's end");
+      throw;
+    }
   } catch (...) {  // no thread to be had: abort here, unbounded
     api->CommAbort(comm);
+    return;
   }
+  if (f.wait_for(std::chrono::duration<double>(kAbortWaitS)) != std::future_status::ready)
+    abort_note_ = cat("NCCL's abort did not return within ", kAbortWaitS,
+                      " s (it waits for this host's other ranks to abort as well) and is left to the process's end");
 }
 
 #else  // no NCCL in this build
