@@ -32,6 +32,12 @@ PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libg
 MIN_CMAKE=3.24
 
 say() { echo "setup: $*"; }
+# pip for fetching WHAT; without it, a warning that the build goes on WITHOUT (and false).
+have_pip() {
+  python3 -m pip --version >/dev/null 2>&1 && return 0
+  echo "setup: warning: python3 has no pip: cannot fetch the $1; building without $2" >&2
+  return 1
+}
 die() { echo "setup: error: $*" >&2; exit 1; }
 
 installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
@@ -53,10 +59,7 @@ install_cudnn_headers() {
     say "no nvcc: the CUDA backend is not built, so no cuDNN either"
     return 0
   fi
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    echo "setup: warning: python3 has no pip: cannot install the cuDNN frontend headers; building without cuDNN" >&2
-    return 0
-  fi
+  have_pip "cuDNN frontend headers" cuDNN || return 0
   local fe="$ROOT/.deps/cudnn-frontend"
   if grep -qs "CUDNN_FRONTEND_MINOR_VERSION $(echo $CUDNN_FRONTEND_VERSION | cut -d. -f2)\b" "$fe/include/cudnn_frontend_version.h"; then
     say "cuDNN frontend $CUDNN_FRONTEND_VERSION headers are in .deps/cudnn-frontend"
@@ -113,10 +116,7 @@ install_nccl_headers() {
     say "nccl.h found"
     return 0
   fi
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    echo "setup: warning: python3 has no pip: cannot fetch the NCCL headers; building without NCCL" >&2
-    return 0
-  fi
+  have_pip "NCCL headers" NCCL || return 0
   say "no nccl.h: unpacking the headers of nvidia-nccl-cu13 into .deps/nccl (pip download)"
   if unpack_wheel_headers "nvidia-nccl-cu13>=2.18" "/include/" "$ROOT/.deps/nccl/include" nccl.h; then
     say "NCCL headers are in .deps/nccl/include"
@@ -134,10 +134,7 @@ install_cutlass_headers() {
     say "CUTLASS $CUTLASS_VERSION headers are in .deps/cutlass"
     return 0
   fi
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    echo "setup: warning: python3 has no pip: cannot fetch the CUTLASS headers; building without 3xTF32 kernels" >&2
-    return 0
-  fi
+  have_pip "CUTLASS headers" "3xTF32 kernels" || return 0
   say "unpacking the CUTLASS $CUTLASS_VERSION headers of nvidia-cutlass into .deps/cutlass (pip download)"
   rm -rf "$dest"
   if unpack_wheel_headers "nvidia-cutlass==$CUTLASS_VERSION" "cutlass_library/source/include/" "$dest/include" \

@@ -13,6 +13,7 @@
 #include "stepgraph/graph.h"
 #include "stepgraph/run.h"
 #include "stepgraph/trainer.h"
+#include "test_backends.h"
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDA
 #include "backend/cuda/sequence_kernels.cuh"
@@ -56,25 +57,13 @@ struct SeqCase {
 void compare_sequence_step(const SeqCase& c, uint64_t seed) {
   Built b = seq_train_program(*c.model, SoftmaxCrossEntropy(c.reduction), {c.B, c.S}, AdamW(1e-3, 0.9, 0.999, 1e-8, 1e-2));
   Program prog = b.p;
-  for (size_t t = 0; t < prog.num_tensors(); ++t)
-    if (prog.tensor(static_cast<TensorId>(t)).role != Role::Temporary) prog.tensor(static_cast<TensorId>(t)).live_out = true;
+  keep_results(prog);
   PoisonedRun cpu(Device::CPU, prog), gpu(Device::CUDA, prog);
+  set_random_state(cpu, gpu, prog, b.specs, seed);
   auto set_both = [&](const std::string& name, const HostArray& a) {
     cpu.set(name, a);
     gpu.set(name, a);
   };
-  for (const ParamSpec& s : b.specs) set_both(s.name, random_f32(s.shape, mix_seed(seed, s.name), 0.5));
-  for (size_t t = 0; t < prog.num_tensors(); ++t) {
-    const TensorInfo& info = prog.tensor(static_cast<TensorId>(t));
-    if (info.role == Role::OptimizerState) {
-      HostArray s = random_f32(info.shape, seed + t, 0.01);
-      if (info.name.rfind("optim.v.", 0) == 0)
-        for (int64_t k = 0; k < s.numel(); ++k) s.data<float>()[k] = std::fabs(s.data<float>()[k]);
-      set_both(info.name, s);
-    }
-    if (info.name == "optim.step") set_both(info.name, HostArray::i32({1}, {3}));
-    if (info.name == "optim.hyper") set_both(info.name, HostArray::f32({2}, {0.01f, 0.05f}));
-  }
   const int64_t classes = prog.tensor(b.pred).shape.back();
   for (int step = 0; step < c.steps; ++step) {
     set_both("input", token_ids(c.B, c.S, c.vocab, seed + 100 * step + 1));
@@ -83,15 +72,7 @@ void compare_sequence_step(const SeqCase& c, uint64_t seed) {
     cpu.exe->run();
     gpu.exe->run();
   }
-  for (size_t t = 0; t < prog.num_tensors(); ++t) {
-    const TensorInfo& info = prog.tensor(static_cast<TensorId>(t));
-    if (info.role == Role::Input || info.role == Role::Temporary) continue;
-    const ArrayDiff d = array_diff(cpu.get(static_cast<TensorId>(t)), gpu.get(static_cast<TensorId>(t)));
-    ASSERT_LT(d.unwritten, 0) << c.what << ": " << info.name << "[" << d.unwritten << "] not written (NaN)";
-    EXPECT_TRUE(d.rel <= c.tol && d.relmax <= 10 * c.tol)
-        << c.what << ": " << info.name << " " << shape_str(info.shape) << " differs from the CPU: rel L2 " << d.rel
-        << ", max diff / max " << d.relmax;
-  }
+  expect_same_results(prog, cpu, gpu, c.what, c.tol);
 }
 
 TEST(CudaSequence, LayerNormEmbeddingAndTokenLossMatchCpu) {
