@@ -339,6 +339,172 @@ __global__ void split_reduce_kernel(DenseGemm g) {
   else store_rowsum(g, e - mn, v);
 }
 
+// ---- 3xTF32 on tensor cores (precision: tf32x3) --------------------------------------------
+// The same products (and the same epilogue, split-k partials and row sums) with the arithmetic on
+// tensor cores: each fp32 operand is split into a TF32 part and a TF32 remainder, and big*small +
+// small*big + big*big are accumulated in fp32 (the dropped small*small is ~2^-22 of a product),
+// so the error stays at fp32's level. A 64 x 64 output tile per block of 4 warps, each warp
+// 32 x 32 as 2 x 4 mma.m16n8k8 tiles; k-slabs of 32 double-buffered through cp.async. Each operand
+// tile is kept in shared memory as it lies in global memory: [k][m] when m is the unit stride (a
+// weight gradient's dZ and X), [m][k] when k is (activations, W as [out][in] in the forward). The
+// row pads (+8 and +4 floats) make the fragment reads (8 rows x 4 columns per warp) hit 32 banks.
+namespace tc {
+constexpr int kT = 64, kBK = 32, kThreads = 128;
+template <bool MFAST>
+struct Tile {  // one operand's 64 x 32 slab in shared memory
+  static constexpr int LD = MFAST ? kT + 8 : kBK + 4;
+  static constexpr int kFloats = MFAST ? kBK * LD : kT * LD;  // 2304 either way
+  __device__ static int at(int mn, int k) { return MFAST ? k * LD + mn : mn * LD + k; }
+};
+
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
+  big = tf32(x);
+  small = tf32(x - __uint_as_float(big));
+}
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Loads rows [k0, k0 + kBK) x [mn0, mn0 + kT) of an operand (element (mn, k) at p[mn*smn + k*sk],
+// one of the strides 1) into `dst`, 16 bytes per cp.async; outside [0, MN) x [k0, k_end) zeros.
+template <bool MFAST>
+__device__ __forceinline__ void load_slab(float* dst, const float* p, int64_t smn, int64_t sk, int64_t mn0,
+                                          int64_t MN, int64_t k0, int64_t k_end, int tid) {
+  constexpr int kChunks = kT * kBK / 4 / kThreads;  // 4 per thread
+#pragma unroll
+  for (int r = 0; r < kChunks; ++r) {
+    const int e = tid + r * kThreads;
+    // MFAST: 16 chunks along m per k row; else 8 chunks along k per m row.
+    const int mn = MFAST ? (e % (kT / 4)) * 4 : e / (kBK / 4), k = MFAST ? e / (kT / 4) : (e % (kBK / 4)) * 4;
+    const bool in = mn0 + mn < MN && k0 + k < k_end;
+    const float* src = in ? p + (mn0 + mn) * smn + (k0 + k) * sk : p;
+    cp_async16(dst + Tile<MFAST>::at(mn, k), src, in);
+  }
+}
+
+template <bool AM, bool BN>
+__global__ void __launch_bounds__(kThreads) gemm_kernel(DenseGemm g) {
+  PDL_PROLOGUE();
+  using TA = Tile<AM>;
+  using TB = Tile<BN>;
+  __shared__ __align__(16) float As[2][TA::kFloats];
+  __shared__ __align__(16) float Bs[2][TB::kFloats];
+  const int64_t n_tiles = (g.N + kT - 1) / kT;
+  const int64_t m0 = blockIdx.x / n_tiles * kT, n0 = blockIdx.x % n_tiles * kT;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, tq = lane % 4;              // the fragment's row group and column
+  const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // the warp's 32 x 32 within the tile
+  int64_t k_begin = 0, k_end = g.K;
+  if (g.splits > 1) split_range<kBK>(g, blockIdx.y, &k_begin, &k_end);
+  const bool do_rowsum = g.rowsum != nullptr && n0 == 0 && tid < kT;
+  float rs = 0.0f;
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
+
+  auto load = [&](int buf, int64_t k0) {
+    load_slab<AM>(As[buf], g.A, g.sam, g.sak, m0, g.M, k0, k_end, tid);
+    load_slab<BN>(Bs[buf], g.B, g.sbn, g.sbk, n0, g.N, k0, k_end, tid);
+    cp_async_commit();
+  };
+  if (k_begin < k_end) load(0, k_begin);
+  int buf = 0;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kBK, buf ^= 1) {
+    if (k0 + kBK < k_end) {
+      load(buf ^ 1, k0 + kBK);  // in flight while this slab is multiplied
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const float* a = As[buf];
+    const float* b = Bs[buf];
+    if (do_rowsum) {  // the bias gradient: A summed over its first rowsum_k values of k
+      const int64_t left = g.rowsum_k - k0;
+      const int depth = left < 0 ? 0 : left < kBK ? static_cast<int>(left) : kBK;
+      for (int k = 0; k < depth; ++k) rs += a[TA::at(tid, k)];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 8) {
+      uint32_t ab[2][4], as[2][4], bb[4][2], bs[4][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int m = wm + i * 16 + gq;
+        split(a[TA::at(m, kk + tq)], ab[i][0], as[i][0]);
+        split(a[TA::at(m + 8, kk + tq)], ab[i][1], as[i][1]);
+        split(a[TA::at(m, kk + tq + 4)], ab[i][2], as[i][2]);
+        split(a[TA::at(m + 8, kk + tq + 4)], ab[i][3], as[i][3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n = wn + j * 8 + gq;
+        split(b[TB::at(n, kk + tq)], bb[j][0], bs[j][0]);
+        split(b[TB::at(n, kk + tq + 4)], bb[j][1], bs[j][1]);
+      }
+      // Small terms first; each pass is 8 independent products (a dependent chain would stall).
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma(acc[i][j], as[i], bb[j]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma(acc[i][j], ab[i], bs[j]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma(acc[i][j], ab[i], bb[j]);
+    }
+    __syncthreads();  // this buffer is the next iteration's load target
+  }
+
+  // acc[i][j]: rows wm + 16i + gq (+8), columns wn + 8j + 2tq (+1).
+  float* P = g.splits > 1 ? g.partial + blockIdx.y * g.M * g.N : nullptr;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = m0 + wm + i * 16 + gq + h * 8;
+      if (m >= g.M) continue;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int64_t n = n0 + wn + j * 8 + 2 * tq + c;
+          if (n >= g.N) continue;
+          if (P) P[m * g.N + n] = acc[i][j][2 * h + c];
+          else store_output(g, m, n, acc[i][j][2 * h + c]);
+        }
+    }
+  if (do_rowsum && m0 + tid < g.M) {
+    if (P) g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m0 + tid] = rs;
+    else store_rowsum(g, m0 + tid, rs);
+  }
+}
+}  // namespace tc
+
 int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
 
 // The weight-gradient layout split_gemm_rows_kernel takes, and whether its rows load as float4.
@@ -352,6 +518,32 @@ int rows_tile(int64_t M, int64_t N, int64_t K) {
 // Split products onto at most 256 outputs run on split_gemm_small_kernel.
 bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Whether the tensor-core kernel takes this product: each operand's slabs load as 16-byte
+// chunks along its unit stride (the extent there and the other stride multiples of 4).
+bool tc_operand(const void* p, int64_t s_mn, int64_t s_k, int64_t MN, int64_t K) {
+  if (!aligned16(p)) return false;
+  if (s_mn == 1) return MN % 4 == 0 && s_k % 4 == 0;
+  return s_k == 1 && K % 4 == 0 && s_mn % 4 == 0;
+}
+// ... and whether its 64 x 64 tiles (times the k splits) give every SM of an H200 a block: fewer
+// would leave most tensor cores idle where the SIMT kernel's smaller tiles spread out.
+bool tc_layout(const DenseGemm& g) {
+  return g.tf32x3 && !small_output(g.M, g.N) && tiles(g.M, g.N, tc::kT) * g.splits >= 132 && tc_operand(g.A, g.sam, g.sak, g.M, g.K) && tc_operand(g.B, g.sbn, g.sbk, g.N, g.K);
+}
+void launch_reduce(const DenseGemm& g, cudaStream_t s) {
+  const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
+  launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, g);
+  KERNEL_LAUNCH_CHECK();
+}
+void launch_tc(const DenseGemm& g, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, tc::kT)), static_cast<unsigned>(g.splits));
+  const bool am = g.sam == 1, bn = g.sbn == 1;
+  if (am && bn) launch_pdl(tc::gemm_kernel<true, true>, grid, tc::kThreads, 0, s, g);
+  else if (am) launch_pdl(tc::gemm_kernel<true, false>, grid, tc::kThreads, 0, s, g);
+  else if (bn) launch_pdl(tc::gemm_kernel<false, true>, grid, tc::kThreads, 0, s, g);
+  else launch_pdl(tc::gemm_kernel<false, false>, grid, tc::kThreads, 0, s, g);
+  KERNEL_LAUNCH_CHECK();
+}
 bool rows_vec4(const DenseGemm& g) {
   return g.M % 4 == 0 && g.N % 4 == 0 && g.sak % 4 == 0 && g.sbk % 4 == 0 && aligned16(g.A) && aligned16(g.B);
 }
@@ -370,9 +562,18 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
   return (M * N * K <= (int64_t{1} << 22) && K <= 512 && M <= 16384) || own_gemm_splits(M, N, K, rows) > 1;
 }
 
-int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows) {
+int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_cores) {
   const char* v = std::getenv("SG_SPLIT_K");
   if (v && std::string(v) == "0") return 1;  // such products go to cuBLASLt
+  if (tensor_cores) {
+    // 64 x 64 tiles, three blocks per SM, each over at least 256 values of k. Fourier 4x128's
+    // 128 x 128 x 81920 weight gradients (H200, whole step at tf32x3): two waves 1282 us per
+    // step, three 1252, four 1274, six 1316.
+    if (K < 1024) return 1;
+    const int64_t t = tiles(M, N, tc::kT), want = (3 * 132 + t - 1) / t, most = K / 256;
+    const int64_t s = want < most ? want : most;
+    return s < 2 ? 1 : static_cast<int>(s);
+  }
   // A small output (a few 64 x 64 tiles) over a long reduction, each block over at least 128
   // values of k. From k = 1024 for outputs up to 128 x 128 (a PINN's boundary points), from 2048
   // up to 256 x 256 (cuBLASLt is faster for an MLP's 256 x 256 x 1024 weight gradient: 287
@@ -399,7 +600,23 @@ int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
 }
 
 
+bool own_gemm_tensor_cores(const DenseGemm& g) { return tc_layout(g); }
+
+bool tf32_tensor_cores() {
+  static const bool on = [] {
+    int dev = 0, major = 0;
+    cudaFuncAttributes fa{};
+    const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaFuncGetAttributes(&fa, tc::gemm_kernel<true, true>) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    return ok && major >= 8 && fa.binaryVersion >= 80;  // mma.sync on TF32: sm_80 and newer code
+  }();
+  return on;
+}
+
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
+  if (tc_layout(a)) return tc::kT;
   if (a.splits > 1) return small_output(a.M, a.N) ? 0 : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
@@ -407,6 +624,16 @@ int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
 }
 
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
+  if (second && (tc_layout(g) || tc_layout(*second))) {  // the tensor-core kernel takes one product
+    dense_gemm(g, nullptr, s);
+    return dense_gemm(*second, nullptr, s);
+  }
+  if (tc_layout(g)) {
+    SG_REQUIRE(g.splits == 1 || g.partial != nullptr, "dense kernel: a split product needs scratch");
+    launch_tc(g, s);
+    if (g.splits > 1) launch_reduce(g, s);
+    return;
+  }
   if (g.splits > 1) {
     SG_REQUIRE(second == nullptr && g.partial != nullptr, "dense kernel: a split product runs alone, with scratch");
     if (small_output(g.M, g.N)) {
@@ -422,10 +649,7 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
       launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g, static_cast<int>(grid.x));
     }
     KERNEL_LAUNCH_CHECK();
-    const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
-    launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, g);
-    KERNEL_LAUNCH_CHECK();
-    return;
+    return launch_reduce(g, s);
   }
   const int t = own_gemm_tile(g, second);
   const int64_t t0 = tiles(g.M, g.N, t), total = t0 + (second ? tiles(second->M, second->N, t) : 0);

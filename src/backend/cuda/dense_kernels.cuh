@@ -41,6 +41,8 @@ struct DenseGemm {
   // a second kernel adds them in split order (deterministic) and applies the epilogue.
   int splits = 1;
   float* partial = nullptr;
+  // precision tf32x3: 3xTF32 on tensor cores where the layout allows (own_gemm_tensor_cores).
+  bool tf32x3 = false;
 };
 
 // Whether our kernel is the better choice for an M x N x K product: small and medium sizes, and
@@ -50,7 +52,12 @@ struct DenseGemm {
 // row slabs as float4.
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // How many k-ranges our kernel splits the product into (1: none).
-int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false);
+int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
+// Whether this product runs on the 3xTF32 tensor-core kernel (tf32x3 set, a compute capability
+// 8.0+ device, and operands that load as aligned 16-byte chunks; not onto <= 256 outputs).
+bool own_gemm_tensor_cores(const DenseGemm& g);
+// Whether this device and build run TF32 mma (compute capability 8.0+, code built for it).
+bool tf32_tensor_cores();
 // Floats of scratch a split product needs (0 without splits).
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
 // Tile size the launcher will use (for explain; 0: one thread per output, a split product onto at

@@ -245,7 +245,8 @@ bool epilogues_enabled() {
 class Lowering {
  public:
   Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
-      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()) {}
+      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()),
+        tc_(opt.precision == Precision::TF32X3 && tf32_tensor_cores()) {}
 
   // Data parallel: the gradient buckets, each as few contiguous f32 spans as the memory plan
   // allows (the planner keeps a bucket's gradients together; a gap is crossed only when no other
@@ -983,7 +984,13 @@ class Lowering {
   // A long reduction onto a small output is split over k, with its partial sums in scratch.
   void plan_split(DenseGemm& d) {
     if (d.partial) return;  // planned already
-    d.splits = own_gemm_splits(d.M, d.N, d.K, d.sam == 1 && d.sbn == 1);
+    const bool rows = d.sam == 1 && d.sbn == 1;
+    d.tf32x3 = tc_;
+    d.splits = own_gemm_splits(d.M, d.N, d.K, rows, d.tf32x3);
+    if (d.tf32x3 && !own_gemm_tensor_cores(d)) {  // not on tensor cores: the SIMT kernel's splits
+      d.tf32x3 = false;
+      d.splits = own_gemm_splits(d.M, d.N, d.K, rows);
+    }
     if (d.splits > 1)
       d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
   }
@@ -1000,6 +1007,7 @@ class Lowering {
     if (s2) notes_ << " + " << s2->M << "x" << s2->N << "x" << s2->K;
     const int tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
     notes_ << (tile ? cat(" tile ", tile) : std::string(", one thread per output"));
+    if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum";
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
@@ -1119,6 +1127,7 @@ class Lowering {
   const std::vector<void*>& ptrs_;
   LowerOptions opt_;
   bool fuse_;
+  bool tc_;  // tf32x3 on a device with TF32 tensor cores: our products run 3xTF32 (own_gemm_tensor_cores)
   std::vector<Step> steps_;
   std::vector<DeviceBuffer> owned_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
