@@ -61,7 +61,9 @@ void StepGraph::capture(const Shape& key, const std::function<void(void*)>& fn) 
     throw Error("graph capture recorded no work: the captured function enqueued nothing on the stream");
   }
   cudaGraphExec_t exec = nullptr;
-  cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+  // Kernel nodes keep the priority of the stream they were captured on (a concurrent branch's
+  // lower one), not that of the stream the graph is launched into.
+  cudaError_t e = cudaGraphInstantiate(&exec, g, cudaGraphInstantiateFlagUseNodePriority);
   if (e != cudaSuccess) {
     cudaGraphDestroy(g);
     cuda::fail_cuda(e, "cudaGraphInstantiate", __FILE__, __LINE__);

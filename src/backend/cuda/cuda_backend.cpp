@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -31,7 +32,13 @@ CudaBackend::CudaBackend() {
   CUDA_CHECK(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // The step's stream at the device's highest priority, so a concurrent branch (a side stream at
+  // the default, lowest, priority: CudaExecutable) fills the SMs it leaves idle instead of
+  // delaying the critical path's blocks. SG_STREAM_PRIORITY=0: both at the default.
+  int lowest = 0, highest = 0;
+  const char* pv = std::getenv("SG_STREAM_PRIORITY");
+  if (!(pv && std::string(pv) == "0")) CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest));
   CUBLAS_CHECK(cublasLtCreate(&lt_));
   CUDA_CHECK(cudaEventCreateWithFlags(&up_done_, cudaEventDisableTiming));
   description_ = cat("cuda: ", prop.name, " (sm_", prop.major, prop.minor, ", ", prop.multiProcessorCount,
