@@ -66,14 +66,26 @@ SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
   else *g0 = c, *g1 = -w * s, *g2 = -w * w * c, *g3 = w * w * w * s;
 }
 
-// v[i] for a run-time i < D. With D known at compile time (the CUDA kernels) this is a chain of
-// selects, so a jet stays in registers: a local array indexed at run time would live in memory.
-// D < 0: plain indexing (the CPU reference).
+// v[i] for a run-time i < D. With D known at compile time (the CUDA kernels) every v[k] is read
+// and the one wanted kept, so a jet stays in registers: a local array indexed at run time would
+// live in memory. On the device the choice is a bit mask, not a select: nvcc turned the chain
+// of selects back into an indexed load from a local array (the tanh jet backward kept a 144-byte
+// stack frame). D < 0: plain indexing (the CPU reference).
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float masked(float x, bool keep) { return __uint_as_float(__float_as_uint(x) & (0u - keep)); }
+#endif
 template <int D, class T>
 SG_HD T pick(const T* v, int i) {
   if constexpr (D < 0) {
     return v[i];
   } else {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(T) == sizeof(float)) {
+      unsigned r = 0;
+      for (int k = 0; k < D; ++k) r |= __float_as_uint(masked(v[k], k == i));
+      return __uint_as_float(r);
+    }
+#endif
     T r = v[0];
     for (int k = 1; k < D; ++k)
       if (k == i) r = v[k];
@@ -85,6 +97,12 @@ SG_HD void add_at(T* v, int i, T x) {
   if constexpr (D < 0) {
     v[i] += x;
   } else {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(T) == sizeof(float)) {
+      for (int k = 0; k < D; ++k) v[k] += masked(x, k == i);  // + 0 elsewhere: v unchanged
+      return;
+    }
+#endif
     for (int k = 0; k < D; ++k)
       if (k == i) v[k] += x;
   }
