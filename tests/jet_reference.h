@@ -15,14 +15,18 @@ inline std::vector<double> forward_double(const Program& p, Values v, TensorId o
     const Shape& s0 = p.tensor(op.in[0]).shape;
     switch (op.kind) {
       case OpKind::SamplePoints: break;  // the points come in `v`
-      case OpKind::JetInput: {
-        const JetSpec& js = op.attr<JetAttrs>().jet;
+      case OpKind::JetInput: {  // the value-only points (inputs 1...) first, as they are
+        const JetAttrs& a = op.attr<JetAttrs>();
+        const JetSpec& js = a.jet;
         const int64_t B = s0[0], d = s0[1];
-        std::vector<double> J(js.K() * B * d, 0.0);
+        std::vector<double> J;
+        for (size_t h = 1; h < op.in.size(); ++h) J.insert(J.end(), val(op.in[h]).begin(), val(op.in[h]).end());
+        const int64_t H0 = static_cast<int64_t>(J.size()) / d;
+        J.resize((H0 + js.K() * B) * d, 0.0);
         for (int64_t b = 0; b < B; ++b)
           for (int64_t k = 0; k < d; ++k) {
-            J[b * d + k] = val(op.in[0])[b * d + k];
-            J[((1 + k) * B + b) * d + k] = 1.0;
+            J[(H0 + b) * d + k] = val(op.in[0])[b * d + k];
+            J[(H0 + (1 + k) * B + b) * d + k] = 1.0;
           }
         val(op.out[0]) = J;
         break;
@@ -47,24 +51,28 @@ inline std::vector<double> forward_double(const Program& p, Values v, TensorId o
       }
       case OpKind::JetActivation:
       case OpKind::FourierFeatures: {
+        // The head's value rows are jets with no derivatives (one component), then the K blocks.
         const JetAttrs& a = op.attr<JetAttrs>();
-        const int K = a.jet.K();
-        const int64_t B = s0[0] / K, H = s0[1];
         const bool ff = op.kind == OpKind::FourierFeatures;
-        const int64_t W = ff ? 2 * H : H;
+        const int64_t H = s0[1], W = ff ? 2 * H : H;
         const auto& A = val(op.in[0]);
-        std::vector<double> Y(K * B * W);
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t h = 0; h < H; ++h) {
-            double ac[16], y[16], g0, g1, g2, g3;
-            for (int c = 0; c < K; ++c) ac[c] = A[(c * B + b) * H + h];
-            for (int part = 0; part < (ff ? 2 : 1); ++part) {
-              if (ff) fourier_derivs<double>(part == 1, ac[0], &g0, &g1, &g2, &g3);
-              else act_derivs<double>(a.act, ac[0], &g0, &g1, &g2, &g3);
-              jet_apply<double>(a.jet, g0, g1, g2, ac, y);
-              for (int c = 0; c < K; ++c) Y[(c * B + b) * W + part * H + h] = y[c];
+        std::vector<double> Y(s0[0] * W);
+        auto run = [&](const JetSpec& js, int64_t row0, int64_t B) {
+          const int K = js.K();
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < H; ++h) {
+              double ac[16], y[16], g0, g1, g2, g3;
+              for (int c = 0; c < K; ++c) ac[c] = A[(row0 + c * B + b) * H + h];
+              for (int part = 0; part < (ff ? 2 : 1); ++part) {
+                if (ff) fourier_derivs<double>(part == 1, ac[0], &g0, &g1, &g2, &g3);
+                else act_derivs<double>(a.act, ac[0], &g0, &g1, &g2, &g3);
+                jet_apply<double>(js, g0, g1, g2, ac, y);
+                for (int c = 0; c < K; ++c) Y[(row0 + c * B + b) * W + part * H + h] = y[c];
+              }
             }
-          }
+        };
+        run(JetSpec{}, 0, a.head);
+        run(a.jet, a.head, (s0[0] - a.head) / a.jet.K());
         val(op.out[0]) = Y;
         break;
       }

@@ -1,6 +1,8 @@
 // Physics-informed training on the CPU reference: expression losses against hand-written
 // residuals, collocation sampling, problem parsing errors, and a short Poisson run whose error
 // falls.
+#include <set>
+
 #include "pinn/expression.h"
 #include "pinn/pinn_kernels.h"
 #include "stepgraph/pinn.h"
@@ -27,11 +29,15 @@ TEST(Pinn, PoissonResidualTermEqualsTheHandWrittenResidual) {
   HostArray X(DType::F32, {M, 2}), U(DType::F32, {6 * M, 1});
   t.backend().download(X.raw(), t.device_ptr("points.0"), X.nbytes());
   TensorId u_id = kNone;
+  ExprLossAttrs a;
   for (const Op& op : pr.ops())
-    if (op.kind == OpKind::ExpressionLoss && op.name == "loss residual") u_id = op.in[0];
+    if (op.kind == OpKind::ExpressionLoss && op.name == "loss residual") u_id = op.in[0], a = op.attr<ExprLossAttrs>();
   ASSERT_NE(u_id, kNone);
-  const int K = static_cast<int>(pr.tensor(u_id).shape[0] / M);
-  ASSERT_EQ(K, 1 + 2 + 2);  // u, u_x, u_y, u_xx, u_yy (no mixed derivative asked for)
+  ASSERT_EQ(a.K, 1 + 2 + 2);  // u, u_x, u_y, u_xx, u_yy (no mixed derivative asked for)
+  // The boundary term's 20 points ride in the same network pass, as the 20 value rows before
+  // the interior's jets.
+  ASSERT_EQ(a.row0, 20);
+  ASSERT_EQ(pr.tensor(u_id).shape[0], 20 + a.K * M);
   HostArray Uk(DType::F32, pr.tensor(u_id).shape);
   t.backend().download(Uk.raw(), t.device_ptr(pr.tensor(u_id).name), Uk.nbytes());
   double sum = 0;
@@ -39,7 +45,7 @@ TEST(Pinn, PoissonResidualTermEqualsTheHandWrittenResidual) {
   for (int64_t m = 0; m < M; ++m) {
     const double x = X.data<float>()[m * 2], y = X.data<float>()[m * 2 + 1];
     EXPECT_TRUE(x >= 0 && x <= 1 && y >= 0 && y <= 1);
-    const double uxx = Uk.data<float>()[3 * M + m], uyy = Uk.data<float>()[4 * M + m];
+    const double uxx = Uk.data<float>()[a.row0 + 3 * M + m], uyy = Uk.data<float>()[a.row0 + 4 * M + m];
     const double r = -(uxx + uyy) - 2 * pi * pi * std::sin(pi * x) * std::sin(pi * y);
     sum += r * r;
   }
@@ -195,14 +201,17 @@ TEST(Pinn, BurgersReferenceSolutionIsSane) {
 namespace sg::test {
 namespace {
 
-// d loss / d parameter of a whole physics-informed step (residual with second derivatives and a
-// boundary term) against central finite differences of a float64 evaluation.
+// d loss / d parameter of a whole physics-informed step (residual with second derivatives, two
+// value conditions riding in the residual's network pass as its head rows, and a derivative
+// condition in a pass of its own) against central finite differences of a float64 evaluation.
 TEST(Pinn, ParameterGradientsOfResidualLossesMatchFiniteDifferences) {
   pinn::Problem prob = pinn::parse_problem(nlohmann::json::parse(R"J({
     "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
     "constants": {"k": 0.7},
     "residual": "u_xx + k*u_yy*u - sin(x)*u_x + u_xy^2",
-    "conditions": [{"on": "boundary", "residual": "u - x*y", "points": 6, "weight": 3}],
+    "conditions": [{"on": "boundary", "residual": "u - x*y", "points": 6, "weight": 3},
+                   {"on": "x=1", "residual": "u_x + y", "points": 4, "weight": 0.5},
+                   {"on": "y=-1", "residual": "u*u - x", "points": 3, "weight": 2}],
     "interior_points": 5})J"));
   auto model = sequential({std::make_shared<FourierFeatures>(2, 0.5, true), dense(4, Activation::Tanh),
                            dense(3, Activation::Softplus), dense(1)});
@@ -221,8 +230,15 @@ TEST(Pinn, ParameterGradientsOfResidualLossesMatchFiniteDifferences) {
     v[s.name] = to_double(a);
   }
   run.run();
-  v["points.0"] = to_double(run.get("points.0"));
-  v["points.1"] = to_double(run.get("points.1"));
+  for (int k = 0; k < 4; ++k) v[cat("points.", k)] = to_double(run.get(cat("points.", k)));
+  // Two network passes: the residual's (with the value conditions' 6 + 3 points first) and the
+  // x=1 condition's.
+  std::vector<int64_t> row0;
+  std::set<TensorId> passes;
+  for (const Op& op : p.ops())
+    if (op.kind == OpKind::ExpressionLoss) row0.push_back(op.attr<ExprLossAttrs>().row0), passes.insert(op.in[0]);
+  EXPECT_EQ(row0, (std::vector<int64_t>{9, 0, 0, 6}));
+  EXPECT_EQ(passes.size(), 2u);
   // The loss in float64: each expression loss on its set's jets and points.
   auto loss = [&](const Values& w) {
     double total = 0;
@@ -237,7 +253,7 @@ TEST(Pinn, ParameterGradientsOfResidualLossesMatchFiniteDifferences) {
         std::vector<double> vars;
         for (const ExprVar& s : a.vars)
           vars.push_back(s.kind == ExprVar::Kind::Coordinate ? X[m * d + s.index]
-                         : s.kind == ExprVar::Kind::Jet     ? U[s.index * M + m]
+                         : s.kind == ExprVar::Kind::Jet     ? U[a.row0 + s.index * M + m]
                                                             : s.value);
         const double r = a.expr->eval(vars.data());
         sum += r * r;

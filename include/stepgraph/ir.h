@@ -129,7 +129,9 @@ struct DenseAttrs {
 
 // The components of a jet (see src/backend/jet_math.h): value, d first derivatives, and the
 // second derivatives d^2/dx_i dx_j for the listed pairs. A jet tensor stacks the K components
-// of B points as K*B rows: rows [c*B, (c+1)*B) hold component c.
+// of B points as K*B rows: rows [c*B, (c+1)*B) hold component c. It may start with `head`
+// rows of plain values (JetAttrs::head): points that need no derivatives (a boundary term's)
+// riding along in the same network pass, rows [0, head), then the K blocks from row head.
 constexpr int kMaxJetDim = 4, kMaxJetPairs = 10;
 struct JetSpec {
   int32_t d = 0;
@@ -141,6 +143,7 @@ struct JetSpec {
 struct JetAttrs {
   JetSpec jet;
   Activation act = Activation::None;  // JetActivation
+  int64_t head = 0;                   // value-only rows before the jet's K blocks (see JetSpec)
 };
 // Convolution and pooling geometry per spatial dimension (h, w).
 struct ConvAttrs {
@@ -201,6 +204,7 @@ struct ExprLossAttrs {
   std::shared_ptr<const pinn::Expression> expr;
   std::vector<ExprVar> vars;  // one per expression variable, in the expression's order
   int32_t K = 1;              // jet components per point in U
+  int64_t row0 = 0;           // U's first row of this term's points (a pass shared by several terms)
   double weight = 1.0;
   std::string label;          // for reports: "residual", "boundary x=0", ...
 };

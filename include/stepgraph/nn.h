@@ -56,14 +56,19 @@ class GraphBuilder {
                      bool trainable = true);
 
   // Jet mode (physics-informed training): tensors hold the jets of `points` points (K*points
-  // rows, see JetSpec); layers then emit jet ops. nullptr: plain values.
-  void set_jet(const JetSpec* js, int64_t points) {
+  // rows, see JetSpec) after `head` rows of plain values; layers then emit jet ops. nullptr:
+  // plain values.
+  void set_jet(const JetSpec* js, int64_t points, int64_t head = 0) {
     jet_ = js ? *js : JetSpec{};
     jet_on_ = js != nullptr;
     points_ = points;
+    head_ = js ? head : 0;
   }
   const JetSpec* jet() const { return jet_on_ ? &jet_ : nullptr; }
   int64_t jet_points() const { return points_; }
+  int64_t jet_head() const { return head_; }
+  // The rows holding values (that get a bias): the head and the jet's value block.
+  int64_t jet_value_rows() const { return head_ + points_; }
   // A new tensor with a unique name derived from `base`.
   TensorId tensor(const std::string& base, Shape shape, Role role, DType dtype = DType::F32);
   std::string unique_name(const std::string& base) const;
@@ -77,6 +82,7 @@ class GraphBuilder {
   JetSpec jet_;
   bool jet_on_ = false;
   int64_t points_ = 0;
+  int64_t head_ = 0;
 };
 
 inline std::string join_name(const std::string& prefix, const std::string& local) {

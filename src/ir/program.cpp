@@ -275,19 +275,29 @@ struct OpChecker {
       case OpKind::JetActivationBackward:
       case OpKind::FourierFeatures:
       case OpKind::FourierFeaturesBackward: {
-        const JetSpec& js = op.attr<JetAttrs>().jet;
+        const JetAttrs& a = op.attr<JetAttrs>();
+        const JetSpec& js = a.jet;
         for (TensorId t : out)
           if (t != kNone) rank(t, 2);
-        expect(shape(out[0])[0] % js.K() == 0,
-               cat("'", p.tensor(out[0]).name, "' has ", shape(out[0])[0], " rows, not a multiple of the ", js.K(),
-                   " jet components"));
+        const int64_t rows = shape(out[0])[0];
+        expect(a.head >= 0 && a.head <= rows && (rows - a.head) % js.K() == 0,
+               cat("'", p.tensor(out[0]).name, "' has ", rows, " rows: ", a.head, " value rows, then not a multiple of the ",
+                   js.K(), " jet components"));
+        if (op.kind == OpKind::JetInput) {
+          int64_t head = 0;
+          for (size_t k = 1; k < in.size(); ++k) head += shape(in[k])[0];
+          expect(!in.empty() && rows == a.head + js.K() * shape(in[0])[0] && head == a.head,
+                 cat("jet input: ", rows, " rows, expected the ", head, " rows of the value-only points (",
+                     a.head, " in its attributes) + ", js.K(), " x ", shape(in[0])[0], " jet rows"));
+        }
         break;
       }
       case OpKind::ExpressionLoss: {
         const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
         expect(in.size() == 2 && out.size() == 3, "expects 2 inputs and 3 outputs");
-        expect(shape(in[0])[0] == a.K * shape(in[1])[0],
-               cat("U has ", shape(in[0])[0], " rows, expected ", a.K, " jet components x ", shape(in[1])[0], " points"));
+        expect(a.row0 >= 0 && a.row0 + a.K * shape(in[1])[0] <= shape(in[0])[0],
+               cat("U has ", shape(in[0])[0], " rows, expected at least ", a.row0, " + ", a.K, " jet components x ",
+                   shape(in[1])[0], " points"));
         same(in[0], out[2]);
         break;
       }

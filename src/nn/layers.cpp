@@ -31,7 +31,7 @@ TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
     op.name = base + ".dense";
     op.in = {x, W, b};
     op.out = {A, kNone};
-    op.attrs = DenseAttrs{Activation::None, g.jet_points()};
+    op.attrs = DenseAttrs{Activation::None, g.jet_value_rows()};
     g.program().add_op(std::move(op));
     if (act_ == Activation::None) return A;
     TensorId Y = g.tensor(base + ".out", {B, units_}, Role::Activation);
@@ -40,7 +40,7 @@ TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
     a.name = base + "." + activation_name(act_);
     a.in = {A};
     a.out = {Y};
-    a.attrs = JetAttrs{*js, act_};
+    a.attrs = JetAttrs{*js, act_, g.jet_head()};
     g.program().add_op(std::move(a));
     return Y;
   }
@@ -152,7 +152,7 @@ TensorId FourierFeatures::build(GraphBuilder& g, TensorId x, const std::string& 
   op.name = base + ".project";
   op.in = {x, Bm, kNone};
   op.out = {P, kNone};
-  op.attrs = DenseAttrs{Activation::None, g.jet() ? g.jet_points() : 0};
+  op.attrs = DenseAttrs{Activation::None, g.jet() ? g.jet_value_rows() : 0};
   g.program().add_op(std::move(op));
   TensorId F = g.tensor(base + ".out", {rows, 2 * features_}, Role::Activation);
   Op f;
@@ -160,7 +160,7 @@ TensorId FourierFeatures::build(GraphBuilder& g, TensorId x, const std::string& 
   f.name = base + ".sincos";
   f.in = {P};
   f.out = {F};
-  f.attrs = JetAttrs{g.jet() ? *g.jet() : JetSpec{}, Activation::None};
+  f.attrs = JetAttrs{g.jet() ? *g.jet() : JetSpec{}, Activation::None, g.jet_head()};
   g.program().add_op(std::move(f));
   return F;
 }

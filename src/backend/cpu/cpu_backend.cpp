@@ -222,10 +222,10 @@ class CpuBackend : public Backend {
         return [=] { cpu::attention_backward(dO, Q, K, V, O, L, dQ, dK, dV, a, aq, ak, av); };
       }
       case OpKind::ExpressionLoss: {
-        const float *U = f(in[0]), *X = f(in[1]);
-        float *total = f(out[0]), *term = f(out[1]), *dU = f(out[2]);
         const ExprLossAttrs a = op.attr<ExprLossAttrs>();
         const int64_t M = dim(in[1], 0), d = dim(in[1], 1), O = dim(in[0], 1);
+        const float *U = f(in[0]) + a.row0 * O, *X = f(in[1]);  // this term's rows of a shared pass
+        float *total = f(out[0]), *term = f(out[1]), *dU = f(out[2]) + a.row0 * O;
         const bool acc = op.accumulate[0];
         return [=] { cpu::expression_loss(U, X, total, term, dU, M, d, O, a, acc); };
       }
@@ -236,32 +236,51 @@ class CpuBackend : public Backend {
         const int64_t M = dim(out[0], 0), d = dim(out[0], 1);
         return [=] { cpu::sample_points(step, X, M, d, a); };
       }
+      // A jet tensor's `head` value-only rows are a jet with no derivatives (JetSpec{}: one
+      // component), then the K blocks follow from row head.
       case OpKind::JetInput: {
         const float* X = f(in[0]);
         float* J = f(out[0]);
-        const JetSpec js = op.attr<JetAttrs>().jet;
-        const int64_t B = dim(in[0], 0);
-        return [=] { cpu::jet_input(X, J, B, js); };
+        const JetAttrs a = op.attr<JetAttrs>();
+        const int64_t B = dim(in[0], 0), d = dim(in[0], 1);
+        std::vector<std::pair<const float*, int64_t>> heads;
+        for (size_t k = 1; k < in.size(); ++k) heads.emplace_back(f(in[k]), dim(in[k], 0));
+        return [=] {
+          float* j = J;
+          for (const auto& [H, n] : heads) j = std::copy(H, H + n * d, j);
+          cpu::jet_input(X, j, B, a.jet);
+        };
       }
       case OpKind::JetActivation:
       case OpKind::FourierFeatures: {
         const float* A = f(in[0]);
         float* Y = f(out[0]);
         const JetAttrs a = op.attr<JetAttrs>();
-        const int64_t B = dim(in[0], 0) / a.jet.K(), H = dim(in[0], 1);
-        if (op.kind == OpKind::FourierFeatures) return [=] { cpu::fourier_features(A, Y, B, H, a.jet); };
-        return [=] { cpu::jet_activation(A, Y, B, H, a.jet, a.act); };
+        const int64_t B = (dim(in[0], 0) - a.head) / a.jet.K(), H = dim(in[0], 1), W = dim(out[0], 1);
+        if (op.kind == OpKind::FourierFeatures) return [=] {
+          cpu::fourier_features(A, Y, a.head, H, JetSpec{});
+          cpu::fourier_features(A + a.head * H, Y + a.head * W, B, H, a.jet);
+        };
+        return [=] {
+          cpu::jet_activation(A, Y, a.head, H, JetSpec{}, a.act);
+          cpu::jet_activation(A + a.head * H, Y + a.head * W, B, H, a.jet, a.act);
+        };
       }
       case OpKind::JetActivationBackward:
       case OpKind::FourierFeaturesBackward: {
         const float *dY = f(in[0]), *A = f(in[1]);
         float* dA = f(out[0]);
         const JetAttrs a = op.attr<JetAttrs>();
-        const int64_t B = dim(in[1], 0) / a.jet.K(), H = dim(in[1], 1);
+        const int64_t B = (dim(in[1], 0) - a.head) / a.jet.K(), H = dim(in[1], 1), W = dim(in[0], 1);
         const bool acc = op.accumulate[0];
-        if (op.kind == OpKind::FourierFeaturesBackward)
-          return [=] { cpu::fourier_features_backward(dY, A, dA, B, H, a.jet, acc); };
-        return [=] { cpu::jet_activation_backward(dY, A, dA, B, H, a.jet, a.act, acc); };
+        if (op.kind == OpKind::FourierFeaturesBackward) return [=] {
+          cpu::fourier_features_backward(dY, A, dA, a.head, H, JetSpec{}, acc);
+          cpu::fourier_features_backward(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, acc);
+        };
+        return [=] {
+          cpu::jet_activation_backward(dY, A, dA, a.head, H, JetSpec{}, a.act, acc);
+          cpu::jet_activation_backward(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, a.act, acc);
+        };
       }
       case OpKind::Add: {
         const float *A = f(in[0]), *B = f(in[1]);

@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 
+#include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/jet_math.h"
@@ -22,10 +23,23 @@ unsigned grid_for(int64_t n, int block = kBlock) {
 #define GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
-__global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d, JetSpec js) {
-  const int64_t n = js.K() * B * d;
+// Up to kInKernelHeads value-only point sets are copied by the seed kernel itself (one launch).
+constexpr int kInKernelHeads = 4;
+struct HeadSets {
+  const float* X[kInKernelHeads] = {};
+  int64_t end[kInKernelHeads] = {};  // cumulative elements
+  int n = 0;
+};
+__global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d, JetSpec js, HeadSets h) {
+  const int64_t head = h.n ? h.end[h.n - 1] : 0, n = head + js.K() * B * d;
   GRID_STRIDE(e, n) {
-    const int64_t k = e % d, b = (e / d) % B, c = e / (d * B);
+    if (e < head) {
+      int q = 0;
+      while (q + 1 < h.n && e >= h.end[q]) ++q;
+      J[e] = h.X[q][e - (q ? h.end[q - 1] : 0)];
+      continue;
+    }
+    const int64_t j = e - head, k = j % d, b = (j / d) % B, c = j / (d * B);
     J[e] = c == 0 ? X[b * d + k] : (c == 1 + k ? 1.0f : 0.0f);
   }
 }
@@ -72,11 +86,51 @@ __device__ __forceinline__ void store_vec(float* p, const float (&v)[V]) {
   if constexpr (V == 4) *q = make_float4(v[0], v[1], v[2], v[3]);
 }
 
+// A jet tensor's head rows (value-only points, see JetSpec in ir.h): the plain activation.
+template <int V>
+__device__ __forceinline__ void head_forward(float* A, const float* bias, float* Y, int64_t n, int64_t H,
+                                             Activation act) {
+  GRID_STRIDE(q, n / V) {
+    const int64_t e = q * V;
+    float a[V], y[V];
+    load_vec<V>(A + e, a);
+    if (bias) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) a[v] += bias[e % H + v];
+      store_vec<V>(A + e, a);
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) y[v] = act_forward<float>(act, a[v]);
+    store_vec<V>(Y + e, y);
+  }
+}
+template <int V>
+__device__ __forceinline__ void head_backward(const float* dY, const float* A, float* dA, int64_t n, Activation act,
+                                              bool acc) {
+  GRID_STRIDE(q, n / V) {
+    const int64_t e = q * V;
+    float a[V], dy[V], o[V];
+    load_vec<V>(A + e, a);
+    load_vec<V>(dY + e, dy);
+    if (acc) load_vec<V>(dA + e, o);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      float g0, g1, g2, g3;
+      act_derivs<float>(act, a[v], &g0, &g1, &g2, &g3);
+      o[v] = acc ? o[v] + dy[v] * g1 : dy[v] * g1;
+    }
+    store_vec<V>(dA + e, o);
+  }
+}
+
+// The head's `head` rows, then the K blocks of B rows from there.
 template <int D, int NP, int V>
-__global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const float* bias, float* Y, int64_t B,
-                                                                int64_t H, JetSpec js, Activation act) {
+__global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const float* bias, float* Y, int64_t head,
+                                                                int64_t B, int64_t H, JetSpec js, Activation act) {
   constexpr int kK = 1 + D + NP;
   const int K = js.K();
+  head_forward<V>(A, bias, Y, head * H, H, act);
+  A += head * H, Y += head * H;
   const int64_t stride = B * H;
   GRID_STRIDE(q, stride / V) {
     const int64_t e = q * V;
@@ -117,10 +171,12 @@ __global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const 
 
 template <int D, int NP, int V>
 __global__ void __launch_bounds__(kBlock) jet_activation_backward_kernel(const float* dY, const float* A, float* dA,
-                                                                         int64_t B, int64_t H, JetSpec js,
-                                                                         Activation act, bool acc) {
+                                                                         int64_t head, int64_t B, int64_t H,
+                                                                         JetSpec js, Activation act, bool acc) {
   constexpr int kK = 1 + D + NP;
   const int K = js.K();
+  head_backward<V>(dY, A, dA, head * H, act, acc);
+  dY += head * H, A += head * H, dA += head * H;
   const int64_t stride = B * H;
   GRID_STRIDE(q, stride / V) {
     const int64_t e = q * V;
@@ -256,8 +312,21 @@ __global__ void sample_points_kernel(const int32_t* step, float* X, int64_t M, i
 
 }  // namespace
 
-void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, cudaStream_t s) {
-  jet_input_kernel<<<grid_for(js.K() * B * js.d), kBlock, 0, s>>>(X, J, B, js.d, js);
+void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, const std::vector<JetHead>& heads, cudaStream_t s) {
+  // The value-only points' coordinates, as they are: in the kernel (one launch) for up to
+  // kInKernelHeads sets, else by copies first.
+  HeadSets h;
+  int64_t elems = 0;
+  for (const JetHead& x : heads) {
+    if (heads.size() <= kInKernelHeads) {
+      h.X[h.n] = x.X;
+      h.end[h.n++] = elems += x.points * js.d;
+    } else {
+      CUDA_CHECK(cudaMemcpyAsync(J, x.X, x.points * js.d * sizeof(float), cudaMemcpyDeviceToDevice, s));
+      J += x.points * js.d;
+    }
+  }
+  jet_input_kernel<<<grid_for(elems + js.K() * B * js.d), kBlock, 0, s>>>(X, J, B, js.d, js, h);
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -289,24 +358,31 @@ static bool jet_vectorized(const JetSpec& js, int64_t H, std::initializer_list<c
   case DD * 2: KERNEL<DD, kMaxJetPairs, 1><<<grid, kBlock, 0, s>>>(__VA_ARGS__); break;                  \
   case DD * 2 + 1: KERNEL<DD, DD, 4><<<grid, kBlock, 0, s>>>(__VA_ARGS__); break;
 
-void jet_activation(float* A, const float* bias, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
-                    cudaStream_t s) {
+void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t B, int64_t H, const JetSpec& js,
+                    Activation act, cudaStream_t s) {
   const bool fast = jet_vectorized(js, H, {A, Y});
-  SG_JET_DISPATCH_V(js, fast, jet_activation_kernel, B * H, A, bias, Y, B, H, js, act);
+  SG_JET_DISPATCH_V(js, fast, jet_activation_kernel, (head + B) * H, A, bias, Y, head, B, H, js, act);
 }
 
-void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
-                             Activation act, bool accumulate, cudaStream_t s) {
+void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t head, int64_t B, int64_t H,
+                             const JetSpec& js, Activation act, bool accumulate, cudaStream_t s) {
   const bool fast = jet_vectorized(js, H, {dY, A, dA});
-  SG_JET_DISPATCH_V(js, fast, jet_activation_backward_kernel, B * H, dY, A, dA, B, H, js, act, accumulate);
+  SG_JET_DISPATCH_V(js, fast, jet_activation_backward_kernel, (head + B) * H, dY, A, dA, head, B, H, js, act,
+                    accumulate);
 }
 
-void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s) {
+// The head rows are a jet with no derivatives (one component), in a launch of their own.
+void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s) {
+  if (head > 0) SG_JET_DISPATCH(JetSpec{}, fourier_kernel, grid_for(head * m), P, F, head, m, JetSpec{});
+  P += head * m, F += head * 2 * m;
   SG_JET_DISPATCH(js, fourier_kernel, grid_for(B * m), P, F, B, m, js);
 }
 
-void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t B, int64_t m, const JetSpec& js,
-                               bool accumulate, cudaStream_t s) {
+void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,
+                               const JetSpec& js, bool accumulate, cudaStream_t s) {
+  if (head > 0)
+    SG_JET_DISPATCH(JetSpec{}, fourier_backward_kernel, grid_for(head * m), dF, P, dP, head, m, JetSpec{}, accumulate);
+  dF += head * 2 * m, P += head * m, dP += head * m;
   SG_JET_DISPATCH(js, fourier_backward_kernel, grid_for(B * m), dF, P, dP, B, m, js, accumulate);
 }
 

@@ -7,23 +7,31 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "pinn/expression.h"
 #include "stepgraph/ir.h"
 
 namespace sg::cuda {
 
-void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, cudaStream_t s);
-// Y = act(A) as jets, A and Y [K*B, H]. bias (nullable, [H]): first added to A's value rows, in
-// place (the producing dense layer's bias, fused here).
-void jet_activation(float* A, const float* bias, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act,
-                    cudaStream_t s);
-void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
-                             Activation act, bool accumulate, cudaStream_t s);
-// F [K*B, 2m] = [sin 2 pi P, cos 2 pi P] as jets, P [K*B, m].
-void fourier_features(const float* P, float* F, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s);
-void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t B, int64_t m, const JetSpec& js,
-                               bool accumulate, cudaStream_t s);
+// Jet tensors may start with `head` rows of value-only points (JetAttrs::head in ir.h); then
+// the K blocks of B rows.
+// J [head + K*B, d]: the heads' coordinates in order, then the seed jets of X [B, d].
+struct JetHead {
+  const float* X;  // [points, d]
+  int64_t points;
+};
+void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, const std::vector<JetHead>& heads, cudaStream_t s);
+// Y = act(A) as jets, A and Y [head + K*B, H]. bias (nullable, [H]): first added to A's value
+// rows (the head's and the value block's), in place (the producing dense layer's bias, fused).
+void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t B, int64_t H, const JetSpec& js,
+                    Activation act, cudaStream_t s);
+void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t head, int64_t B, int64_t H,
+                             const JetSpec& js, Activation act, bool accumulate, cudaStream_t s);
+// F [head + K*B, 2m] = [sin 2 pi P, cos 2 pi P] as jets, P [head + K*B, m].
+void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s);
+void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,
+                               const JetSpec& js, bool accumulate, cudaStream_t s);
 
 // An expression loss's device data: the tape and variable table (uploaded once at lowering)
 // and its reduction scratch (per-block partials, a counter that is zero at rest).
