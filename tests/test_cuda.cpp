@@ -128,6 +128,19 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   auto wide = sequential({dense(128, Activation::Tanh), dense(132, Activation::ReLU), dense(130), dense(2)});
   Built w = train_program(*wide, MeanSquaredError(), {5003, 4}, Adam(1e-3));
   compare_backends(w.p, w.specs, 39, "batch 5003, widths 128, 132, 130", 2, 1e-4);
+  // Skinny layers (at most 4 outputs over >= 4096 rows): one shared (its dX, dW and db
+  // accumulate over its two uses) with GELU (the pre-activation kept), the first with no dX.
+  auto sk = dense(4, Activation::GELU);
+  auto skm = sequential({dense(4, Activation::Tanh), sk, sk, dense(3)});
+  Built sb = train_program(*skm, MeanSquaredError(), {4500, 7}, Adam(1e-3));
+  const std::string ex = compare_backends(sb.p, sb.specs, 40, "batch 4500, skinny layers", 2, 1e-4);
+  EXPECT_NE(ex.find("skinny dense kernel"), std::string::npos) << ex;
+  EXPECT_NE(ex.find("skinny backward kernel (dW + db"), std::string::npos) << ex;
+  EXPECT_NE(ex.find("skinny backward kernel (dX, dW + db"), std::string::npos) << ex;
+  // Rows wider than a warp's float4s (300 inputs: three chunks per lane).
+  auto skw = sequential({dense(300, Activation::ReLU), dense(2)});
+  Built sw = train_program(*skw, MeanSquaredError(), {4100, 5}, Adam(1e-3));
+  compare_backends(sw.p, sw.specs, 41, "batch 4100, 300 inputs into a skinny layer", 2, 1e-4);
   // 2048 inputs into 16 units: the forward product splits its k = 2048.
   auto wide_in = sequential({dense(16, Activation::GELU), dense(5)});
   Built wi = train_program(*wide_in, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));
@@ -238,10 +251,10 @@ TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
 
 TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
   REQUIRE_GPU();
-  // 7000 points (35000 jet rows): the jet layers' plain products go to cuBLASLt's plans, where
-  // tf32x3 offers the 3xTF32 kernels (without autotuning the first of them runs), and their
-  // weight gradients (64 x 64 x 35000, split 136 ways) to our 3xTF32 tensor-core kernel. They
-  // must meet the fp32 bar, not TF32's 3e-2.
+  // 7000 points (35000 jet rows, after the boundary's 256 value rows): the jet layers' plain
+  // products go to cuBLASLt's plans, where tf32x3 offers the 3xTF32 kernels (without autotuning
+  // the first of them runs), and their weight gradients (64 x 64 x 35256, split 137 ways) to our
+  // 3xTF32 tensor-core kernel. They must meet the fp32 bar, not TF32's 3e-2.
   LowerOptions o;
   o.precision = Precision::TF32X3;
   auto model = sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)});
@@ -255,7 +268,7 @@ TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
 #else
   const bool have_cutlass = false;  // not reached: REQUIRE_GPU skips without a CUDA build
 #endif
-  EXPECT_NE(explain.find("3xTF32 tensor cores, k split 136 ways"), std::string::npos) << explain;
+  EXPECT_NE(explain.find("3xTF32 tensor cores, k split 137 ways"), std::string::npos) << explain;
   if (have_cutlass) EXPECT_NE(explain.find("CUTLASS 3xTF32"), std::string::npos) << explain;
   else EXPECT_NE(explain.find("no CUTLASS headers"), std::string::npos) << explain;
   // Autotuned, with a misaligned width (6: cuBLASLt only).
@@ -413,9 +426,14 @@ TEST(StreamPlan, IndependentChainsGoToTwoStreamsAndJoinThroughAnEvent) {
 
 TEST(Cuda, PinnBoundaryBranchRunsConcurrentlyAndEqualsSerial) {
   REQUIRE_GPU();
-  // The boundary term's chain runs on a second stream; results equal the serial schedule
-  // bitwise (every kernel sums in a fixed order), in graph replays and eager steps alike.
+  // A derivative condition has a network pass of its own (the value condition rides in the
+  // residual's): its chain runs on a second stream; results equal the serial schedule bitwise
+  // (every kernel sums in a fixed order), in graph replays and eager steps alike.
   pinn::Problem p = mixed_problem(2048, 300);
+  pinn::Problem n = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
+    "residual": "u_xx + u_yy", "conditions": [{"on": "x=1", "residual": "u_x - y", "points": 200}]})J"));
+  p.terms.push_back(n.terms[1]);
   setenv("SG_CONCURRENT", "0", 1);
   auto serial = pinn_trainer(ExecMode::Graph, p, 64);
   unsetenv("SG_CONCURRENT");

@@ -66,4 +66,31 @@ int own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
 // One launch; with `second`, two independent products in the same launch.
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s);
 
+// A skinny layer: at most kSkinnyMax outputs over R rows of I inputs (a network's last layer
+// over a PINN's jet rows): memory-bound kernels instead of a library product + bias launch
+// (forward) and product + split reduction (backward).
+constexpr int kSkinnyMax = 4;
+struct SkinnyDense {
+  int64_t R = 0, I = 0, O = 0;
+  const float* X = nullptr;  // [R, I]
+  const float* W = nullptr;  // [O, I]
+  // Forward: Y = act(X W^T + b on rows < bias_rows), Z (nullable) the pre-activation.
+  const float* bias = nullptr;
+  int64_t bias_rows = INT64_MAX;
+  float* Y = nullptr;
+  float* Z = nullptr;
+  Activation act = Activation::None;
+  // Backward from dZ [R, O]: dX = dZ W (nullable), dW = dZ^T X, db = dZ summed over rows <
+  // bias_rows (nullable); each (+)= as its flag says.
+  const float* dZ = nullptr;
+  float *dX = nullptr, *dW = nullptr, *db = nullptr;
+  bool dX_accumulate = false, dW_accumulate = false, db_accumulate = false;
+};
+// Whether an R x O x I layer takes the skinny kernels (O * I <= 1024; SG_SKINNY=0: never).
+bool skinny_dense(int64_t R, int64_t O, int64_t I);
+void skinny_forward(const SkinnyDense& g, cudaStream_t s);
+// Scratch floats skinny_backward needs (its blocks' partial sums).
+int64_t skinny_backward_partial_floats(const SkinnyDense& g);
+void skinny_backward(const SkinnyDense& g, float* partial, cudaStream_t s);
+
 }  // namespace sg::cuda

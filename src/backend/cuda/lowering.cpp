@@ -490,6 +490,7 @@ class Lowering {
       const Activation act = qop.attr<DenseAttrs>().act;
       const int64_t qwidth = width(qop.in[3]);
       const int64_t B = rows(op.in[1]), I = width(op.in[1]), O = dim(op.in[2], 0);
+      if (skinny_dense(B, O, I)) continue;  // its backward kernel applies no activation derivative
       if (prefer_own_gemm(B, I, O)) {
         if (act != Activation::None && (!activation_needs_preact(act) || qop.in[4] != kNone))
           fuse_into_[static_cast<int>(b)] = q;
@@ -538,40 +539,44 @@ class Lowering {
       case OpKind::JetInput: {
         const float* X = f(in[0]);
         float* J = f(out[0]);
-        const JetSpec js = op.attr<JetAttrs>().jet;
+        const JetAttrs a = op.attr<JetAttrs>();
         const int64_t B = dim(in[0], 0);
-        notes_ << "jet seed kernel (" << js.K() << " components)";
-        return add_step(op, [=](cudaStream_t s) { jet_input(X, J, B, js, s); });
+        std::vector<JetHead> heads;
+        for (size_t k = 1; k < in.size(); ++k) heads.push_back({f(in[k]), dim(in[k], 0)});
+        notes_ << "jet seed kernel (" << a.jet.K() << " components)";
+        if (!heads.empty()) notes_ << " after copies of " << a.head << " value-only points";
+        return add_step(op, [=](cudaStream_t s) { jet_input(X, J, B, a.jet, heads, s); });
       }
       case OpKind::JetActivation:
       case OpKind::FourierFeatures: {
         float* A = f(in[0]);
         float* Y = f(out[0]);
         const JetAttrs a = op.attr<JetAttrs>();
-        const int64_t B = dim(in[0], 0) / a.jet.K(), H = dim(in[0], 1);
+        const int64_t B = (dim(in[0], 0) - a.head) / a.jet.K(), H = dim(in[0], 1);
+        const std::string head = a.head ? cat(", after ", a.head, " value-only rows") : std::string();
         if (op.kind == OpKind::FourierFeatures) {
-          notes_ << "Fourier jet kernel (sinpi/cospi)";
-          return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, B, H, a.jet, s); });
+          notes_ << "Fourier jet kernel (sinpi/cospi" << head << ")";
+          return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, a.head, B, H, a.jet, s); });
         }
         const auto fused = jet_bias_.find(i);
         const float* bias = fused == jet_bias_.end() ? nullptr : fused->second;
-        notes_ << activation_name(a.act) << " jet kernel (" << a.jet.K() << " components"
+        notes_ << activation_name(a.act) << " jet kernel (" << a.jet.K() << " components" << head
                << (bias ? ", adds the dense layer's bias to the value rows" : "") << ")";
-        return add_step(op, [=](cudaStream_t s) { jet_activation(A, bias, Y, B, H, a.jet, a.act, s); });
+        return add_step(op, [=](cudaStream_t s) { jet_activation(A, bias, Y, a.head, B, H, a.jet, a.act, s); });
       }
       case OpKind::JetActivationBackward:
       case OpKind::FourierFeaturesBackward: {
         const float *dY = f(in[0]), *A = f(in[1]);
         float* dA = f(out[0]);
         const JetAttrs a = op.attr<JetAttrs>();
-        const int64_t B = dim(in[1], 0) / a.jet.K(), H = dim(in[1], 1);
+        const int64_t B = (dim(in[1], 0) - a.head) / a.jet.K(), H = dim(in[1], 1);
         const bool acc = op.accumulate[0];
         if (op.kind == OpKind::FourierFeaturesBackward) {
           notes_ << "Fourier jet backward kernel";
-          return add_step(op, [=](cudaStream_t s) { fourier_features_backward(dY, A, dA, B, H, a.jet, acc, s); });
+          return add_step(op, [=](cudaStream_t s) { fourier_features_backward(dY, A, dA, a.head, B, H, a.jet, acc, s); });
         }
         notes_ << activation_name(a.act) << " jet backward kernel";
-        return add_step(op, [=](cudaStream_t s) { jet_activation_backward(dY, A, dA, B, H, a.jet, a.act, acc, s); });
+        return add_step(op, [=](cudaStream_t s) { jet_activation_backward(dY, A, dA, a.head, B, H, a.jet, a.act, acc, s); });
       }
       case OpKind::ExpressionLoss: return expression_loss_op(op);
       case OpKind::SamplePoints: {
@@ -696,8 +701,9 @@ class Lowering {
     be_.synchronize();
     e.tape = dtape;
     e.vars = dvars;
-    const float *U = f(op.in[0]), *X = f(op.in[1]);
-    float *total = f(op.out[0]), *term = f(op.out[1]), *dU = f(op.out[2]);
+    // This term's rows of U (and dU): a network pass may be shared by several terms.
+    const float *U = f(op.in[0]) + a.row0 * O, *X = f(op.in[1]);
+    float *total = f(op.out[0]), *term = f(op.out[1]), *dU = f(op.out[2]) + a.row0 * O;
     const int K = a.K;
     const double w = a.weight;
     const bool acc = op.accumulate[0];
@@ -745,6 +751,16 @@ class Lowering {
       return;
     }
     if (dense_with_amax(i, op)) return;
+    if (skinny_dense(B, O, I)) {
+      SkinnyDense g;
+      g.R = B, g.I = I, g.O = O;
+      g.X = f(X), g.W = f(W), g.bias = f(b), g.bias_rows = bias_rows(op, B);
+      g.Y = f(Y), g.Z = f(Z), g.act = act;
+      notes_ << "skinny dense kernel (" << O << " output" << (O > 1 ? "s" : "")
+             << ": a warp per row, W in shared memory, bias" << (g.bias_rows < B ? cat(" on the first ", g.bias_rows, " rows") : "")
+             << " fused)";
+      return add_step(op, [g](cudaStream_t s) { skinny_forward(g, s); });
+    }
     GemmShape s{true, false, O, B, I, I, I, O};
     GemmArgs a{f(W), f(X), nullptr, f(b), nullptr, 0, false};
     const bool bias = b != kNone;
@@ -941,6 +957,19 @@ class Lowering {
     }
 
     const bool need_db = db != kNone && !db_done_.count(i);
+    if (skinny_dense(B, O, I) && dW != kNone && !fuse_into_.count(i)) {
+      SkinnyDense g;
+      g.R = B, g.I = I, g.O = O;
+      g.X = f(X), g.W = f(W), g.dZ = dz, g.bias_rows = bias_rows(op, B);
+      g.dX = dX != kNone ? f(dX) : nullptr, g.dX_accumulate = op.accumulate[0] != 0;
+      g.dW = f(dW), g.dW_accumulate = op.accumulate[1] != 0;
+      g.db = need_db ? f(db) : nullptr, g.db_accumulate = op.accumulate[2] != 0;
+      float* partial = reinterpret_cast<float*>(own(skinny_backward_partial_floats(g) * sizeof(float)));
+      notes_ << "skinny backward kernel (" << (g.dX ? "dX, " : "") << "dW" << (g.db ? " + db" : "")
+             << " partial sums per block) + ordered sum; ";
+      add_step(op, [g, partial](cudaStream_t s) { skinny_backward(g, partial, s); });
+      return;
+    }
     std::optional<DenseGemm> own_dw, own_dx;
     if (prefer_own_gemm(O, I, B, /*rows=*/true)) {
       DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
