@@ -71,6 +71,18 @@ SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
 // live in memory. On the device the choice is a bit mask, not a select: nvcc turned the chain
 // of selects back into an indexed load from a local array (the tanh jet backward kept a 144-byte
 // stack frame). D < 0: plain indexing (the CPU reference).
+template <int D, class T>
+SG_HD T pick_select(const T* v, int i) {
+  T r = v[0];
+  for (int k = 1; k < D; ++k)
+    if (k == i) r = v[k];
+  return r;
+}
+template <int D, class T>
+SG_HD void add_at_select(T* v, int i, T x) {
+  for (int k = 0; k < D; ++k)
+    if (k == i) v[k] += x;
+}
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ float masked(float x, bool keep) { return __uint_as_float(__float_as_uint(x) & (0u - keep)); }
 #endif
@@ -84,12 +96,12 @@ SG_HD T pick(const T* v, int i) {
       unsigned r = 0;
       for (int k = 0; k < D; ++k) r |= __float_as_uint(masked(v[k], k == i));
       return __uint_as_float(r);
+    } else {
+      return pick_select<D>(v, i);
     }
+#else
+    return pick_select<D>(v, i);
 #endif
-    T r = v[0];
-    for (int k = 1; k < D; ++k)
-      if (k == i) r = v[k];
-    return r;
   }
 }
 template <int D, class T>
@@ -100,11 +112,12 @@ SG_HD void add_at(T* v, int i, T x) {
 #if defined(__CUDA_ARCH__)
     if constexpr (sizeof(T) == sizeof(float)) {
       for (int k = 0; k < D; ++k) v[k] += masked(x, k == i);  // + 0 elsewhere: v unchanged
-      return;
+    } else {
+      add_at_select<D>(v, i, x);
     }
+#else
+    add_at_select<D>(v, i, x);
 #endif
-    for (int k = 0; k < D; ++k)
-      if (k == i) v[k] += x;
   }
 }
 
