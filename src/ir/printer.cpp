@@ -35,6 +35,13 @@ std::string print_program(const Program& p) {
       const AttentionAttrs& a = op.attr<AttentionAttrs>();
       os << "(" << a.heads << (a.heads == 1 ? " head" : " heads") << (a.causal ? ", causal" : "") << ")";
     }
+    // A network pass shared by several terms: the value-only rows first, each loss on its rows.
+    const bool jet = op.kind == OpKind::JetInput || op.kind == OpKind::JetActivation ||
+                     op.kind == OpKind::JetActivationBackward || op.kind == OpKind::FourierFeatures ||
+                     op.kind == OpKind::FourierFeaturesBackward;
+    if (jet && op.attr<JetAttrs>().head > 0) os << "(" << op.attr<JetAttrs>().head << " value-only rows first)";
+    if (op.kind == OpKind::ExpressionLoss && op.attr<ExprLossAttrs>().row0 > 0)
+      os << "(from row " << op.attr<ExprLossAttrs>().row0 << ")";
     if (op.kind == OpKind::SoftmaxCrossEntropy || op.kind == OpKind::MeanSquaredError)
       os << "(" << reduction_name(op.attr<LossAttrs>().reduction) << ")";
     if (op.kind == OpKind::SgdUpdate || op.kind == OpKind::AdamUpdate) {

@@ -544,7 +544,7 @@ class Lowering {
         std::vector<JetHead> heads;
         for (size_t k = 1; k < in.size(); ++k) heads.push_back({f(in[k]), dim(in[k], 0)});
         notes_ << "jet seed kernel (" << a.jet.K() << " components)";
-        if (!heads.empty()) notes_ << " after copies of " << a.head << " value-only points";
+        if (!heads.empty()) notes_ << ", after the coordinates of " << a.head << " value-only points";
         return add_step(op, [=](cudaStream_t s) { jet_input(X, J, B, a.jet, heads, s); });
       }
       case OpKind::JetActivation:
