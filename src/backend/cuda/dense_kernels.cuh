@@ -53,8 +53,9 @@ struct DenseGemm {
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // How many k-ranges our kernel splits the product into (1: none).
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
-// Whether this product runs on the 3xTF32 tensor-core kernel (tf32x3 set, a compute capability
-// 8.0+ device, and operands that load as aligned 16-byte chunks; not onto <= 256 outputs).
+// Whether this product runs on the 3xTF32 tensor-core kernel: tf32x3 set (the lowering sets it
+// only where tf32_tensor_cores()), operands that load as aligned 16-byte chunks, more than 256
+// outputs, and 64 x 64 tiles times k splits enough to give each of an H200's 132 SMs a block.
 bool own_gemm_tensor_cores(const DenseGemm& g);
 // Whether this device and build run TF32 mma (compute capability 8.0+, code built for it).
 bool tf32_tensor_cores();
