@@ -496,7 +496,7 @@ sg_cli_ok(cli_pinn_poisson_builtin
 # The boundary term's points ride in the residual's network pass: 256 value rows, then the jets.
 sg_cli_ok(cli_explain_pinn_one_pass
   ARGS explain "${SG_CONFIGS}/poisson2d.json" --device cpu
-  STDOUT "jet_input\\(256 value-only rows first\\)  'jet residual': points.0\\[512, 2\\], points.1\\[256, 2\\] -> points.0.jet\\[2816, 2\\].*expression_loss\\(from row 256\\)  'loss residual'")
+  STDOUT "jet_input\\(u, u_0, u_1, u_00\\+u_11\\)\\(256 value-only rows first\\)  'jet residual': points.0\\[512, 2\\], points.1\\[256, 2\\] -> points.0.jet\\[2304, 2\\].*expression_loss\\(from row 256\\)  'loss residual'")
 sg_cli_fail(cli_pinn_bad_expression
   ARGS train "${SG_DATA}/pinn_bad_expression.json"
   EXIT 1

@@ -202,6 +202,17 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
     Built b = pinn_program(mixed_problem(300, 40), *model, AdamW(1e-3));
     compare_backends(b.p, b.specs, 51, trainable ? "trainable Fourier features" : "fixed Fourier features", 2, 1e-4);
   }
+  // Laplacian components (JetSpec::trace) next to a plain pair, in the vectorized kernels (width
+  // 32) and the one-column ones (width 30).
+  pinn::Problem heat = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["t", "x", "y"], "domain": [[0, 1], [0, 1], [-1, 1]],
+    "residual": "u_t - 0.1*(u_yy + u_xx) + u_xy*u", "conditions": [{"on": "t=0", "residual": "u - x*y", "points": 30}],
+    "interior_points": 500})J"));
+  for (int64_t width : {32, 30}) {
+    auto model = sequential({dense(width, Activation::Tanh), dense(width, Activation::Sin), dense(1)});
+    Built b = pinn_program(heat, *model, Adam(1e-3));
+    compare_backends(b.p, b.specs, 55, cat("2D heat with a Laplacian, width ", width), 2, 1e-4);
+  }
   for (const char* name : {"poisson2d", "heat1d", "burgers1d"}) {
     pinn::Problem p = pinn::builtin_problem(name);
     for (auto& t : p.terms) t.points = std::min<int64_t>(t.points, 1000);
@@ -251,7 +262,7 @@ TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
 
 TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
   REQUIRE_GPU();
-  // 7000 points (35000 jet rows, after the boundary's 256 value rows): the jet layers' plain
+  // 8750 points (35000 jet rows of u, u_x, u_y and the Laplacian, after the boundary's 256 value rows): the jet layers' plain
   // products go to cuBLASLt's plans, where tf32x3 offers the 3xTF32 kernels (without autotuning
   // the first of them runs), and their weight gradients (64 x 64 x 35256, split 137 ways) to our
   // 3xTF32 tensor-core kernel. They must meet the fp32 bar, not TF32's 3e-2.
@@ -259,7 +270,7 @@ TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
   o.precision = Precision::TF32X3;
   auto model = sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)});
   pinn::Problem p = pinn::builtin_problem("poisson2d");
-  p.terms[0].points = 7000;
+  p.terms[0].points = 8750;
   p.terms[1].points = 256;
   Built pb = pinn_program(p, *model, Adam(1e-3));
   const std::string explain = compare_backends(pb.p, pb.specs, 71, "poisson2d at tf32x3", 2, 1e-4, o);

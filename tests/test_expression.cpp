@@ -237,6 +237,48 @@ TEST(Expression, Uses) {
   EXPECT_EQ(compile_expression("t", vars, "f").uses(), std::vector<bool>({false, false, false, true}));
 }
 
+TEST(Expression, FoldSumsReadsASumOfOneClassAsOneVariable) {
+  // Classes: u_xx, u_yy, u_zz of output 0; v_xx, v_yy of output 1; x and u in none.
+  const std::vector<std::string> vars = {"x", "u", "u_xx", "u_yy", "u_zz", "v_xx", "v_yy"};
+  const std::vector<int> cls = {-1, -1, 0, 0, 0, 1, 1};
+  const double at[] = {0.3, 1.7, -2.0, 5.0, 0.25, 7.0, -3.0};
+  struct Case {
+    const char* text;
+    std::vector<std::vector<int>> sums;
+  };
+  for (const Case& c : {Case{"-(u_xx + u_yy) - 2*pi^2*sin(x)", {{2, 3}}},
+                        Case{"u_yy + u_xx + u_zz", {{2, 3, 4}}},        // any order and grouping
+                        Case{"u_zz + (u_yy + u_xx)", {{2, 3, 4}}},
+                        Case{"(u_xx + u_yy)*u + sin(u_yy + u_xx) + (v_xx + v_yy)", {{2, 3}, {5, 6}}},
+                        Case{"u_xx + (x + u_yy)", {}},                   // x breaks the sum
+                        Case{"u_xx + u_xx", {}},                         // 2 u_xx, not a Laplacian
+                        Case{"u_xx + v_yy", {}},                         // two outputs
+                        Case{"u_xx - u_yy", {}},
+                        Case{"u_xx*u_yy", {}}}) {
+    SCOPED_TRACE(c.text);
+    const Expression e = compile_expression(c.text, vars, "f");
+    std::vector<std::vector<int>> sums;
+    const Expression f = fold_sums(e, cls, &sums);
+    EXPECT_EQ(sums, c.sums);
+    ASSERT_EQ(f.variables.size(), vars.size() + sums.size());
+    std::vector<double> ext(at, at + vars.size());
+    for (const auto& s : sums) {
+      double sum = 0;
+      for (int v : s) sum += at[v];
+      ext.push_back(sum);
+    }
+    EXPECT_EQ(f.eval(ext.data()), e.eval(at));
+    // The summed variables are no longer read; the new ones are.
+    const std::vector<bool> used = f.uses();
+    for (size_t k = 0; k < sums.size(); ++k) {
+      EXPECT_TRUE(used[vars.size() + k]);
+      for (int v : sums[k]) EXPECT_FALSE(used[static_cast<size_t>(v)]) << vars[static_cast<size_t>(v)];
+    }
+  }
+  std::vector<std::vector<int>> sums;
+  EXPECT_EQ(fold_sums(compile_expression("u_yy + u_xx", vars, "f"), cls, &sums).variables.back(), "u_xx+u_yy");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradients
 

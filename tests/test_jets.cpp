@@ -103,11 +103,67 @@ TEST(Jets, MatchFiniteDifferencesForEveryActivationAndEncoding) {
   }
 }
 
-TEST(Jets, ParameterGradientsOfALossOnJetsMatchFiniteDifferences) {
-  const JetSpec js = spec2d();
+JetSpec spec3d_laplacians() {  // d = 3: u, u_x, u_y, u_z, u_xx + u_zz, u_xx + u_yy + u_zz, u_xy
+  JetSpec js;
+  js.d = 3;
+  js.npairs = 3;
+  js.trace[0] = 0b101, js.pi[0] = js.pj[0] = -1;
+  js.trace[1] = 0b111, js.pi[1] = js.pj[1] = -1;
+  js.pi[2] = 0, js.pj[2] = 1;
+  return js;
+}
+
+TEST(Jets, LaplacianComponentsMatchFiniteDifferences) {
+  const JetSpec js = spec3d_laplacians();
+  const int64_t B = 3;
+  for (bool fourier : {false, true}) {
+    for (Activation act : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU,
+                           Activation::Softplus}) {
+      auto model = net_for(act, fourier);
+      Net jet = build_net(*model, B, 3, &js), plain = build_net(*model, 1, 3, nullptr);
+      Runner run(jet.p);
+      Values v = random_params(jet.specs, 9 + static_cast<int>(act), &run);
+      HostArray X = random_f32({B, 3}, 23, 0.6);
+      run.set("input", X);
+      run.run();
+      HostArray U = run.get(jet.p.tensor(jet.out).name);
+      const double h = 1e-4;
+      for (int64_t b = 0; b < B; ++b)
+        for (int o = 0; o < 2; ++o) {
+          // u at the point moved by (s0 h, s1 h, s2 h), in float64.
+          auto u = [&](int s0, int s1, int s2) {
+            Values w = v;
+            w["input"] = {X.data<float>()[b * 3] + s0 * h, X.data<float>()[b * 3 + 1] + s1 * h,
+                          X.data<float>()[b * 3 + 2] + s2 * h};
+            return forward_double(plain.p, w, plain.out)[o];
+          };
+          const double u0 = u(0, 0, 0);
+          const double dxx = (u(1, 0, 0) - 2 * u0 + u(-1, 0, 0)) / (h * h);
+          const double dyy = (u(0, 1, 0) - 2 * u0 + u(0, -1, 0)) / (h * h);
+          const double dzz = (u(0, 0, 1) - 2 * u0 + u(0, 0, -1)) / (h * h);
+          const double fd[7] = {u0,
+                                (u(1, 0, 0) - u(-1, 0, 0)) / (2 * h),
+                                (u(0, 1, 0) - u(0, -1, 0)) / (2 * h),
+                                (u(0, 0, 1) - u(0, 0, -1)) / (2 * h),
+                                dxx + dzz,
+                                dxx + dyy + dzz,
+                                (u(1, 1, 0) - u(1, -1, 0) - u(-1, 1, 0) + u(-1, -1, 0)) / (4 * h * h)};
+          const char* names[7] = {"u", "u_x", "u_y", "u_z", "u_xx + u_zz", "u_xx + u_yy + u_zz", "u_xy"};
+          for (int c = 0; c < 7; ++c)
+            EXPECT_TRUE(near(U.data<float>()[(c * B + b) * 2 + o], fd[c], 3e-4, 3e-4))
+                << activation_name(act) << (fourier ? " fourier" : "") << " point " << b << " output " << o
+                << " " << names[c];
+        }
+    }
+  }
+}
+
+// d loss / d parameter for a squared loss on every component of the jet `js`.
+void expect_jet_loss_gradients_match_finite_differences(const JetSpec& js, const char* what) {
   const int64_t B = 3;
   for (Activation act : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU,
                          Activation::Softplus}) {
+    SCOPED_TRACE(what);
     auto model = sequential({std::make_shared<FourierFeatures>(2, 0.3, /*trainable=*/true), dense(5, act),
                              residual(dense(5, act)), dense(1)});
     Net n = build_net(*model, B, 2, &js);
@@ -146,6 +202,15 @@ TEST(Jets, ParameterGradientsOfALossOnJetsMatchFiniteDifferences) {
       }
     }
   }
+}
+
+TEST(Jets, ParameterGradientsOfALossOnJetsMatchFiniteDifferences) {
+  expect_jet_loss_gradients_match_finite_differences(spec2d(), "u_xx, u_yy, u_xy");
+  JetSpec laplacian;
+  laplacian.d = 2;
+  laplacian.npairs = 1;
+  laplacian.trace[0] = 0b11, laplacian.pi[0] = laplacian.pj[0] = -1;
+  expect_jet_loss_gradients_match_finite_differences(laplacian, "u_xx + u_yy");
 }
 
 TEST(Jets, FrozenFourierMatrixIsAConstantWithoutGradient) {

@@ -26,14 +26,16 @@ TEST(Pinn, PoissonResidualTermEqualsTheHandWrittenResidual) {
   const Program& pr = t.program();
   // The interior points and the network's jets there, as the step saw them (before the update).
   const int64_t M = 50;
-  HostArray X(DType::F32, {M, 2}), U(DType::F32, {6 * M, 1});
+  HostArray X(DType::F32, {M, 2});
   t.backend().download(X.raw(), t.device_ptr("points.0"), X.nbytes());
   TensorId u_id = kNone;
   ExprLossAttrs a;
   for (const Op& op : pr.ops())
     if (op.kind == OpKind::ExpressionLoss && op.name == "loss residual") u_id = op.in[0], a = op.attr<ExprLossAttrs>();
   ASSERT_NE(u_id, kNone);
-  ASSERT_EQ(a.K, 1 + 2 + 2);  // u, u_x, u_y, u_xx, u_yy (no mixed derivative asked for)
+  // u, u_x, u_y and the Laplacian u_xx + u_yy: the residual reads u_xx and u_yy only as their
+  // sum, so one component carries it (no mixed derivative asked for).
+  ASSERT_EQ(a.K, 1 + 2 + 1);
   // The boundary term's 20 points ride in the same network pass, as the 20 value rows before
   // the interior's jets.
   ASSERT_EQ(a.row0, 20);
@@ -45,8 +47,8 @@ TEST(Pinn, PoissonResidualTermEqualsTheHandWrittenResidual) {
   for (int64_t m = 0; m < M; ++m) {
     const double x = X.data<float>()[m * 2], y = X.data<float>()[m * 2 + 1];
     EXPECT_TRUE(x >= 0 && x <= 1 && y >= 0 && y <= 1);
-    const double uxx = Uk.data<float>()[a.row0 + 3 * M + m], uyy = Uk.data<float>()[a.row0 + 4 * M + m];
-    const double r = -(uxx + uyy) - 2 * pi * pi * std::sin(pi * x) * std::sin(pi * y);
+    const double lap = Uk.data<float>()[a.row0 + 3 * M + m];
+    const double r = -lap - 2 * pi * pi * std::sin(pi * x) * std::sin(pi * y);
     sum += r * r;
   }
   auto terms = t.loss_terms();
@@ -122,6 +124,37 @@ TEST(Pinn, CustomProblemMatchesTheBuiltIn) {
     a.launch();
     b.launch();
     EXPECT_EQ(a.loss(), b.loss());
+  }
+}
+
+// The jet each custom residual gets: a sum of pure second derivatives becomes one Laplacian
+// component when that needs fewer components than the derivatives one by one.
+TEST(Pinn, ALaplacianInTheResidualIsOneJetComponent) {
+  struct Case {
+    const char* coords;  // and the unit cube as domain
+    const char* residual;
+    int K;
+    std::vector<uint32_t> traces;  // per second-derivative pair, in order: its Laplacian's inputs, 0 for a plain pair
+  };
+  for (const Case& c : {Case{R"(["x", "y"])", "-(u_yy + u_xx) - x", 4, {3}},
+                        Case{R"(["t", "x", "y"])", "u_t - 0.1*(u_xx + u_yy)", 5, {6}},    // heat in 2D: x and y only
+                        Case{R"(["x", "y"])", "u_xx + u_yy + u_xy", 5, {0, 3}},         // u_xy and the Laplacian
+                        Case{R"(["x", "y"])", "u_xx + u_yy + u*u_xx", 5, {0, 0}},       // u_xx alone too: as written
+                        Case{R"(["x", "y"])", "u_xx - u_yy", 5, {0, 0}}}) {
+    SCOPED_TRACE(c.residual);
+    nlohmann::json j = {{"coordinates", nlohmann::json::parse(c.coords)}, {"residual", c.residual}, {"interior_points", 8}};
+    for (size_t i = 0; i < j["coordinates"].size(); ++i) j["domain"].push_back({0, 1});
+    pinn::Problem p = pinn::parse_problem(j);
+    Program pr;
+    GraphBuilder g(pr);
+    pinn::make_step(p)(g, *small_net());
+    for (const Op& op : pr.ops()) {
+      if (op.kind == OpKind::ExpressionLoss) EXPECT_EQ(op.attr<ExprLossAttrs>().K, c.K);
+      if (op.kind != OpKind::JetInput) continue;
+      const JetSpec& js = op.attr<JetAttrs>().jet;
+      ASSERT_EQ(js.npairs, static_cast<int>(c.traces.size()));
+      for (int q = 0; q < js.npairs; ++q) EXPECT_EQ(uint32_t{js.trace[q]}, c.traces[static_cast<size_t>(q)]) << "pair " << q;
+    }
   }
 }
 
@@ -203,14 +236,15 @@ namespace {
 
 // d loss / d parameter of a whole physics-informed step (residual with second derivatives, two
 // value conditions riding in the residual's network pass as its head rows, and a derivative
-// condition in a pass of its own) against central finite differences of a float64 evaluation.
+// condition with a Laplacian in a pass of its own) against central finite differences of a
+// float64 evaluation.
 TEST(Pinn, ParameterGradientsOfResidualLossesMatchFiniteDifferences) {
   pinn::Problem prob = pinn::parse_problem(nlohmann::json::parse(R"J({
     "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
     "constants": {"k": 0.7},
     "residual": "u_xx + k*u_yy*u - sin(x)*u_x + u_xy^2",
     "conditions": [{"on": "boundary", "residual": "u - x*y", "points": 6, "weight": 3},
-                   {"on": "x=1", "residual": "u_x + y", "points": 4, "weight": 0.5},
+                   {"on": "x=1", "residual": "u_x + y*(u_yy + u_xx)", "points": 4, "weight": 0.5},
                    {"on": "y=-1", "residual": "u*u - x", "points": 3, "weight": 2}],
     "interior_points": 5})J"));
   auto model = sequential({std::make_shared<FourierFeatures>(2, 0.5, true), dense(4, Activation::Tanh),

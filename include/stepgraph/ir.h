@@ -128,7 +128,10 @@ struct DenseAttrs {
 };
 
 // The components of a jet (see src/backend/jet_math.h): value, d first derivatives, and the
-// second derivatives d^2/dx_i dx_j for the listed pairs. A jet tensor stacks the K components
+// second derivatives d^2/dx_i dx_j for the listed pairs. A pair may instead be a Laplacian
+// (trace[p] != 0): the sum of d^2/dx_i^2 over the inputs i in the bit mask trace[p], one
+// component where the separate second derivatives would take one each (a PDE that reads only
+// u_xx + u_yy needs 4 components in 2D, not 5; see pinn::compile_term). A jet tensor stacks the K components
 // of B points as K*B rows: rows [c*B, (c+1)*B) hold component c. It may start with `head`
 // rows of plain values (JetAttrs::head): points that need no derivatives (a boundary term's)
 // riding along in the same network pass, rows [0, head), then the K blocks from row head.
@@ -137,8 +140,10 @@ struct JetSpec {
   int32_t d = 0;
   int32_t npairs = 0;
   int8_t pi[kMaxJetPairs] = {}, pj[kMaxJetPairs] = {};
+  uint8_t trace[kMaxJetPairs] = {};  // nonzero: pair p is the Laplacian over these inputs (pi, pj unused)
   constexpr int32_t K() const { return 1 + d + npairs; }
-  int32_t pair_index(int i, int j) const;  // -1 if not tracked
+  int32_t pair_index(int i, int j) const;       // -1 if not tracked
+  int32_t trace_index(uint32_t mask) const;     // -1 if not tracked
 };
 struct JetAttrs {
   JetSpec jet;

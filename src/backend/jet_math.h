@@ -4,7 +4,9 @@
 // stacked: 0 = value, 1 + i = d/dx_i, 1 + d + p = d^2/dx_i dx_j for pair p.
 //
 // For y = g(a) with a a jet:
-//   y0 = g(a0),  y_i = g'(a0) a_i,  y_p = g''(a0) a_i a_j + g'(a0) a_p.
+//   y0 = g(a0),  y_i = g'(a0) a_i,  y_p = g''(a0) a_i a_j + g'(a0) a_p,
+// and for a Laplacian component p over the inputs S (JetSpec::trace):
+//   y_p = g''(a0) sum_{i in S} a_i^2 + g'(a0) a_p.
 #pragma once
 
 #include <cmath>
@@ -121,6 +123,31 @@ SG_HD void add_at(T* v, int i, T x) {
   }
 }
 
+// The product of first derivatives that second-derivative component p picks up through a
+// nonlinearity: a_i a_j for the pair (i, j), sum over S of a_i^2 for a Laplacian over S. a1
+// points at the d first derivatives.
+template <int D, class T>
+SG_HD T pair_product(const JetSpec& js, int p, const T* a1) {
+  if (js.trace[p] == 0) return pick<D>(a1, js.pi[p]) * pick<D>(a1, js.pj[p]);
+  const int d = D < 0 ? js.d : D;
+  T s = T(0);
+  for (int k = 0; k < (D < 0 ? kMaxJetDim : D) && k < d; ++k)
+    if ((js.trace[p] >> k) & 1) s += a1[k] * a1[k];
+  return s;
+}
+// da1 += c * d pair_product / d a1.
+template <int D, class T>
+SG_HD void pair_product_backward(const JetSpec& js, int p, const T* a1, T c, T* da1) {
+  if (js.trace[p] == 0) {
+    add_at<D>(da1, js.pi[p], c * pick<D>(a1, js.pj[p]));
+    add_at<D>(da1, js.pj[p], c * pick<D>(a1, js.pi[p]));
+    return;
+  }
+  const int d = D < 0 ? js.d : D;
+  for (int k = 0; k < (D < 0 ? kMaxJetDim : D) && k < d; ++k)
+    if ((js.trace[p] >> k) & 1) da1[k] += T(2) * c * a1[k];
+}
+
 // y = g(a) for one point and one column; a and y hold the K components. D: js.d when known at
 // compile time, else -1. NP: a compile-time bound on js.npairs (arrays of 1 + D + NP stay in
 // registers on the GPU; the caller dispatches on npairs).
@@ -129,8 +156,7 @@ SG_HD void jet_apply(const JetSpec& js, T g0, T g1, T g2, const T* a, T* y) {
   const int d = D < 0 ? js.d : D;
   y[0] = g0;
   for (int i = 0; i < d; ++i) y[1 + i] = g1 * a[1 + i];
-  for (int p = 0; p < NP && p < js.npairs; ++p)
-    y[1 + d + p] = g2 * pick<D>(a + 1, js.pi[p]) * pick<D>(a + 1, js.pj[p]) + g1 * a[1 + d + p];
+  for (int p = 0; p < NP && p < js.npairs; ++p) y[1 + d + p] = g2 * pair_product<D>(js, p, a + 1) + g1 * a[1 + d + p];
 }
 
 // da = (dy/da)^T dy for one point and one column.
@@ -143,11 +169,9 @@ SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, c
     da[1 + i] = dy[1 + i] * g1;
   }
   for (int p = 0; p < NP && p < js.npairs; ++p) {
-    const int i = js.pi[p], j = js.pj[p];
-    const T dyp = dy[1 + d + p], ai = pick<D>(a + 1, i), aj = pick<D>(a + 1, j);
-    d0 += dyp * (g3 * ai * aj + g2 * a[1 + d + p]);
-    add_at<D>(da + 1, i, dyp * g2 * aj);
-    add_at<D>(da + 1, j, dyp * g2 * ai);
+    const T dyp = dy[1 + d + p];
+    d0 += dyp * (g3 * pair_product<D>(js, p, a + 1) + g2 * a[1 + d + p]);
+    pair_product_backward<D>(js, p, a + 1, dyp * g2, da + 1);
     da[1 + d + p] = dyp * g1;
   }
   da[0] = d0;

@@ -4,6 +4,27 @@
 
 namespace sg {
 
+namespace {
+
+// "u, u_0, u_1, u_00+u_11": a jet's components in row-block order, inputs by index.
+std::string jet_components(const JetSpec& js) {
+  std::string s = "u";
+  for (int i = 0; i < js.d; ++i) s += cat(", u_", i);
+  for (int p = 0; p < js.npairs; ++p) {
+    if (js.trace[p] == 0) {
+      s += cat(", u_", int{js.pi[p]}, int{js.pj[p]});
+      continue;
+    }
+    std::string sum;
+    for (int i = 0; i < js.d; ++i)
+      if ((js.trace[p] >> i) & 1) sum += cat(sum.empty() ? "" : "+", "u_", i, i);
+    s += ", " + sum;
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string print_program(const Program& p) {
   auto list = [&](const std::vector<TensorId>& ids, const std::vector<uint8_t>* acc) {
     std::string s;
@@ -39,6 +60,7 @@ std::string print_program(const Program& p) {
     const bool jet = op.kind == OpKind::JetInput || op.kind == OpKind::JetActivation ||
                      op.kind == OpKind::JetActivationBackward || op.kind == OpKind::FourierFeatures ||
                      op.kind == OpKind::FourierFeaturesBackward;
+    if (op.kind == OpKind::JetInput) os << "(" << jet_components(op.attr<JetAttrs>().jet) << ")";
     if (jet && op.attr<JetAttrs>().head > 0) os << "(" << op.attr<JetAttrs>().head << " value-only rows first)";
     if (op.kind == OpKind::ExpressionLoss && op.attr<ExprLossAttrs>().row0 > 0)
       os << "(from row " << op.attr<ExprLossAttrs>().row0 << ")";

@@ -53,7 +53,13 @@ const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" :
 int32_t JetSpec::pair_index(int i, int j) const {
   if (i > j) std::swap(i, j);
   for (int p = 0; p < npairs; ++p)
-    if (pi[p] == i && pj[p] == j) return p;
+    if (trace[p] == 0 && pi[p] == i && pj[p] == j) return p;
+  return -1;
+}
+
+int32_t JetSpec::trace_index(uint32_t mask) const {
+  for (int p = 0; p < npairs; ++p)
+    if (trace[p] != 0 && trace[p] == mask) return p;
   return -1;
 }
 

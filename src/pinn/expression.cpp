@@ -3,11 +3,13 @@
 #include "pinn/expression.h"
 #include "pinn/expr_tape.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -468,6 +470,65 @@ class Parser {
 Expression compile_expression(const std::string& text, const std::vector<std::string>& variables,
                               const std::string& where) {
   return Parser(text, variables, where).run();
+}
+
+Expression fold_sums(const Expression& e, const std::vector<int>& cls, std::vector<std::vector<int>>* sums) {
+  sums->clear();
+  const std::vector<TapeInstr> t = e.tape();
+  // The set of variables each instruction adds up (empty: not a sum of one class's variables).
+  std::vector<std::vector<int>> set(t.size());
+  std::vector<int> set_cls(t.size(), -1);
+  for (size_t i = 0; i < t.size(); ++i) {
+    const TapeInstr& in = t[i];
+    if (in.op == ExprOp::Var && in.index < static_cast<int>(cls.size()) && cls[in.index] >= 0) {
+      set[i] = {in.index};
+      set_cls[i] = cls[in.index];
+    } else if (in.op == ExprOp::Add && !set[in.lhs].empty() && !set[in.rhs].empty() &&
+               set_cls[in.lhs] == set_cls[in.rhs]) {
+      std::vector<int> u = set[in.lhs];
+      bool disjoint = true;
+      for (int v : set[in.rhs]) {
+        disjoint = disjoint && std::find(u.begin(), u.end(), v) == u.end();
+        u.push_back(v);
+      }
+      if (!disjoint) continue;  // u_xx + u_xx is 2 u_xx, not a Laplacian
+      std::sort(u.begin(), u.end());
+      set[i] = u;
+      set_cls[i] = set_cls[in.lhs];
+    }
+  }
+  Expression out;
+  out.text = e.text;
+  out.variables = e.variables;
+  // Emit the tree from the root; a sum stops the descent, so only the largest ones fold.
+  std::function<void(int)> emit = [&](int i) {
+    const TapeInstr& in = t[static_cast<size_t>(i)];
+    const std::vector<int>& vars = set[static_cast<size_t>(i)];
+    if (in.op == ExprOp::Add && !vars.empty()) {
+      const size_t k = static_cast<size_t>(std::find(sums->begin(), sums->end(), vars) - sums->begin());
+      if (k == sums->size()) {
+        std::string name;
+        for (int v : vars) name += (name.empty() ? "" : "+") + e.variables[static_cast<size_t>(v)];
+        out.variables.push_back(name);
+        sums->push_back(vars);
+      }
+      ExprInstr v{ExprOp::Var};
+      v.index = static_cast<int32_t>(e.variables.size() + k);
+      out.code.push_back(v);
+      return;
+    }
+    if (in.lhs >= 0) emit(in.lhs);
+    if (in.rhs >= 0) emit(in.rhs);
+    out.code.push_back(e.code[static_cast<size_t>(i)]);
+  };
+  emit(static_cast<int>(t.size()) - 1);
+  if (sums->empty()) return e;
+  int depth = 0;
+  for (const ExprInstr& in : out.code) {
+    depth += 1 - arity(in.op);
+    out.max_stack = std::max(out.max_stack, depth);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

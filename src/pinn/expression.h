@@ -73,6 +73,14 @@ struct Expression {
   std::vector<TapeInstr> tape() const;
 };
 
+// Reads each largest sum (+ only) of two or more distinct variables of one class as one new
+// variable: cls[v] >= 0 puts variable v in class cls[v] (-1: in none). The new variables come
+// after e.variables, one per distinct set of summed variables, named by joining the names with
+// '+' (no parsed name contains '+'); (*sums)[k] lists the variables new variable k adds up, in
+// index order. Returns e unchanged (and *sums empty) when there is no such sum. This is how the
+// PDE terms read u_xx + u_yy as one Laplacian jet component (src/pinn/problem.cpp).
+Expression fold_sums(const Expression& e, const std::vector<int>& cls, std::vector<std::vector<int>>* sums);
+
 // Compiles `text` over `variables` (names must be distinct). Errors (unknown name, unknown
 // function, a variable or pi called as a function, a function without parentheses, a missing
 // operand, unbalanced parentheses, an unexpected character, trailing input, an empty or

@@ -91,28 +91,44 @@ struct CompiledTerm {
   std::vector<ExprVar> vars;
 };
 
-CompiledTerm compile_term(const Problem& p, const Term& t, const std::string& where) {
-  std::vector<std::pair<int, int>> pairs_of;
-  Names n = available_names(p, &pairs_of);
+// The jet and variable sources for `e` over the names `n` followed by one Laplacian per entry of
+// `sums` (the diagonal second derivatives of one output that fold_sums found added up).
+CompiledTerm term_for(const Problem& p, Expression e, const Names& n, const std::vector<std::pair<int, int>>& pairs_of,
+                      const std::vector<std::vector<int>>& sums, const std::string& where) {
   CompiledTerm c;
-  c.expr = std::make_shared<Expression>(compile_expression(t.residual, n.names, where));
+  c.expr = std::make_shared<Expression>(std::move(e));
+  std::vector<ExprVar> sources = n.sources;
+  std::vector<uint32_t> trace(n.names.size(), 0);  // per variable: its Laplacian's inputs
+  for (const std::vector<int>& sum : sums) {
+    uint32_t mask = 0;
+    for (int v : sum) mask |= 1u << pairs_of[static_cast<size_t>(v)].first;
+    sources.push_back(n.sources[static_cast<size_t>(sum[0])]);
+    trace.push_back(mask);
+  }
   const std::vector<bool> used = c.expr->uses();
   c.jet.d = static_cast<int32_t>(p.dim());
+  // The second-derivative component of variable v (-1: none).
+  auto component = [&](size_t v) {
+    if (trace[v] != 0) return c.jet.trace_index(trace[v]);
+    return v < pairs_of.size() && pairs_of[v].first >= 0 ? c.jet.pair_index(pairs_of[v].first, pairs_of[v].second) : -1;
+  };
   for (size_t v = 0; v < used.size(); ++v) {
-    if (!used[v] || n.sources[v].kind != ExprVar::Kind::Jet) continue;
-    if (n.sources[v].index != 0) c.needs_jet = true;
-    const auto [i, j] = pairs_of[v];
-    if (i < 0 || c.jet.pair_index(i, j) >= 0) continue;
+    if (!used[v] || sources[v].kind != ExprVar::Kind::Jet) continue;
+    const bool second = trace[v] != 0 || pairs_of[v].first >= 0;
+    if (sources[v].index != 0 || second) c.needs_jet = true;
+    if (!second || component(v) >= 0) continue;
     SG_REQUIRE(c.jet.npairs < kMaxJetPairs, where, ": more than ", kMaxJetPairs, " second derivatives");
-    c.jet.pi[c.jet.npairs] = static_cast<int8_t>(i);
-    c.jet.pj[c.jet.npairs] = static_cast<int8_t>(j);
-    ++c.jet.npairs;
+    JetSpec& js = c.jet;
+    js.trace[js.npairs] = static_cast<uint8_t>(trace[v]);
+    js.pi[js.npairs] = static_cast<int8_t>(trace[v] ? -1 : pairs_of[v].first);
+    js.pj[js.npairs] = static_cast<int8_t>(trace[v] ? -1 : pairs_of[v].second);
+    ++js.npairs;
   }
   if (!c.needs_jet) c.jet = JetSpec{};  // values only: the plain network
-  for (size_t v = 0; v < n.names.size(); ++v) {
-    ExprVar s = n.sources[v];
-    if (s.kind == ExprVar::Kind::Jet && pairs_of[v].first >= 0) {
-      const int32_t pi = c.jet.pair_index(pairs_of[v].first, pairs_of[v].second);
+  for (size_t v = 0; v < sources.size(); ++v) {
+    ExprVar s = sources[v];
+    if (s.kind == ExprVar::Kind::Jet && (trace[v] != 0 || pairs_of[v].first >= 0)) {
+      const int32_t pi = component(v);
       s.index = pi < 0 ? 0 : 1 + c.jet.d + pi;  // unused names: any valid component
     } else if (s.kind == ExprVar::Kind::Jet && !c.needs_jet) {
       s.index = 0;
@@ -120,6 +136,27 @@ CompiledTerm compile_term(const Problem& p, const Term& t, const std::string& wh
     c.vars.push_back(s);
   }
   return c;
+}
+
+// Compiles a term. A PDE that reads its second derivatives only as a Laplacian (u_xx + u_yy,
+// in any order and grouping) gets one component for the sum where it would need one per
+// input: the jets, and every product and kernel over them, shrink by that many rows per point.
+// The term keeps whichever form needs fewer components (a term that also reads u_xx alone
+// stays as written).
+CompiledTerm compile_term(const Problem& p, const Term& t, const std::string& where) {
+  std::vector<std::pair<int, int>> pairs_of;
+  Names n = available_names(p, &pairs_of);
+  Expression e = compile_expression(t.residual, n.names, where);
+  std::vector<int> cls(n.names.size(), -1);  // diagonal second derivatives: by output
+  for (size_t v = 0; v < n.names.size(); ++v)
+    if (n.sources[v].kind == ExprVar::Kind::Jet && pairs_of[v].first >= 0 && pairs_of[v].first == pairs_of[v].second)
+      cls[v] = n.sources[v].output;
+  std::vector<std::vector<int>> sums;
+  Expression folded = fold_sums(e, cls, &sums);
+  CompiledTerm plain = term_for(p, std::move(e), n, pairs_of, {}, where);
+  if (sums.empty()) return plain;
+  CompiledTerm laplacian = term_for(p, std::move(folded), n, pairs_of, sums, where);
+  return laplacian.jet.npairs < plain.jet.npairs ? laplacian : plain;
 }
 
 }  // namespace

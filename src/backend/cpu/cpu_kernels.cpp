@@ -116,7 +116,7 @@ void for_each_jet(int64_t B, int64_t H, Fn fn) {
 void jet_activation(const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, Activation act) {
   const int K = js.K();
   for_each_jet(B, H, [&](int64_t, int64_t, auto at) {
-    double a[1 + kMaxJetDim + kMaxJetPairs] = {}, y[1 + kMaxJetDim + kMaxJetPairs], g0 = 0, g1 = 0, g2 = 0, g3 = 0;
+    double a[1 + kMaxJetDim + kMaxJetPairs] = {}, y[1 + kMaxJetDim + kMaxJetPairs] = {}, g0 = 0, g1 = 0, g2 = 0, g3 = 0;
     for (int c = 0; c < K; ++c) a[c] = A[at(c)];
     act_derivs<double>(act, a[0], &g0, &g1, &g2, &g3);
     jet_apply<double>(js, g0, g1, g2, a, y);
