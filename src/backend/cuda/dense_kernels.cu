@@ -349,7 +349,10 @@ __global__ void split_reduce_kernel(DenseGemm g) {
 // weight gradient's dZ and X), [m][k] when k is (activations, W as [out][in] in the forward). The
 // row pads (+8 and +4 floats) make the fragment reads (8 rows x 4 columns per warp) hit 32 banks.
 namespace tc {
-constexpr int kT = 64, kBK = 32, kThreads = 128;
+// kStages slabs in flight per block (cp.async): a split weight gradient's block runs only ~10-20
+// slabs, where double buffering left the loads exposed (Fourier 4x128's 128 x 64 x 67584 at
+// 1.5 TB/s and ~30% of the tensor cores' rate).
+constexpr int kT = 64, kBK = 32, kThreads = 128, kStages = 4;
 template <bool MFAST>
 struct Tile {  // one operand's 64 x 32 slab in shared memory
   static constexpr int LD = MFAST ? kT + 8 : kBK + 4;
@@ -366,14 +369,13 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
+// x = big + small with big x rounded to TF32's 10 mantissa bits: half an ulp added and the low
+// 13 bits cleared, two integer operations at full rate (cvt.rna.tf32 runs at the conversion
+// units' quarter rate, and at 32 conversions per 24 mma it held the kernel to about half the
+// tensor cores' rate). small = x - big is exact; the tensor cores read its top 19 bits.
 __device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
-  big = tf32(x);
-  small = tf32(x - __uint_as_float(big));
+  big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  small = __float_as_uint(x - __uint_as_float(big));
 }
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -405,8 +407,9 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(DenseGemm g) {
   PDL_PROLOGUE();
   using TA = Tile<AM>;
   using TB = Tile<BN>;
-  __shared__ __align__(16) float As[2][TA::kFloats];
-  __shared__ __align__(16) float Bs[2][TB::kFloats];
+  extern __shared__ __align__(16) float smem[];  // kStages A slabs, then kStages B slabs
+  float* As = smem;
+  float* Bs = smem + kStages * TA::kFloats;
   const int64_t n_tiles = (g.N + kT - 1) / kT;
   const int64_t m0 = blockIdx.x / n_tiles * kT, n0 = blockIdx.x % n_tiles * kT;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -424,23 +427,29 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(DenseGemm g) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
 
-  auto load = [&](int buf, int64_t k0) {
-    load_slab<AM>(As[buf], g.A, g.sam, g.sak, m0, g.M, k0, k_end, tid);
-    load_slab<BN>(Bs[buf], g.B, g.sbn, g.sbk, n0, g.N, k0, k_end, tid);
+  // Slab n of the block's k-range goes to stage n % kStages. Every iteration commits one group
+  // (empty past the range), so waiting for all but the newest kStages - 2 groups means the
+  // current slab has landed.
+  auto load = [&](int64_t n) {
+    const int64_t k0 = k_begin + n * kBK;
+    if (k0 < k_end) {
+      const int st = static_cast<int>(n % kStages);
+      load_slab<AM>(As + st * TA::kFloats, g.A, g.sam, g.sak, m0, g.M, k0, k_end, tid);
+      load_slab<BN>(Bs + st * TB::kFloats, g.B, g.sbn, g.sbk, n0, g.N, k0, k_end, tid);
+    }
     cp_async_commit();
   };
-  if (k_begin < k_end) load(0, k_begin);
-  int buf = 0;
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += kBK, buf ^= 1) {
-    if (k0 + kBK < k_end) {
-      load(buf ^ 1, k0 + kBK);  // in flight while this slab is multiplied
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) load(i);
+  int64_t slab = 0;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kBK, ++slab) {
+    cp_async_wait<kStages - 2>();
+    // This slab is visible to every thread, and every thread is done with the one before, whose
+    // stage the next load refills.
     __syncthreads();
-    const float* a = As[buf];
-    const float* b = Bs[buf];
+    load(slab + kStages - 1);
+    const float* a = As + (slab % kStages) * TA::kFloats;
+    const float* b = Bs + (slab % kStages) * TB::kFloats;
     if (do_rowsum) {  // the bias gradient: A summed over its first rowsum_k values of k
       const int64_t left = g.rowsum_k - k0;
       const int depth = left < 0 ? 0 : left < kBK ? static_cast<int>(left) : kBK;
@@ -477,8 +486,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(DenseGemm g) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) mma(acc[i][j], ab[i], bb[j]);
     }
-    __syncthreads();  // this buffer is the next iteration's load target
   }
+  cp_async_wait<0>();  // no copy outlives the block (the trailing groups are empty)
 
   // acc[i][j]: rows wm + 16i + gq (+8), columns wn + 8j + 2tq (+1).
   float* P = g.splits > 1 ? g.partial + blockIdx.y * g.M * g.N : nullptr;
@@ -725,13 +734,21 @@ void launch_reduce(const DenseGemm& g, cudaStream_t s) {
   launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, g);
   KERNEL_LAUNCH_CHECK();
 }
+template <bool AM, bool BN>
+void launch_tc_kernel(const DenseGemm& g, dim3 grid, cudaStream_t s) {
+  constexpr size_t smem = tc::kStages * (tc::Tile<AM>::kFloats + tc::Tile<BN>::kFloats) * sizeof(float);
+  static const cudaError_t opt_in =  // past the 48 KiB default: once per kernel, before any launch
+      cudaFuncSetAttribute(tc::gemm_kernel<AM, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  CUDA_CHECK(opt_in);
+  launch_pdl(tc::gemm_kernel<AM, BN>, grid, tc::kThreads, smem, s, g);
+}
 void launch_tc(const DenseGemm& g, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, tc::kT)), static_cast<unsigned>(g.splits));
   const bool am = g.sam == 1, bn = g.sbn == 1;
-  if (am && bn) launch_pdl(tc::gemm_kernel<true, true>, grid, tc::kThreads, 0, s, g);
-  else if (am) launch_pdl(tc::gemm_kernel<true, false>, grid, tc::kThreads, 0, s, g);
-  else if (bn) launch_pdl(tc::gemm_kernel<false, true>, grid, tc::kThreads, 0, s, g);
-  else launch_pdl(tc::gemm_kernel<false, false>, grid, tc::kThreads, 0, s, g);
+  if (am && bn) launch_tc_kernel<true, true>(g, grid, s);
+  else if (am) launch_tc_kernel<true, false>(g, grid, s);
+  else if (bn) launch_tc_kernel<false, true>(g, grid, s);
+  else launch_tc_kernel<false, false>(g, grid, s);
   KERNEL_LAUNCH_CHECK();
 }
 bool rows_vec4(const DenseGemm& g) {
