@@ -193,8 +193,11 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
       Built b = pinn_program(mixed_problem(points, 40), *model, Adam(1e-3));
       // 3e-4: a one-element bias gradient summed over points with opposite signs carries the
       // fp32 rounding of the plain (boundary) path's softplus at 1.5e-4 of its size.
-      compare_backends(b.p, b.specs, 41 + static_cast<int>(a),
-                       cat("pinn ", activation_name(a), " ", points, " points, 3 steps"), 3, 3e-4);
+      const std::string explain = compare_backends(b.p, b.specs, 41 + static_cast<int>(a),
+                                                   cat("pinn ", activation_name(a), " ", points, " points, 3 steps"), 3, 3e-4);
+      // Past 4096 jet rows the last layer is skinny, and the last jet backward computes its dX.
+      if (points == 2048) EXPECT_NE(explain.find("dX: in the next jet backward"), std::string::npos) << explain;
+      if (points == 2048) EXPECT_NE(explain.find("computed here, not stored"), std::string::npos) << explain;
     }
   }
   for (bool trainable : {false, true}) {

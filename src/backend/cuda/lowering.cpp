@@ -352,6 +352,7 @@ class Lowering {
     for (const auto& [b, q] : fuse_into_) links.emplace_back(b, q);
     for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
     for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
+    for (const auto& [jet, dense] : jet_dy_) links.emplace_back(jet, dense);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -503,6 +504,46 @@ class Lowering {
         fuse_into_[static_cast<int>(b)] = q;
       }
     }
+    plan_jet_dy();
+  }
+
+  // A one-output skinny layer's input gradient read only by a jet activation's backward (a
+  // PINN's last layer after its last tanh): that kernel computes dY = dZ W itself, so the skinny
+  // backward skips dX and the [rows, H] tensor is neither written nor read (Fourier 4x128: 2 x
+  // 35 MB).
+  void plan_jet_dy() {
+    const auto& ops = p_.ops();
+    for (size_t b = 0; b < ops.size(); ++b) {
+      const Op& op = ops[b];
+      if (op.kind != OpKind::DenseBackward || op.out[0] == kNone || op.accumulate[0] || op.out[1] == kNone) continue;
+      if (dim(op.in[2], 0) != 1 || !skinny_dense(rows(op.in[1]), 1, width(op.in[1]))) continue;
+      const TensorId T = op.out[0];
+      int writers = 0, readers = 0, q = -1;
+      for (size_t j = 0; j < ops.size(); ++j) {
+        for (TensorId o : ops[j].out) writers += o == T;
+        for (size_t k = 0; k < ops[j].in.size(); ++k) {
+          if (ops[j].in[k] != T) continue;
+          ++readers;
+          if (ops[j].kind == OpKind::JetActivationBackward && k == 0 && j > b) q = static_cast<int>(j);
+        }
+      }
+      if (writers != 1 || readers != 1 || q < 0) continue;
+      // The plan ends dZ's life at this op: nothing up to the jet backward may reuse its memory.
+      bool kept = true;
+      for (int j = static_cast<int>(b) + 1; j <= q; ++j)
+        for (TensorId o : ops[j].out) kept = kept && !overlap(o, op.in[0]);
+      if (kept) jet_dy_[q] = static_cast<int>(b);
+    }
+  }
+  bool overlap(TensorId a, TensorId b) const {
+    if (a == kNone || b == kNone || !ptrs_[a] || !ptrs_[b]) return false;
+    auto range = [&](TensorId t) {
+      const uintptr_t p = reinterpret_cast<uintptr_t>(ptrs_[t]);
+      return std::make_pair(p, p + static_cast<uintptr_t>(count(t)) * dtype_size(p_.tensor(t).dtype));
+    };
+    const auto [a0, a1] = range(a);
+    const auto [b0, b1] = range(b);
+    return a0 < b1 && b0 < a1;
   }
 
   void lower(int i, const Op& op) {
@@ -575,8 +616,16 @@ class Lowering {
           notes_ << "Fourier jet backward kernel";
           return add_step(op, [=](cudaStream_t s) { fourier_features_backward(dY, A, dA, a.head, B, H, a.jet, acc, s); });
         }
-        notes_ << activation_name(a.act) << " jet backward kernel";
-        return add_step(op, [=](cudaStream_t s) { jet_activation_backward(dY, A, dA, a.head, B, H, a.jet, a.act, acc, s); });
+        JetDY from;
+        if (const auto it = jet_dy_.find(i); it != jet_dy_.end()) {
+          const Op& d = p_.ops()[it->second];
+          from = {f(d.in[0]), f(d.in[2]), static_cast<int>(dim(d.in[2], 0))};
+          notes_ << activation_name(a.act) << " jet backward kernel (its dY = dZ W of '" << d.name
+                 << "' computed here, not stored)";
+        } else {
+          notes_ << activation_name(a.act) << " jet backward kernel";
+        }
+        return add_step(op, [=](cudaStream_t s) { jet_activation_backward(dY, from, A, dA, a.head, B, H, a.jet, a.act, acc, s); });
       }
       case OpKind::ExpressionLoss: return expression_loss_op(op);
       case OpKind::SamplePoints: {
@@ -961,12 +1010,13 @@ class Lowering {
       SkinnyDense g;
       g.R = B, g.I = I, g.O = O;
       g.X = f(X), g.W = f(W), g.dZ = dz, g.bias_rows = bias_rows(op, B);
-      g.dX = dX != kNone ? f(dX) : nullptr, g.dX_accumulate = op.accumulate[0] != 0;
+      const bool dx_later = std::any_of(jet_dy_.begin(), jet_dy_.end(), [&](const auto& kv) { return kv.second == i; });
+      g.dX = dX != kNone && !dx_later ? f(dX) : nullptr, g.dX_accumulate = op.accumulate[0] != 0;
       g.dW = f(dW), g.dW_accumulate = op.accumulate[1] != 0;
       g.db = need_db ? f(db) : nullptr, g.db_accumulate = op.accumulate[2] != 0;
       float* partial = reinterpret_cast<float*>(own(skinny_backward_partial_floats(g) * sizeof(float)));
       notes_ << "skinny backward kernel (" << (g.dX ? "dX, " : "") << "dW" << (g.db ? " + db" : "")
-             << " partial sums per block) + ordered sum; ";
+             << " partial sums per block) + ordered sum" << (dx_later ? " (dX: in the next jet backward)" : "") << "; ";
       add_step(op, [g, partial](cudaStream_t s) { skinny_backward(g, partial, s); });
       return;
     }
@@ -1165,6 +1215,7 @@ class Lowering {
   std::map<int, int> fuse_into_;
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
+  std::map<int, int> jet_dy_;             // jet activation backward op -> the skinny dense backward whose dX it computes
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;

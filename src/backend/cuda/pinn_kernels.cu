@@ -86,6 +86,24 @@ __device__ __forceinline__ void store_vec(float* p, const float (&v)[V]) {
   if constexpr (V == 4) *q = make_float4(v[0], v[1], v[2], v[3]);
 }
 
+// dY = dZ W (JetDY, one output) at row r: w holds W's V columns from this thread's first.
+template <int V>
+__device__ __forceinline__ void dz_times_w(const float* dZ, int64_t r, const float (&w)[V], float (&dy)[V]) {
+  const float dz = __ldg(dZ + r);
+#pragma unroll
+  for (int v = 0; v < V; ++v) dy[v] = dz * w[v];
+}
+// e / H and e % H, in 32 bits where the tensor allows (a 64-bit division costs as much as a
+// jet's arithmetic).
+__device__ __forceinline__ void row_col(int64_t e, int64_t H, bool small, int64_t* r, int64_t* col) {
+  if (small) {
+    const uint32_t q = static_cast<uint32_t>(e) / static_cast<uint32_t>(H);
+    *r = q, *col = e - int64_t(q) * H;
+  } else {
+    *r = e / H, *col = e % H;
+  }
+}
+
 // A jet tensor's head rows (value-only points, see JetSpec in ir.h): the plain activation.
 template <int V>
 __device__ __forceinline__ void head_forward(float* A, const float* bias, float* Y, int64_t n, int64_t H,
@@ -104,14 +122,22 @@ __device__ __forceinline__ void head_forward(float* A, const float* bias, float*
     store_vec<V>(Y + e, y);
   }
 }
-template <int V>
-__device__ __forceinline__ void head_backward(const float* dY, const float* A, float* dA, int64_t n, Activation act,
-                                              bool acc) {
+template <int V, bool DZ>
+__device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, const float* A, float* dA, int64_t n,
+                                              int64_t H, Activation act, bool acc) {
   GRID_STRIDE(q, n / V) {
     const int64_t e = q * V;
     float a[V], dy[V], o[V];
     load_vec<V>(A + e, a);
-    load_vec<V>(dY + e, dy);
+    if constexpr (DZ) {
+      int64_t r, col;
+      row_col(e, H, n < (int64_t{1} << 31), &r, &col);
+      float w[V];
+      load_vec<V>(z.W + col, w);
+      dz_times_w<V>(z.dZ, r, w, dy);
+    } else {
+      load_vec<V>(dY + e, dy);
+    }
     if (acc) load_vec<V>(dA + e, o);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
@@ -169,23 +195,30 @@ __global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const 
   }
 }
 
-template <int D, int NP, int V>
-__global__ void __launch_bounds__(kBlock) jet_activation_backward_kernel(const float* dY, const float* A, float* dA,
-                                                                         int64_t head, int64_t B, int64_t H,
-                                                                         JetSpec js, Activation act, bool acc) {
+// DZ: dY = dZ W (JetDY), a kernel of its own so the plain one keeps its registers.
+template <int D, int NP, int V, bool DZ>
+__device__ __forceinline__ void jet_backward(const float* dY, JetDY z, const float* A, float* dA, int64_t head,
+                                             int64_t B, int64_t H, const JetSpec& js, Activation act, bool acc) {
   constexpr int kK = 1 + D + NP;
   const int K = js.K();
-  head_backward<V>(dY, A, dA, head * H, act, acc);
+  head_backward<V, DZ>(dY, z, A, dA, head * H, H, act, acc);
   dY += head * H, A += head * H, dA += head * H;
+  if constexpr (DZ) z.dZ += head;
   const int64_t stride = B * H;
   GRID_STRIDE(q, stride / V) {
     const int64_t e = q * V;
-    float a[kK][V], dy[kK][V], da[V][kK];
+    float a[kK][V], dy[kK][V], da[V][kK], w[V];
+    int64_t r = 0, col = 0;
+    if constexpr (DZ) {  // the same columns of W for every component; component c's row is r + c B
+      row_col(e, H, stride < (int64_t{1} << 31), &r, &col);
+      load_vec<V>(z.W + col, w);
+    }
 #pragma unroll
     for (int c = 0; c < kK; ++c) {
       if (c < K) {
         load_vec<V>(A + c * stride + e, a[c]);
-        load_vec<V>(dY + c * stride + e, dy[c]);
+        if constexpr (DZ) dz_times_w<V>(z.dZ, r + c * B, w, dy[c]);
+        else load_vec<V>(dY + c * stride + e, dy[c]);
       } else {
 #pragma unroll
         for (int v = 0; v < V; ++v) a[c][v] = 0.0f, dy[c][v] = 0.0f;
@@ -209,6 +242,20 @@ __global__ void __launch_bounds__(kBlock) jet_activation_backward_kernel(const f
       store_vec<V>(dA + c * stride + e, o);
     }
   }
+}
+
+template <int D, int NP, int V>
+__global__ void __launch_bounds__(kBlock) jet_activation_backward_kernel(const float* dY, JetDY z, const float* A,
+                                                                         float* dA, int64_t head, int64_t B, int64_t H,
+                                                                         JetSpec js, Activation act, bool acc) {
+  jet_backward<D, NP, V, false>(dY, z, A, dA, head, B, H, js, act, acc);
+}
+template <int D, int NP, int V>
+__global__ void __launch_bounds__(kBlock) jet_activation_backward_dz_kernel(const float* dY, JetDY z, const float* A,
+                                                                            float* dA, int64_t head, int64_t B,
+                                                                            int64_t H, JetSpec js, Activation act,
+                                                                            bool acc) {
+  jet_backward<D, NP, V, true>(dY, z, A, dA, head, B, H, js, act, acc);
 }
 
 template <int D>
@@ -364,11 +411,17 @@ void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t
   SG_JET_DISPATCH_V(js, fast, jet_activation_kernel, (head + B) * H, A, bias, Y, head, B, H, js, act);
 }
 
-void jet_activation_backward(const float* dY, const float* A, float* dA, int64_t head, int64_t B, int64_t H,
-                             const JetSpec& js, Activation act, bool accumulate, cudaStream_t s) {
-  const bool fast = jet_vectorized(js, H, {dY, A, dA});
-  SG_JET_DISPATCH_V(js, fast, jet_activation_backward_kernel, (head + B) * H, dY, A, dA, head, B, H, js, act,
-                    accumulate);
+void jet_activation_backward(const float* dY, const JetDY& dy_from, const float* A, float* dA, int64_t head, int64_t B,
+                             int64_t H, const JetSpec& js, Activation act, bool accumulate, cudaStream_t s) {
+  SG_REQUIRE(!dy_from.dZ || (dy_from.W && dy_from.N == 1),
+             "jet activation backward: dY = dZ W over ", dy_from.N, " outputs (one, with W)");
+  const bool fast = jet_vectorized(js, H, {dy_from.dZ ? dy_from.W : dY, A, dA});
+  if (dy_from.dZ)
+    SG_JET_DISPATCH_V(js, fast, jet_activation_backward_dz_kernel, (head + B) * H, dY, dy_from, A, dA, head, B, H, js,
+                      act, accumulate);
+  else
+    SG_JET_DISPATCH_V(js, fast, jet_activation_backward_kernel, (head + B) * H, dY, dy_from, A, dA, head, B, H, js, act,
+                      accumulate);
 }
 
 // The head rows are a jet with no derivatives (one component), in a launch of their own.
