@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/image_kernels.cuh"
+#include "backend/cuda/vec.cuh"
 
 namespace sg::cuda {
 
@@ -28,23 +29,6 @@ struct Geo {
         sh(I(g.stride_h)), sw(I(g.stride_w)), ph(I(g.pad_h)), pw(I(g.pad_w)) {}
 };
 
-// V consecutive channels per thread (4 when C allows float4 loads).
-template <int V>
-struct Vec {
-  float v[V];
-};
-template <int V>
-__device__ __forceinline__ Vec<V> load(const float* p) {
-  Vec<V> r;
-  if constexpr (V == 4) {
-    const float4 q = *reinterpret_cast<const float4*>(p);
-    r.v[0] = q.x, r.v[1] = q.y, r.v[2] = q.z, r.v[3] = q.w;
-  } else {
-    for (int l = 0; l < V; ++l) r.v[l] = p[l];
-  }
-  return r;
-}
-
 // Calls fn(at) with the input offset (channel c) of every element of output (n, p, q)'s window
 // that lies in the image, in scan order (r, then s).
 template <typename I, typename Fn>
@@ -59,6 +43,7 @@ __device__ __forceinline__ void for_window(const Geo<I>& g, I n, I p, I q, I c, 
   }
 }
 
+// V consecutive channels per thread (4 when C allows float4 loads).
 // The window maximum of output (n, p, q) for channels c..c+V-1 and the input offset of each
 // lane's first maximum: the CPU reference's rule (scan order r then s; strictly greater wins; a
 // NaN is taken at once and then kept). best is -1 for a window with no input in it.
@@ -66,9 +51,10 @@ template <typename I, int V>
 __device__ void window_max(const float* X, const Geo<I>& g, I n, I p, I q, I c, float (&mx)[V], I (&best)[V]) {
   for (int l = 0; l < V; ++l) mx[l] = -INFINITY, best[l] = -1;
   for_window(g, n, p, q, c, [&](I at) {
-    const Vec<V> x = load<V>(X + at);
+    float x[V];
+    load_vec<V>(X + at, x);
     for (int l = 0; l < V; ++l)
-      if (best[l] < 0 || x.v[l] > mx[l] || (x.v[l] != x.v[l] && mx[l] == mx[l])) best[l] = at + l, mx[l] = x.v[l];
+      if (best[l] < 0 || x[l] > mx[l] || (x[l] != x[l] && mx[l] == mx[l])) best[l] = at + l, mx[l] = x[l];
   });
 }
 
@@ -89,9 +75,10 @@ __global__ void max_pool2d_window_kernel(const float* X, const float* dY, float*
     if constexpr (!kBackward) {
       for (int l = 0; l < V; ++l) out[o + l] = mx[l];
     } else {
-      const Vec<V> dy = load<V>(dY + o);
+      float dy[V];
+      load_vec<V>(dY + o, dy);
       for_window(g, n, p, q, c, [&](I at) {
-        for (int l = 0; l < V; ++l) store(out + at + l, at + l == best[l] ? double(dy.v[l]) : 0.0, acc);
+        for (int l = 0; l < V; ++l) store(out + at + l, at + l == best[l] ? double(dy[l]) : 0.0, acc);
       });
     }
   }

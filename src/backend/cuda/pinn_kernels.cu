@@ -5,6 +5,7 @@
 #include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/vec.cuh"
 #include "backend/jet_math.h"
 #include "pinn/expr_tape.h"
 #include "pinn/sample_math.h"
@@ -51,40 +52,6 @@ __global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d,
 // needed 86 registers (25% occupancy): a tanh jet over 8192 points x 64 x 5 components took
 // 19 us against 12.5 us in fp32 (H200).
 using JetT = float;
-// bias (nullable): the producing dense layer's bias, added here to the value row and stored back
-// into A (backward reads A) instead of in a launch of its own.
-// V consecutive columns per thread (float4 or float2 loads when H allows): more bytes in flight
-// per thread, which these memory-bound kernels need (a scalar version moved ~1.8 TB/s on an
-// H200). NP bounds the jet's second-derivative pairs: NP = D covers a Laplacian's pure second
-// derivatives in 1 + 2D registers per column; larger sets take NP = kMaxJetPairs.
-template <int V>
-struct VecOf;
-template <>
-struct VecOf<1> {
-  using T = float;
-};
-template <>
-struct VecOf<2> {
-  using T = float2;
-};
-template <>
-struct VecOf<4> {
-  using T = float4;
-};
-template <int V>
-__device__ __forceinline__ void load_vec(const float* p, float (&v)[V]) {
-  const auto x = *reinterpret_cast<const typename VecOf<V>::T*>(p);
-  if constexpr (V == 1) v[0] = x;
-  if constexpr (V == 2) v[0] = x.x, v[1] = x.y;
-  if constexpr (V == 4) v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-}
-template <int V>
-__device__ __forceinline__ void store_vec(float* p, const float (&v)[V]) {
-  auto* q = reinterpret_cast<typename VecOf<V>::T*>(p);
-  if constexpr (V == 1) *q = v[0];
-  if constexpr (V == 2) *q = make_float2(v[0], v[1]);
-  if constexpr (V == 4) *q = make_float4(v[0], v[1], v[2], v[3]);
-}
 
 // dY = dZ W (JetDY, one output) at row r: w holds W's V columns from this thread's first.
 template <int V>
@@ -150,6 +117,13 @@ __device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, c
 }
 
 // The head's `head` rows, then the K blocks of B rows from there.
+// bias (nullable): the producing dense layer's bias, added here to the value row and stored back
+// into A (backward reads A) instead of in a launch of its own.
+// V consecutive columns per thread (float4 or float2 loads when H allows): more bytes in flight
+// per thread, which these memory-bound kernels need (a scalar version moved ~1.8 TB/s on an
+// H200). NP bounds the jet's second-derivative pairs: NP = D covers up to d of them (a
+// Laplacian's pure second derivatives, or its single sum component) in 1 + D + NP registers
+// per column; larger sets take NP = kMaxJetPairs.
 template <int D, int NP, int V>
 __global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const float* bias, float* Y, int64_t head,
                                                                 int64_t B, int64_t H, JetSpec js, Activation act) {
