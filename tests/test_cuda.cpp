@@ -141,6 +141,11 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   auto skw = sequential({dense(300, Activation::ReLU), dense(2)});
   Built sw = train_program(*skw, MeanSquaredError(), {4100, 5}, Adam(1e-3));
   compare_backends(sw.p, sw.specs, 41, "batch 4100, 300 inputs into a skinny layer", 2, 1e-4);
+  // Fixed Fourier features on plain rows (no jets): the features kernel projects them itself.
+  auto ff = sequential({std::make_shared<FourierFeatures>(24, 1.5), dense(16, Activation::Tanh), dense(2)});
+  Built fb = train_program(*ff, MeanSquaredError(), {700, 3}, Adam(1e-3));
+  const std::string fex = compare_backends(fb.p, fb.specs, 42, "Fourier features on plain rows", 2, 1e-4);
+  EXPECT_NE(fex.find("projects the inputs itself"), std::string::npos) << fex;
   // 2048 inputs into 16 units: the forward product splits its k = 2048.
   auto wide_in = sequential({dense(16, Activation::GELU), dense(5)});
   Built wi = train_program(*wide_in, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));
@@ -203,7 +208,11 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
   for (bool trainable : {false, true}) {
     auto model = sequential({std::make_shared<FourierFeatures>(2, 1.0, trainable), dense(32, Activation::Tanh), dense(1)});
     Built b = pinn_program(mixed_problem(300, 40), *model, AdamW(1e-3));
-    compare_backends(b.p, b.specs, 51, trainable ? "trainable Fourier features" : "fixed Fourier features", 2, 1e-4);
+    const std::string explain =
+        compare_backends(b.p, b.specs, 51, trainable ? "trainable Fourier features" : "fixed Fourier features", 2, 1e-4);
+    // Fixed features fold the projection into their jet kernel; trainable ones need P for B's
+    // gradient, so it is a product of its own.
+    EXPECT_EQ(explain.find("projects the inputs itself") != std::string::npos, !trainable) << explain;
   }
   // Laplacian components (JetSpec::trace) next to a plain pair, in the vectorized kernels (width
   // 32) and the one-column ones (width 30).

@@ -353,6 +353,7 @@ class Lowering {
     for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
     for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
     for (const auto& [jet, dense] : jet_dy_) links.emplace_back(jet, dense);
+    for (const auto& [ff, pr] : fourier_seeded_) links.emplace_back(ff, pr);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -505,6 +506,29 @@ class Lowering {
       }
     }
     plan_jet_dy();
+    plan_fourier_seeded();
+  }
+
+  // Fourier features whose projection P = X B^T is read by nothing else, with X a seed jet
+  // (JetInput) or plain rows: the features kernel forms P's jet itself (fourier_features_seeded)
+  // and writes it on the side, so the projection launches nothing and P is not read back.
+  void plan_fourier_seeded() {
+    const auto& ops = p_.ops();
+    for (size_t f = 0; f < ops.size(); ++f) {
+      if (ops[f].kind != OpKind::FourierFeatures) continue;
+      const TensorId P = ops[f].in[0];
+      const int pr = p_.producer(P);
+      if (pr < 0 || ops[pr].kind != OpKind::Dense || ops[pr].in[2] != kNone) continue;
+      if (ops[pr].attr<DenseAttrs>().act != Activation::None) continue;
+      int readers = 0;
+      for (const Op& op : ops)
+        for (TensorId t : op.in) readers += t == P;
+      if (readers != 1) continue;
+      const int x = p_.producer(ops[pr].in[0]);
+      const bool seed = x >= 0 && ops[x].kind == OpKind::JetInput;
+      if (!seed && ops[f].attr<JetAttrs>().jet.K() != 1) continue;
+      fourier_seeded_[static_cast<int>(f)] = pr;
+    }
   }
 
   // A one-output skinny layer's input gradient read only by a jet activation's backward (a
@@ -595,6 +619,15 @@ class Lowering {
         const JetAttrs a = op.attr<JetAttrs>();
         const int64_t B = (dim(in[0], 0) - a.head) / a.jet.K(), H = dim(in[0], 1);
         const std::string head = a.head ? cat(", after ", a.head, " value-only rows") : std::string();
+        if (const auto it = fourier_seeded_.find(i); it != fourier_seeded_.end()) {
+          const Op& pr = p_.ops()[it->second];
+          const float *X = f(pr.in[0]), *Bm = f(pr.in[1]);
+          float* P = f(pr.out[0]);
+          const int64_t m = dim(pr.in[1], 0), d = dim(pr.in[1], 1);
+          notes_ << "Fourier jet kernel (sinpi/cospi" << head << ", with '" << pr.name << "': the projected jet from "
+                 << "the inputs' value rows)";
+          return add_step(op, [=](cudaStream_t s) { fourier_features_seeded(X, Bm, P, Y, a.head, B, m, d, a.jet, s); });
+        }
         if (op.kind == OpKind::FourierFeatures) {
           notes_ << "Fourier jet kernel (sinpi/cospi" << head << ")";
           return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, a.head, B, H, a.jet, s); });
@@ -636,7 +669,13 @@ class Lowering {
         notes_ << "counter-based sampling kernel (the CPU's draws, bit for bit)";
         return add_step(op, [=](cudaStream_t s) { sample_points(step, X, M, d, a, s); });
       }
-      case OpKind::Dense: return dense_forward(i, op);
+      case OpKind::Dense:
+        for (const auto& [ff, pr] : fourier_seeded_)
+          if (pr == i) {
+            notes_ << "done by '" << p_.ops()[ff].name << "' (its Fourier jet kernel projects the inputs itself)";
+            return;
+          }
+        return dense_forward(i, op);
       case OpKind::DenseBackward: return dense_backward(i, op);
       case OpKind::Add: {
         const float *a = f(in[0]), *b = f(in[1]);
@@ -1216,6 +1255,7 @@ class Lowering {
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
   std::map<int, int> jet_dy_;             // jet activation backward op -> the skinny dense backward whose dX it computes
+  std::map<int, int> fourier_seeded_;     // Fourier features op -> the projection it folds in
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;

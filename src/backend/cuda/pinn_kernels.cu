@@ -252,6 +252,49 @@ __global__ void __launch_bounds__(kBlock, 4) fourier_kernel(const float* P, floa
   }
 }
 
+// Fourier features of X B^T with the projection folded in (fourier_features_seeded): one
+// thread per (row of X's value rows, feature). The projected jet of a seed is known: its value
+// is B x, its derivative along x_i is B[:, i], its second derivatives are 0.
+template <int D>
+__global__ void __launch_bounds__(kBlock, 4) fourier_seeded_kernel(const float* X, const float* Bm, float* P, float* F,
+                                                                   int64_t head, int64_t B, int64_t m, int64_t d,
+                                                                   JetSpec js) {
+  constexpr int kK = 1 + D + kMaxJetPairs;
+  const int K = js.K();
+  GRID_STRIDE(e, (head + B) * m) {
+    const int64_t r = e / m, h = e % m;  // X's row r: a head row below `head`, else point r - head
+    float p0 = 0.0f;
+    for (int64_t i = 0; i < d; ++i) p0 = fmaf(X[r * d + i], Bm[h * d + i], p0);
+    JetT p[kK], y[kK], g0, g1, g2, g3;
+#pragma unroll
+    for (int c = 0; c < kK; ++c) p[c] = JetT(0);
+    p[0] = p0;
+#pragma unroll
+    for (int i = 0; i < D; ++i) p[1 + i] = Bm[h * d + i];
+    // P as the projection would have written it (a forward tensor like any other: the tests
+    // and tools may read it), at a tenth of this kernel's traffic.
+    if (r < head) {
+      P[r * m + h] = p0;
+    } else {
+#pragma unroll
+      for (int c = 0; c < kK; ++c)
+        if (c < K) P[(head + c * B + (r - head)) * m + h] = p[c];
+    }
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      fourier_derivs<JetT>(part == 1, p0, &g0, &g1, &g2, &g3);
+      if (r < head) {
+        F[r * 2 * m + part * m + h] = g0;
+        continue;
+      }
+      jet_apply<JetT, D>(js, g0, g1, g2, p, y);
+#pragma unroll
+      for (int c = 0; c < kK; ++c)
+        if (c < K) F[(head + c * B + (r - head)) * 2 * m + part * m + h] = y[c];
+    }
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kBlock, 4) fourier_backward_kernel(const float* dF, const float* P, float* dP, int64_t B, int64_t m, JetSpec js,
                                         bool acc) {
@@ -403,6 +446,12 @@ void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t
   if (head > 0) SG_JET_DISPATCH(JetSpec{}, fourier_kernel, grid_for(head * m), P, F, head, m, JetSpec{});
   P += head * m, F += head * 2 * m;
   SG_JET_DISPATCH(js, fourier_kernel, grid_for(B * m), P, F, B, m, js);
+}
+
+void fourier_features_seeded(const float* X, const float* Bm, float* P, float* F, int64_t head, int64_t B, int64_t m,
+                             int64_t d, const JetSpec& js, cudaStream_t s) {
+  SG_REQUIRE(js.K() == 1 || js.d == d, "Fourier features from a seed jet: jet dimension ", js.d, ", input width ", d);
+  SG_JET_DISPATCH(js, fourier_seeded_kernel, grid_for((head + B) * m), X, Bm, P, F, head, B, m, d, js);
 }
 
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,

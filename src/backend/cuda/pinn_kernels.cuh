@@ -38,6 +38,11 @@ void jet_activation_backward(const float* dY, const JetDY& dy_from, const float*
                              int64_t H, const JetSpec& js, Activation act, bool accumulate, cudaStream_t s);
 // F [head + K*B, 2m] = [sin 2 pi P, cos 2 pi P] as jets, P [head + K*B, m].
 void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s);
+// The projection P = X B^T and F in one launch, from X [head + K*B, d] and B [m, d]: X is a
+// seed jet (JetInput's output: derivative rows unit vectors, second-derivative rows 0) or plain
+// rows (K == 1); only its value rows are read, P's jet follows from them and B.
+void fourier_features_seeded(const float* X, const float* Bm, float* P, float* F, int64_t head, int64_t B, int64_t m,
+                             int64_t d, const JetSpec& js, cudaStream_t s);
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,
                                const JetSpec& js, bool accumulate, cudaStream_t s);
 
