@@ -149,7 +149,7 @@ struct RowsTile {
 };
 
 template <int T, bool VEC>
-__global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) {
+__global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_kernel(DenseGemm g) {
   PDL_PROLOGUE();
   using R = RowsTile<T>;
   constexpr int BK = R::BK, TPT = R::TPT, kLoads = R::kLoads;
@@ -224,15 +224,23 @@ __global__ void __launch_bounds__(kThreads) split_gemm_rows_kernel(DenseGemm g) 
     __syncthreads();
     buf ^= 1;
   }
+  // A thread's columns come in groups of 4 (R::at): float4 stores where the rows allow (VEC:
+  // N % 4 == 0; the scratch is 256-byte aligned), so a warp writes whole 64-byte runs.
   float* P = g.partial + blockIdx.y * g.M * g.N;
 #pragma unroll
   for (int i = 0; i < TPT; ++i) {
     const int64_t m = m0 + R::at(ty, i);
     if (m >= g.M) continue;
 #pragma unroll
-    for (int j = 0; j < TPT; ++j) {
+    for (int j = 0; j < TPT; j += 4) {
       const int64_t n = n0 + R::at(tx, j);
-      if (n < g.N) P[m * g.N + n] = acc[i][j];
+      if (VEC && n + 3 < g.N) {
+        *reinterpret_cast<float4*>(P + m * g.N + n) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+        continue;
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (n + c < g.N) P[m * g.N + n + c] = acc[i][j + c];
     }
     if (do_rowsum) g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m] = rs[i];
   }
