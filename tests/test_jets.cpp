@@ -1,6 +1,8 @@
 // Jets (value, input gradient, selected second derivatives propagated forward through encodings,
 // dense layers and activations) against central finite differences of the network in float64,
 // and the parameter gradients of a loss on jets against finite differences.
+#include <functional>
+
 #include "jet_reference.h"
 
 namespace sg::test {
@@ -53,6 +55,8 @@ Values random_params(const std::vector<ParamSpec>& specs, uint64_t seed, Runner*
   return v;
 }
 
+constexpr double kFdStep = 1e-4;  // central differences' step
+
 std::shared_ptr<Sequential> net_for(Activation act, bool fourier) {
   std::vector<LayerPtr> layers;
   if (fourier) layers.push_back(std::make_shared<FourierFeatures>(3, 0.4));
@@ -62,45 +66,55 @@ std::shared_ptr<Sequential> net_for(Activation act, bool fourier) {
   return sequential(layers);
 }
 
-TEST(Jets, MatchFiniteDifferencesForEveryActivationAndEncoding) {
-  const JetSpec js = spec2d();
-  const int64_t B = 4;
+// For every activation, with and without Fourier features: runs the jets `js` of a small
+// two-output network at B random points in d dimensions and checks component c of output o at
+// point b against fd(u, c), where u(s) is that output in float64 at the point moved by s * h
+// (s: d steps of -1, 0 or 1), for central differences.
+void expect_jets_match_finite_differences(const JetSpec& js, int64_t B, int64_t d, uint64_t seed,
+                                          const std::vector<std::string>& names, double tol,
+                                          const std::function<double(const std::function<double(std::vector<int>)>&, int)>& fd) {
   for (bool fourier : {false, true}) {
     for (Activation act : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU,
                            Activation::Softplus}) {
       auto model = net_for(act, fourier);
-      Net jet = build_net(*model, B, 2, &js), plain = build_net(*model, 1, 2, nullptr);
+      Net jet = build_net(*model, B, d, &js), plain = build_net(*model, 1, d, nullptr);
       Runner run(jet.p);
-      Values v = random_params(jet.specs, 5 + static_cast<int>(act), &run);
-      HostArray X = random_f32({B, 2}, 17, 0.6);
+      Values v = random_params(jet.specs, seed + static_cast<int>(act), &run);
+      HostArray X = random_f32({B, d}, seed + 12, 0.6);
       run.set("input", X);
       run.run();
       HostArray U = run.get(jet.p.tensor(jet.out).name);
-      // u(x) in float64 for finite differences.
-      auto u = [&](double x0, double x1, int o) {
-        Values w = v;
-        w["input"] = {x0, x1};
-        return forward_double(plain.p, w, plain.out)[o];
-      };
-      const double h = 1e-4;
       for (int64_t b = 0; b < B; ++b)
         for (int o = 0; o < 2; ++o) {
-          const double x0 = X.data<float>()[b * 2], x1 = X.data<float>()[b * 2 + 1];
-          const double fd[6] = {
-              u(x0, x1, o),
-              (u(x0 + h, x1, o) - u(x0 - h, x1, o)) / (2 * h),
-              (u(x0, x1 + h, o) - u(x0, x1 - h, o)) / (2 * h),
-              (u(x0 + h, x1, o) - 2 * u(x0, x1, o) + u(x0 - h, x1, o)) / (h * h),
-              (u(x0, x1 + h, o) - 2 * u(x0, x1, o) + u(x0, x1 - h, o)) / (h * h),
-              (u(x0 + h, x1 + h, o) - u(x0 + h, x1 - h, o) - u(x0 - h, x1 + h, o) + u(x0 - h, x1 - h, o)) / (4 * h * h)};
-          const char* names[6] = {"u", "u_x", "u_y", "u_xx", "u_yy", "u_xy"};
-          for (int c = 0; c < 6; ++c)
-            EXPECT_TRUE(near(U.data<float>()[(c * B + b) * 2 + o], fd[c], 2e-4, 2e-4))
-                << activation_name(act) << (fourier ? " fourier" : "") << " point " << b << " output " << o
-                << " " << names[c];
+          auto u = [&](std::vector<int> steps) {
+            Values w = v;
+            std::vector<double> x(static_cast<size_t>(d));
+            for (int64_t i = 0; i < d; ++i) x[i] = X.data<float>()[b * d + i] + steps[i] * kFdStep;
+            w["input"] = x;
+            return forward_double(plain.p, w, plain.out)[o];
+          };
+          for (int c = 0; c < js.K(); ++c)
+            EXPECT_TRUE(near(U.data<float>()[(c * B + b) * 2 + o], fd(u, c), tol, tol))
+                << activation_name(act) << (fourier ? " fourier" : "") << " point " << b << " output " << o << " "
+                << names[c];
         }
     }
   }
+}
+
+TEST(Jets, MatchFiniteDifferencesForEveryActivationAndEncoding) {
+  const double h = kFdStep;
+  expect_jets_match_finite_differences(
+      spec2d(), 4, 2, 5, {"u", "u_x", "u_y", "u_xx", "u_yy", "u_xy"}, 2e-4, [h](const auto& u, int c) {
+        switch (c) {
+          case 0: return u({0, 0});
+          case 1: return (u({1, 0}) - u({-1, 0})) / (2 * h);
+          case 2: return (u({0, 1}) - u({0, -1})) / (2 * h);
+          case 3: return (u({1, 0}) - 2 * u({0, 0}) + u({-1, 0})) / (h * h);
+          case 4: return (u({0, 1}) - 2 * u({0, 0}) + u({0, -1})) / (h * h);
+          default: return (u({1, 1}) - u({1, -1}) - u({-1, 1}) + u({-1, -1})) / (4 * h * h);
+        }
+      });
 }
 
 JetSpec spec3d_laplacians() {  // d = 3: u, u_x, u_y, u_z, u_xx + u_zz, u_xx + u_yy + u_zz, u_xy
@@ -114,48 +128,24 @@ JetSpec spec3d_laplacians() {  // d = 3: u, u_x, u_y, u_z, u_xx + u_zz, u_xx + u
 }
 
 TEST(Jets, LaplacianComponentsMatchFiniteDifferences) {
-  const JetSpec js = spec3d_laplacians();
-  const int64_t B = 3;
-  for (bool fourier : {false, true}) {
-    for (Activation act : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU,
-                           Activation::Softplus}) {
-      auto model = net_for(act, fourier);
-      Net jet = build_net(*model, B, 3, &js), plain = build_net(*model, 1, 3, nullptr);
-      Runner run(jet.p);
-      Values v = random_params(jet.specs, 9 + static_cast<int>(act), &run);
-      HostArray X = random_f32({B, 3}, 23, 0.6);
-      run.set("input", X);
-      run.run();
-      HostArray U = run.get(jet.p.tensor(jet.out).name);
-      const double h = 1e-4;
-      for (int64_t b = 0; b < B; ++b)
-        for (int o = 0; o < 2; ++o) {
-          // u at the point moved by (s0 h, s1 h, s2 h), in float64.
-          auto u = [&](int s0, int s1, int s2) {
-            Values w = v;
-            w["input"] = {X.data<float>()[b * 3] + s0 * h, X.data<float>()[b * 3 + 1] + s1 * h,
-                          X.data<float>()[b * 3 + 2] + s2 * h};
-            return forward_double(plain.p, w, plain.out)[o];
-          };
-          const double u0 = u(0, 0, 0);
-          const double dxx = (u(1, 0, 0) - 2 * u0 + u(-1, 0, 0)) / (h * h);
-          const double dyy = (u(0, 1, 0) - 2 * u0 + u(0, -1, 0)) / (h * h);
-          const double dzz = (u(0, 0, 1) - 2 * u0 + u(0, 0, -1)) / (h * h);
-          const double fd[7] = {u0,
-                                (u(1, 0, 0) - u(-1, 0, 0)) / (2 * h),
-                                (u(0, 1, 0) - u(0, -1, 0)) / (2 * h),
-                                (u(0, 0, 1) - u(0, 0, -1)) / (2 * h),
-                                dxx + dzz,
-                                dxx + dyy + dzz,
-                                (u(1, 1, 0) - u(1, -1, 0) - u(-1, 1, 0) + u(-1, -1, 0)) / (4 * h * h)};
-          const char* names[7] = {"u", "u_x", "u_y", "u_z", "u_xx + u_zz", "u_xx + u_yy + u_zz", "u_xy"};
-          for (int c = 0; c < 7; ++c)
-            EXPECT_TRUE(near(U.data<float>()[(c * B + b) * 2 + o], fd[c], 3e-4, 3e-4))
-                << activation_name(act) << (fourier ? " fourier" : "") << " point " << b << " output " << o
-                << " " << names[c];
+  const double h = kFdStep;
+  expect_jets_match_finite_differences(
+      spec3d_laplacians(), 3, 3, 9, {"u", "u_x", "u_y", "u_z", "u_xx + u_zz", "u_xx + u_yy + u_zz", "u_xy"}, 3e-4,
+      [h](const auto& u, int c) {
+        const double u0 = u({0, 0, 0});
+        const double dxx = (u({1, 0, 0}) - 2 * u0 + u({-1, 0, 0})) / (h * h);
+        const double dyy = (u({0, 1, 0}) - 2 * u0 + u({0, -1, 0})) / (h * h);
+        const double dzz = (u({0, 0, 1}) - 2 * u0 + u({0, 0, -1})) / (h * h);
+        switch (c) {
+          case 0: return u0;
+          case 1: return (u({1, 0, 0}) - u({-1, 0, 0})) / (2 * h);
+          case 2: return (u({0, 1, 0}) - u({0, -1, 0})) / (2 * h);
+          case 3: return (u({0, 0, 1}) - u({0, 0, -1})) / (2 * h);
+          case 4: return dxx + dzz;
+          case 5: return dxx + dyy + dzz;
+          default: return (u({1, 1, 0}) - u({1, -1, 0}) - u({-1, 1, 0}) + u({-1, -1, 0})) / (4 * h * h);
         }
-    }
-  }
+      });
 }
 
 // d loss / d parameter for a squared loss on every component of the jet `js`.

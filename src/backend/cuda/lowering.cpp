@@ -467,6 +467,22 @@ class Lowering {
     return most;
   }
 
+  // The op of `kind` that reads T as its input `slot`, when T has one writer and that op is its
+  // only reader (-1 otherwise): T can then live inside a fused launch.
+  int only_reader(TensorId T, OpKind kind, size_t slot) const {
+    const auto& ops = p_.ops();
+    int writers = 0, readers = 0, q = -1;
+    for (size_t j = 0; j < ops.size(); ++j) {
+      for (TensorId o : ops[j].out) writers += o == T;
+      for (size_t k = 0; k < ops[j].in.size(); ++k) {
+        if (ops[j].in[k] != T) continue;
+        ++readers;
+        if (ops[j].kind == kind && k == slot) q = static_cast<int>(j);
+      }
+    }
+    return writers == 1 && readers == 1 ? q : -1;
+  }
+
   // Which backward products can absorb the previous layer's activation derivative.
   void plan_fusions() {
     if (!fuse_) return;
@@ -474,17 +490,8 @@ class Lowering {
     for (size_t b = 0; b < ops.size(); ++b) {
       const Op& op = ops[b];
       if (op.kind != OpKind::DenseBackward || op.out[0] == kNone || op.accumulate[0]) continue;
-      const TensorId T = op.out[0];
-      int writers = 0, readers = 0, q = -1;
-      for (size_t j = 0; j < ops.size(); ++j) {
-        for (TensorId o : ops[j].out) writers += o == T;
-        for (size_t k = 0; k < ops[j].in.size(); ++k) {
-          if (ops[j].in[k] != T) continue;
-          ++readers;
-          if (ops[j].kind == OpKind::DenseBackward && k == 0) q = static_cast<int>(j);
-        }
-      }
-      if (writers != 1 || readers != 1 || q < 0) continue;
+      const int q = only_reader(op.out[0], OpKind::DenseBackward, 0);
+      if (q < 0) continue;
       const Op& qop = ops[q];
       if (qop.attr<DenseAttrs>().bias_rows != 0) continue;  // BGRAD epilogues sum every row
       const int P = p_.producer(qop.in[3]);
@@ -520,10 +527,7 @@ class Lowering {
       const int pr = p_.producer(P);
       if (pr < 0 || ops[pr].kind != OpKind::Dense || ops[pr].in[2] != kNone) continue;
       if (ops[pr].attr<DenseAttrs>().act != Activation::None) continue;
-      int readers = 0;
-      for (const Op& op : ops)
-        for (TensorId t : op.in) readers += t == P;
-      if (readers != 1) continue;
+      if (only_reader(P, OpKind::FourierFeatures, 0) != static_cast<int>(f)) continue;
       const int x = p_.producer(ops[pr].in[0]);
       const bool seed = x >= 0 && ops[x].kind == OpKind::JetInput;
       if (!seed && ops[f].attr<JetAttrs>().jet.K() != 1) continue;
@@ -541,17 +545,8 @@ class Lowering {
       const Op& op = ops[b];
       if (op.kind != OpKind::DenseBackward || op.out[0] == kNone || op.accumulate[0] || op.out[1] == kNone) continue;
       if (dim(op.in[2], 0) != 1 || !skinny_dense(rows(op.in[1]), 1, width(op.in[1]))) continue;
-      const TensorId T = op.out[0];
-      int writers = 0, readers = 0, q = -1;
-      for (size_t j = 0; j < ops.size(); ++j) {
-        for (TensorId o : ops[j].out) writers += o == T;
-        for (size_t k = 0; k < ops[j].in.size(); ++k) {
-          if (ops[j].in[k] != T) continue;
-          ++readers;
-          if (ops[j].kind == OpKind::JetActivationBackward && k == 0 && j > b) q = static_cast<int>(j);
-        }
-      }
-      if (writers != 1 || readers != 1 || q < 0) continue;
+      const int q = only_reader(op.out[0], OpKind::JetActivationBackward, 0);
+      if (q <= static_cast<int>(b)) continue;
       // The plan ends dZ's life at this op: nothing up to the jet backward may reuse its memory.
       bool kept = true;
       for (int j = static_cast<int>(b) + 1; j <= q; ++j)
