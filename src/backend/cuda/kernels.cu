@@ -539,14 +539,13 @@ void dense_softmax_cross_entropy(const float* X, const float* W, const float* bi
   const int blocks = softmax_ce_blocks(B * per_row);
   SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
   const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
-  const auto go = [&](auto kernel, int cmax) {
-    const size_t smem = static_cast<size_t>(I * (cmax + 4)) * sizeof(float);
-    launch_pdl(kernel, static_cast<unsigned>(blocks), kBlock, smem, s, X, W, bias, logits, labels, valid, loss, dlogits,
-               B, I, static_cast<int>(C), per_row, ignore_negative, count, r == Reduction::Mean, sc);
-  };
-  if (C <= 8) go(dense_softmax_ce_kernel<8>, 8);
-  else if (C <= 16) go(dense_softmax_ce_kernel<16>, 16);
-  else go(dense_softmax_ce_kernel<kMaxFusedClasses>, kMaxFusedClasses);
+  const int cmax = fused_loss_classes(C);
+  const size_t smem = static_cast<size_t>(I * (cmax + 4)) * sizeof(float);
+  auto* kernel = cmax == 8    ? dense_softmax_ce_kernel<8>
+                 : cmax == 16 ? dense_softmax_ce_kernel<16>
+                              : dense_softmax_ce_kernel<kMaxFusedClasses>;
+  launch_pdl(kernel, static_cast<unsigned>(blocks), kBlock, smem, s, X, W, bias, logits, labels, valid, loss, dlogits, B,
+             I, static_cast<int>(C), per_row, ignore_negative, count, r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

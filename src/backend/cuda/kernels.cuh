@@ -64,9 +64,10 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
 // softmax_cross_entropy (per_row, ignore_negative as there: X then has B * per_row rows).
 // Scratch sized by softmax_ce_blocks(B * per_row).
 constexpr int kMaxFusedClasses = 32;
+// The class count the fused kernel is compiled for (its unrolled loops): C padded to 8, 16 or 32.
+inline int fused_loss_classes(int64_t C) { return C <= 8 ? 8 : C <= 16 ? 16 : kMaxFusedClasses; }
 inline bool fused_loss_fits(int64_t C, int64_t I) {
-  const int64_t padded = C <= 8 ? 8 : C <= 16 ? 16 : 32;
-  return C >= 1 && C <= kMaxFusedClasses && (padded + 4) * I <= 12288;
+  return C >= 1 && C <= kMaxFusedClasses && (fused_loss_classes(C) + 4) * I <= 12288;
 }
 void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
                                  const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,

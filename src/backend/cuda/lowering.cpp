@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/fusion_plan.h"
 #include "backend/cuda/image_lowering.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/pinn_kernels.cuh"
@@ -349,11 +350,11 @@ class Lowering {
     const char* env = std::getenv("SG_CONCURRENT");
     if ((env && std::string(env) == "0") || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
     std::vector<std::pair<int, int>> links;  // ops one launch does the work of
-    for (const auto& [b, q] : fuse_into_) links.emplace_back(b, q);
+    for (const auto& [b, q] : fusions_.into) links.emplace_back(b, q);
     for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
     for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
-    for (const auto& [jet, dense] : jet_dy_) links.emplace_back(jet, dense);
-    for (const auto& [ff, pr] : fourier_seeded_) links.emplace_back(ff, pr);
+    for (const auto& [jet, dense] : fusions_.jet_dy) links.emplace_back(jet, dense);
+    for (const auto& [ff, pr] : fusions_.fourier_seeded) links.emplace_back(ff, pr);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -378,7 +379,7 @@ class Lowering {
 
   std::unique_ptr<Executable> run() {
     refuse_cpu_only_ops();
-    plan_fusions();
+    if (fuse_) fusions_ = plan_fusions(p_, ptrs_);
     plan_collectives();
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
@@ -467,104 +468,6 @@ class Lowering {
     return most;
   }
 
-  // The op of `kind` that reads T as its input `slot`, when T has one writer and that op is its
-  // only reader (-1 otherwise): T can then live inside a fused launch.
-  int only_reader(TensorId T, OpKind kind, size_t slot) const {
-    const auto& ops = p_.ops();
-    int writers = 0, readers = 0, q = -1;
-    for (size_t j = 0; j < ops.size(); ++j) {
-      for (TensorId o : ops[j].out) writers += o == T;
-      for (size_t k = 0; k < ops[j].in.size(); ++k) {
-        if (ops[j].in[k] != T) continue;
-        ++readers;
-        if (ops[j].kind == kind && k == slot) q = static_cast<int>(j);
-      }
-    }
-    return writers == 1 && readers == 1 ? q : -1;
-  }
-
-  // Which backward products can absorb the previous layer's activation derivative.
-  void plan_fusions() {
-    if (!fuse_) return;
-    const auto& ops = p_.ops();
-    for (size_t b = 0; b < ops.size(); ++b) {
-      const Op& op = ops[b];
-      if (op.kind != OpKind::DenseBackward || op.out[0] == kNone || op.accumulate[0]) continue;
-      const int q = only_reader(op.out[0], OpKind::DenseBackward, 0);
-      if (q < 0) continue;
-      const Op& qop = ops[q];
-      if (qop.attr<DenseAttrs>().bias_rows != 0) continue;  // BGRAD epilogues sum every row
-      const int P = p_.producer(qop.in[3]);
-      if (P < 0 || ops[P].kind != OpKind::Dense) continue;
-      const Activation act = qop.attr<DenseAttrs>().act;
-      const int64_t qwidth = width(qop.in[3]);
-      const int64_t B = rows(op.in[1]), I = width(op.in[1]), O = dim(op.in[2], 0);
-      if (skinny_dense(B, O, I)) continue;  // its backward kernel applies no activation derivative
-      if (prefer_own_gemm(B, I, O)) {
-        if (act != Activation::None && (!activation_needs_preact(act) || qop.in[4] != kNone))
-          fuse_into_[static_cast<int>(b)] = q;
-        continue;
-      }
-      if (act == Activation::ReLU) {
-        mask_wanted_.insert(P);
-        fuse_into_[static_cast<int>(b)] = q;
-      } else if (act == Activation::GELU && qop.in[4] != kNone && qwidth % 8 == 0) {
-        fuse_into_[static_cast<int>(b)] = q;
-      }
-    }
-    plan_jet_dy();
-    plan_fourier_seeded();
-  }
-
-  // Fourier features whose projection P = X B^T is read by nothing else, with X a seed jet
-  // (JetInput) or plain rows: the features kernel forms P's jet itself (fourier_features_seeded)
-  // and writes it on the side, so the projection launches nothing and P is not read back.
-  void plan_fourier_seeded() {
-    const auto& ops = p_.ops();
-    for (size_t f = 0; f < ops.size(); ++f) {
-      if (ops[f].kind != OpKind::FourierFeatures) continue;
-      const TensorId P = ops[f].in[0];
-      const int pr = p_.producer(P);
-      if (pr < 0 || ops[pr].kind != OpKind::Dense || ops[pr].in[2] != kNone) continue;
-      if (ops[pr].attr<DenseAttrs>().act != Activation::None) continue;
-      if (only_reader(P, OpKind::FourierFeatures, 0) != static_cast<int>(f)) continue;
-      const int x = p_.producer(ops[pr].in[0]);
-      const bool seed = x >= 0 && ops[x].kind == OpKind::JetInput;
-      if (!seed && ops[f].attr<JetAttrs>().jet.K() != 1) continue;
-      fourier_seeded_[static_cast<int>(f)] = pr;
-    }
-  }
-
-  // A one-output skinny layer's input gradient read only by a jet activation's backward (a
-  // PINN's last layer after its last tanh): that kernel computes dY = dZ W itself, so the skinny
-  // backward skips dX and the [rows, H] tensor is neither written nor read (Fourier 4x128: 2 x
-  // 35 MB).
-  void plan_jet_dy() {
-    const auto& ops = p_.ops();
-    for (size_t b = 0; b < ops.size(); ++b) {
-      const Op& op = ops[b];
-      if (op.kind != OpKind::DenseBackward || op.out[0] == kNone || op.accumulate[0] || op.out[1] == kNone) continue;
-      if (dim(op.in[2], 0) != 1 || !skinny_dense(rows(op.in[1]), 1, width(op.in[1]))) continue;
-      const int q = only_reader(op.out[0], OpKind::JetActivationBackward, 0);
-      if (q <= static_cast<int>(b)) continue;
-      // The plan ends dZ's life at this op: nothing up to the jet backward may reuse its memory.
-      bool kept = true;
-      for (int j = static_cast<int>(b) + 1; j <= q; ++j)
-        for (TensorId o : ops[j].out) kept = kept && !overlap(o, op.in[0]);
-      if (kept) jet_dy_[q] = static_cast<int>(b);
-    }
-  }
-  bool overlap(TensorId a, TensorId b) const {
-    if (a == kNone || b == kNone || !ptrs_[a] || !ptrs_[b]) return false;
-    auto range = [&](TensorId t) {
-      const uintptr_t p = reinterpret_cast<uintptr_t>(ptrs_[t]);
-      return std::make_pair(p, p + static_cast<uintptr_t>(count(t)) * dtype_size(p_.tensor(t).dtype));
-    };
-    const auto [a0, a1] = range(a);
-    const auto [b0, b1] = range(b);
-    return a0 < b1 && b0 < a1;
-  }
-
   void lower(int i, const Op& op) {
     const auto& in = op.in;
     const auto& out = op.out;
@@ -614,7 +517,7 @@ class Lowering {
         const JetAttrs a = op.attr<JetAttrs>();
         const int64_t B = (dim(in[0], 0) - a.head) / a.jet.K(), H = dim(in[0], 1);
         const std::string head = a.head ? cat(", after ", a.head, " value-only rows") : std::string();
-        if (const auto it = fourier_seeded_.find(i); it != fourier_seeded_.end()) {
+        if (const auto it = fusions_.fourier_seeded.find(i); it != fusions_.fourier_seeded.end()) {
           const Op& pr = p_.ops()[it->second];
           const float *X = f(pr.in[0]), *Bm = f(pr.in[1]);
           float* P = f(pr.out[0]);
@@ -645,9 +548,9 @@ class Lowering {
           return add_step(op, [=](cudaStream_t s) { fourier_features_backward(dY, A, dA, a.head, B, H, a.jet, acc, s); });
         }
         JetDY from;
-        if (const auto it = jet_dy_.find(i); it != jet_dy_.end()) {
+        if (const auto it = fusions_.jet_dy.find(i); it != fusions_.jet_dy.end()) {
           const Op& d = p_.ops()[it->second];
-          from = {f(d.in[0]), f(d.in[2]), static_cast<int>(dim(d.in[2], 0))};
+          from = {f(d.in[0]), f(d.in[2])};  // a one-output layer (fusion_plan.h)
           notes_ << activation_name(a.act) << " jet backward kernel (its dY = dZ W of '" << d.name
                  << "' computed here, not stored)";
         } else {
@@ -665,7 +568,7 @@ class Lowering {
         return add_step(op, [=](cudaStream_t s) { sample_points(step, X, M, d, a, s); });
       }
       case OpKind::Dense:
-        for (const auto& [ff, pr] : fourier_seeded_)
+        for (const auto& [ff, pr] : fusions_.fourier_seeded)
           if (pr == i) {
             notes_ << "done by '" << p_.ops()[ff].name << "' (its Fourier jet kernel projects the inputs itself)";
             return;
@@ -887,7 +790,7 @@ class Lowering {
     }
 
     if (fuse_ && act == Activation::ReLU) {
-      if (mask_wanted_.count(i)) {
+      if (fusions_.relu_mask.count(i)) {
         const int64_t ld = (O + 127) / 128 * 128;  // in bits
         GemmArgs am = a;
         am.D = y;
@@ -1040,11 +943,11 @@ class Lowering {
     }
 
     const bool need_db = db != kNone && !db_done_.count(i);
-    if (skinny_dense(B, O, I) && dW != kNone && !fuse_into_.count(i)) {
+    if (skinny_dense(B, O, I) && dW != kNone && !fusions_.into.count(i)) {
       SkinnyDense g;
       g.R = B, g.I = I, g.O = O;
       g.X = f(X), g.W = f(W), g.dZ = dz, g.bias_rows = bias_rows(op, B);
-      const bool dx_later = std::any_of(jet_dy_.begin(), jet_dy_.end(), [&](const auto& kv) { return kv.second == i; });
+      const bool dx_later = std::any_of(fusions_.jet_dy.begin(), fusions_.jet_dy.end(), [&](const auto& kv) { return kv.second == i; });
       g.dX = dX != kNone && !dx_later ? f(dX) : nullptr, g.dX_accumulate = op.accumulate[0] != 0;
       g.dW = f(dW), g.dW_accumulate = op.accumulate[1] != 0;
       g.db = need_db ? f(db) : nullptr, g.db_accumulate = op.accumulate[2] != 0;
@@ -1073,8 +976,8 @@ class Lowering {
       d.A = dz, d.sam = O, d.sak = 1;
       d.B = f(W), d.sbk = I, d.sbn = 1;
       d.C = f(dX), d.ldc = I, d.accumulate = op.accumulate[0] != 0;
-      auto fuse = fuse_into_.find(i);
-      if (fuse != fuse_into_.end()) {
+      auto fuse = fusions_.into.find(i);
+      if (fuse != fusions_.into.end()) {
         const Op& qop = p_.ops()[fuse->second];
         d.dact = qop.attr<DenseAttrs>().act;
         d.dact_y = f(qop.in[3]);
@@ -1166,8 +1069,8 @@ class Lowering {
     // dX[B, I] (column-major [I, B]) = W^T-view times dZ.
     GemmShape sx{false, false, I, B, O, I, O, I};
     GemmArgs ax{f(W), dz, f(dX), nullptr, nullptr, 0, op.accumulate[0] != 0};
-    auto fuse = fuse_into_.find(i);
-    if (fuse != fuse_into_.end()) {
+    auto fuse = fusions_.into.find(i);
+    if (fuse != fusions_.into.end()) {
       const int q = fuse->second;
       const Op& qop = p_.ops()[q];
       const Activation qa = qop.attr<DenseAttrs>().act;
@@ -1245,12 +1148,10 @@ class Lowering {
   std::vector<DeviceBuffer> owned_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::ostringstream notes_;
-  std::set<int> mask_wanted_, dz_ready_, db_done_;
-  std::map<int, int> fuse_into_;
+  std::set<int> dz_ready_, db_done_;
+  FusionPlan fusions_;  // which ops share a launch (fusion_plan.h); empty with fusions off
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
-  std::map<int, int> jet_dy_;             // jet activation backward op -> the skinny dense backward whose dX it computes
-  std::map<int, int> fourier_seeded_;     // Fourier features op -> the projection it folds in
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;

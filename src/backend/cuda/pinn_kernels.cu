@@ -430,8 +430,7 @@ void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t
 
 void jet_activation_backward(const float* dY, const JetDY& dy_from, const float* A, float* dA, int64_t head, int64_t B,
                              int64_t H, const JetSpec& js, Activation act, bool accumulate, cudaStream_t s) {
-  SG_REQUIRE(!dy_from.dZ || (dy_from.W && dy_from.N == 1),
-             "jet activation backward: dY = dZ W over ", dy_from.N, " outputs (one, with W)");
+  SG_REQUIRE(!dy_from.dZ || dy_from.W, "jet activation backward: dY = dZ W without W");
   const bool fast = jet_vectorized(js, H, {dy_from.dZ ? dy_from.W : dY, A, dA});
   if (dy_from.dZ)
     SG_JET_DISPATCH_V(js, fast, jet_activation_backward_dz_kernel, (head + B) * H, dY, dy_from, A, dA, head, B, H, js,

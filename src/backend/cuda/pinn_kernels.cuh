@@ -27,12 +27,11 @@ void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, const std
 void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t B, int64_t H, const JetSpec& js,
                     Activation act, cudaStream_t s);
 // dY as the input gradient of a one-output layer that reads Y, computed where it is read
-// instead of stored and read back: dY[r, c] = dZ[r] W[c], dZ [rows, 1], W [1, H] (N == 1).
-// dZ null: dY is a tensor.
+// instead of stored and read back: dY[r, c] = dZ[r] W[c], dZ [rows, 1], W [1, H]. dZ null: dY
+// is a tensor.
 struct JetDY {
   const float* dZ = nullptr;
   const float* W = nullptr;
-  int N = 0;
 };
 void jet_activation_backward(const float* dY, const JetDY& dy_from, const float* A, float* dA, int64_t head, int64_t B,
                              int64_t H, const JetSpec& js, Activation act, bool accumulate, cudaStream_t s);

@@ -1,0 +1,31 @@
+// Which ops of a step share a launch, decided once before any op is lowered (after memory
+// planning: one fusion needs the planned addresses). Each entry lets one op do another's work,
+// so the tensor between them is not written and read back, or not at all.
+#pragma once
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "stepgraph/ir.h"
+
+namespace sg::cuda {
+
+struct FusionPlan {
+  // Dense backward b -> the dense backward q that reads its dX: b's input-gradient product
+  // applies q's activation derivative in its epilogue (cuBLASLt DRELU/DGELU or our kernel).
+  std::map<int, int> into;
+  // Dense forward ops whose ReLU keeps its mask (RELU_AUX) for such a fused backward.
+  std::set<int> relu_mask;
+  // Jet activation backward -> the one-output skinny dense backward whose dX it forms in
+  // registers (dZ W): the skinny backward computes dW and db only.
+  std::map<int, int> jet_dy;
+  // Fourier features op -> the projection (dense, no bias) it computes itself from a seed jet or
+  // plain rows (fourier_features_seeded).
+  std::map<int, int> fourier_seeded;
+};
+
+// The fusions above for `p` with tensors at `ptrs` (the planned addresses).
+FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs);
+
+}  // namespace sg::cuda
