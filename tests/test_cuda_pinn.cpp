@@ -1,0 +1,330 @@
+// Physics-informed steps and the products they lean on, on the CUDA backend: jets, expression
+// losses and sampling against the CPU reference, graph replay against eager execution, the
+// concurrent boundary branch, and 3xTF32 products (whole steps and the tensor-core kernel
+// against fp64). The GPU tests skip (saying why) without a usable GPU.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "stepgraph/pinn.h"
+#include "stepgraph/trainer.h"
+#include "test_backends.h"
+#include "test_util.h"
+#ifdef STEPGRAPH_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <random>
+
+#include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/stream_plan.h"
+#include "backend/cuda/tf32x3_gemm.h"
+#endif
+
+namespace sg::test {
+namespace {
+
+// A whole physics-informed step (sampling, jets, expression losses, backward, optimizer).
+Built pinn_program(const pinn::Problem& prob, Layer& model, const Optimizer& opt) {
+  Built b;
+  GraphBuilder g(b.p);
+  CustomStep cs = pinn::make_step(prob)(g, model);
+  b.grads = append_backward(b.p, cs.seeds, cs.num_forward_ops);
+  b.p.tensor(cs.loss).live_out = true;
+  opt.build(g, b.grads);
+  b.specs = g.param_specs();
+  return b;
+}
+
+pinn::Problem mixed_problem(int64_t interior, int64_t boundary) {
+  // Every kind of jet component and expression feature: mixed and pure second derivatives,
+  // coordinates, constants, functions, powers, two loss terms.
+  pinn::Problem p = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
+    "constants": {"k": 0.7},
+    "residual": "u_xx + k*u_yy*u - sin(x)*u_x + u_xy^2 - exp(-y)*tanh(u_y)",
+    "conditions": [{"on": "boundary", "residual": "u - x*y", "weight": 3}],
+    "resample_every": 2})J"));
+  p.terms[0].points = interior;
+  p.terms[1].points = boundary;
+  return p;
+}
+
+TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
+  REQUIRE_GPU();
+  // Small point sets use our dense kernel; 2048 points (10240 jet rows) take cuBLASLt.
+  for (int64_t points : {64, 2048}) {
+    for (Activation a : {Activation::Tanh, Activation::Sin, Activation::Sigmoid, Activation::GELU, Activation::Softplus}) {
+      auto model = sequential({dense(32, a), dense(24, a), dense(1)});
+      Built b = pinn_program(mixed_problem(points, 40), *model, Adam(1e-3));
+      // 3e-4: a one-element bias gradient summed over points with opposite signs carries the
+      // fp32 rounding of the plain (boundary) path's softplus at 1.5e-4 of its size.
+      const std::string explain = compare_backends(b.p, b.specs, 41 + static_cast<int>(a),
+                                                   cat("pinn ", activation_name(a), " ", points, " points, 3 steps"), 3, 3e-4);
+      // Past 4096 jet rows the last layer is skinny, and the last jet backward computes its dX.
+      if (points == 2048) EXPECT_NE(explain.find("dX: in the next jet backward"), std::string::npos) << explain;
+      if (points == 2048) EXPECT_NE(explain.find("computed here, not stored"), std::string::npos) << explain;
+    }
+  }
+  for (bool trainable : {false, true}) {
+    auto model = sequential({std::make_shared<FourierFeatures>(2, 1.0, trainable), dense(32, Activation::Tanh), dense(1)});
+    Built b = pinn_program(mixed_problem(300, 40), *model, AdamW(1e-3));
+    const std::string explain =
+        compare_backends(b.p, b.specs, 51, trainable ? "trainable Fourier features" : "fixed Fourier features", 2, 1e-4);
+    // Fixed features fold the projection into their jet kernel; trainable ones need P for B's
+    // gradient, so it is a product of its own.
+    EXPECT_EQ(explain.find("projects the inputs itself") != std::string::npos, !trainable) << explain;
+  }
+  // Laplacian components (JetSpec::trace) next to a plain pair, in the vectorized kernels (width
+  // 32) and the one-column ones (width 30).
+  pinn::Problem heat = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["t", "x", "y"], "domain": [[0, 1], [0, 1], [-1, 1]],
+    "residual": "u_t - 0.1*(u_yy + u_xx) + u_xy*u", "conditions": [{"on": "t=0", "residual": "u - x*y", "points": 30}],
+    "interior_points": 500})J"));
+  for (int64_t width : {32, 30}) {
+    auto model = sequential({dense(width, Activation::Tanh), dense(width, Activation::Sin), dense(1)});
+    Built b = pinn_program(heat, *model, Adam(1e-3));
+    compare_backends(b.p, b.specs, 55, cat("2D heat with a Laplacian, width ", width), 2, 1e-4);
+  }
+  for (const char* name : {"poisson2d", "heat1d", "burgers1d"}) {
+    pinn::Problem p = pinn::builtin_problem(name);
+    for (auto& t : p.terms) t.points = std::min<int64_t>(t.points, 1000);
+    auto model = sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)});
+    Built b = pinn_program(p, *model, Adam(1e-3));
+    compare_backends(b.p, b.specs, 61, name, 2, 1e-4);
+  }
+}
+
+std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p, int64_t width = 32,
+                                      Precision precision = Precision::FP32) {
+  TrainerOptions o;
+  o.mode = mode;
+  o.lower.precision = precision;
+  auto t = std::make_unique<Trainer>(sequential({dense(width, Activation::Tanh), dense(width, Activation::Tanh), dense(1)}),
+                                     pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
+  t->compile_custom();
+  return t;
+}
+
+// Launches every trainer `steps` times: each step's loss, and the state at the end, must equal
+// the first trainer's bit for bit.
+void expect_bitwise_same_steps(const std::vector<Trainer*>& ts, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    for (Trainer* t : ts) t->launch();
+    const float l0 = ts[0]->loss();
+    for (size_t k = 1; k < ts.size(); ++k) {
+      const float lk = ts[k]->loss();
+      ASSERT_EQ(std::memcmp(&l0, &lk, 4), 0) << "step " << s << ", trainer " << k << ": " << l0 << " vs " << lk;
+    }
+  }
+  const auto a = ts[0]->state();
+  for (size_t k = 1; k < ts.size(); ++k) {
+    const auto b = ts[k]->state();
+    for (auto& [name, v] : a)
+      EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs (trainer " << k << ")";
+  }
+}
+
+TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
+  REQUIRE_GPU();
+  pinn::Problem p = mixed_problem(700, 100);
+  auto graph = pinn_trainer(ExecMode::Graph, p), eager = pinn_trainer(ExecMode::Eager, p);
+  expect_bitwise_same_steps({graph.get(), eager.get()}, 50);
+  EXPECT_EQ(graph->capture_count(), 1);
+}
+
+TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
+  REQUIRE_GPU();
+  // 8750 points (35000 jet rows of u, u_x, u_y and the Laplacian, after the boundary's 256 value rows): the jet layers' plain
+  // products go to cuBLASLt's plans, where tf32x3 offers the 3xTF32 kernels (without autotuning
+  // the first of them runs), and their weight gradients (64 x 64 x 35256, split 137 ways) to our
+  // 3xTF32 tensor-core kernel. They must meet the fp32 bar, not TF32's 3e-2.
+  LowerOptions o;
+  o.precision = Precision::TF32X3;
+  auto model = sequential({dense(64, Activation::Tanh), dense(64, Activation::Tanh), dense(1)});
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 8750;
+  p.terms[1].points = 256;
+  Built pb = pinn_program(p, *model, Adam(1e-3));
+  const std::string explain = compare_backends(pb.p, pb.specs, 71, "poisson2d at tf32x3", 2, 1e-4, o);
+#ifdef STEPGRAPH_HAVE_CUDA
+  const bool have_cutlass = cuda::tf32x3_configs() > 0;
+#else
+  const bool have_cutlass = false;  // not reached: REQUIRE_GPU skips without a CUDA build
+#endif
+  EXPECT_NE(explain.find("3xTF32 tensor cores, k split 137 ways"), std::string::npos) << explain;
+  if (have_cutlass) EXPECT_NE(explain.find("CUTLASS 3xTF32"), std::string::npos) << explain;
+  else EXPECT_NE(explain.find("no CUTLASS headers"), std::string::npos) << explain;
+  // Autotuned, with a misaligned width (6: cuBLASLt only).
+  o.autotune = Autotune::Heuristic;
+  auto odd = sequential({dense(6, Activation::Tanh), dense(64, Activation::Sin), dense(1)});
+  Built ob = pinn_program(mixed_problem(2048, 40), *odd, Adam(1e-3));
+  compare_backends(ob.p, ob.specs, 72, "mixed problem at tf32x3, autotuned", 2, 3e-4, o);
+}
+
+#ifdef STEPGRAPH_HAVE_CUDA
+// The 3xTF32 tensor-core kernel alone, in each operand layout the dense layers use, against a
+// double-precision product: the forward (X W^T, bias on the first rows, pre-activation and tanh
+// out), the input gradient (dZ W, accumulated), and the split weight gradient (dZ^T X over a
+// long k, with the bias gradient on the first rowsum_k rows). Sizes are not multiples of the
+// 64 x 64 tile or the 32-deep k-slab; every output is poisoned (NaN) first.
+TEST(Cuda, Tf32x3TensorCoreProductsMatchFp64) {
+  REQUIRE_GPU();
+  if (!cuda::tf32_tensor_cores()) GTEST_SKIP() << "this GPU or build has no TF32 tensor cores";
+  struct Case {
+    const char* what;
+    int64_t M, N, K;
+    bool am, bn;  // A's m / B's n the unit stride
+    int splits;
+  };
+  // Enough 64 x 64 tiles (times splits) to fill an H200, or the product is not taken.
+  for (const Case& c : {Case{"forward", 8300, 72, 200, false, false, 1}, Case{"input gradient", 8260, 132, 68, false, true, 1},
+                        Case{"weight gradient, 70 splits (some empty)", 64, 128, 5000, true, true, 70},
+                        Case{"weight gradient, one split", 708, 764, 300, true, true, 1}}) {
+    SCOPED_TRACE(c.what);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> a(c.M * c.K), b(c.K * c.N), c0(c.M * c.N), bias(c.N);
+    for (auto* v : {&a, &b, &c0, &bias})
+      for (float& x : *v) x = nd(rng);
+    // Element accessors in the case's layouts (the strides the lowering uses).
+    const int64_t sam = c.am ? 1 : c.K, sak = c.am ? c.M : 1, sbn = c.bn ? 1 : c.K, sbk = c.bn ? c.N : 1;
+    const int64_t bias_rows = c.M / 3, rowsum_k = c.K / 5;
+    const bool fwd = c.splits == 1 && !c.am;  // the forward's epilogue, or accumulate
+    const bool wgrad = c.am;
+    float *dA, *dB, *dC, *dZ, *dBias, *dRow, *dPart;
+    const int64_t part = cuda::own_gemm_partial_floats(c.M, c.N, c.splits);
+    ASSERT_EQ(cudaMalloc(&dA, a.size() * 4), cudaSuccess);
+    cudaMalloc(&dB, b.size() * 4), cudaMalloc(&dC, c0.size() * 4), cudaMalloc(&dZ, c0.size() * 4);
+    cudaMalloc(&dBias, bias.size() * 4), cudaMalloc(&dRow, c.M * 4), cudaMalloc(&dPart, (part + 1) * 4);
+    cudaMemcpy(dA, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dBias, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice);
+    const bool acc = !fwd && !wgrad;
+    if (acc) cudaMemcpy(dC, c0.data(), c0.size() * 4, cudaMemcpyHostToDevice);
+    else cudaMemset(dC, 0xff, c0.size() * 4);  // NaN
+    cudaMemset(dZ, 0xff, c0.size() * 4), cudaMemset(dRow, 0xff, c.M * 4);
+    cuda::DenseGemm g;
+    g.M = c.M, g.N = c.N, g.K = c.K;
+    g.A = dA, g.sam = sam, g.sak = sak, g.B = dB, g.sbk = sbk, g.sbn = sbn, g.C = dC, g.ldc = c.N;
+    g.tf32x3 = true, g.splits = c.splits, g.partial = c.splits > 1 ? dPart : nullptr;
+    g.accumulate = acc;
+    if (fwd) g.bias = dBias, g.bias_rows = bias_rows, g.Z = dZ, g.act = Activation::Tanh;
+    if (wgrad) g.rowsum = dRow, g.rowsum_k = rowsum_k;
+    ASSERT_TRUE(cuda::own_gemm_tensor_cores(g));
+    cuda::dense_gemm(g, nullptr, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> out(c0.size()), z(c0.size()), row(c.M);
+    cudaMemcpy(out.data(), dC, out.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(z.data(), dZ, z.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(row.data(), dRow, row.size() * 4, cudaMemcpyDeviceToHost);
+    for (float* p : {dA, dB, dC, dZ, dBias, dRow, dPart}) cudaFree(p);
+    double worst = 0.0;
+    for (int64_t m = 0; m < c.M; ++m) {
+      for (int64_t n = 0; n < c.N; ++n) {
+        double v = 0.0, scale = 0.0;
+        for (int64_t k = 0; k < c.K; ++k) {
+          const double x = double(a[m * sam + k * sak]) * b[k * sbk + n * sbn];
+          v += x, scale += std::fabs(x);
+        }
+        if (acc) v += c0[m * c.N + n], scale += std::fabs(c0[m * c.N + n]);
+        if (fwd && m < bias_rows) v += bias[n], scale += std::fabs(bias[n]);
+        const float got = fwd ? z[m * c.N + n] : out[m * c.N + n];
+        ASSERT_TRUE(std::isfinite(got)) << "output (" << m << ", " << n << ") not written";
+        worst = std::max(worst, std::fabs(got - v) / scale);
+        if (fwd) ASSERT_NEAR(out[m * c.N + n], std::tanh(double(got)), 1e-6) << "tanh epilogue at (" << m << ", " << n << ")";
+      }
+      if (wgrad) {
+        double r = 0.0, scale = 0.0;
+        for (int64_t k = 0; k < rowsum_k; ++k) r += a[m * sam + k * sak], scale += std::fabs(a[m * sam + k * sak]);
+        ASSERT_NEAR(row[m], r, 1e-6 * scale) << "row sum " << m;
+      }
+    }
+    // fp32's level: the worst of every output (up to 540K here) of fp32 sums over k <= 5000,
+    // ~sqrt(k) roundings of 6e-8; TF32 alone gives ~1e-3.
+    EXPECT_LT(worst, 3e-6) << c.what;
+  }
+}
+#endif
+
+TEST(Cuda, Tf32x3GraphReplayEqualsEagerBitwise) {
+  REQUIRE_GPU();
+  pinn::Problem p = mixed_problem(2048, 100);
+  auto graph = pinn_trainer(ExecMode::Graph, p, 64, Precision::TF32X3);
+  auto eager = pinn_trainer(ExecMode::Eager, p, 64, Precision::TF32X3);
+  expect_bitwise_same_steps({graph.get(), eager.get()}, 30);
+}
+
+#ifdef STEPGRAPH_HAVE_CUDA
+// The stream planner alone (host logic, no GPU): ops c = a + a and d = b + b touch no common
+// memory, e = c + d needs both.
+TEST(StreamPlan, IndependentChainsGoToTwoStreamsAndJoinThroughAnEvent) {
+  Program p;
+  const TensorId a = p.add_tensor({"a", {4}, DType::F32, Role::Input});
+  const TensorId b = p.add_tensor({"b", {4}, DType::F32, Role::Input});
+  const TensorId c = p.add_tensor({"c", {4}, DType::F32, Role::Activation});
+  const TensorId d = p.add_tensor({"d", {4}, DType::F32, Role::Activation});
+  const TensorId e = p.add_tensor({"e", {4}, DType::F32, Role::Activation});
+  auto add = [&](const char* name, TensorId x, TensorId y, TensorId out) {
+    Op op;
+    op.kind = OpKind::Add;
+    op.name = name;
+    op.in = {x, y};
+    op.out = {out};
+    p.add_op(std::move(op));
+  };
+  add("c", a, a, c);
+  add("d", b, b, d);
+  add("e", c, d, e);
+  auto steps_of = [&] {
+    std::vector<cuda::Step> steps(3);
+    for (int i = 0; i < 3; ++i) steps[i].name = p.ops()[i].name, steps[i].op = i;
+    return steps;
+  };
+  // Fake, disjoint addresses 64 bytes apart (each tensor holds 16).
+  std::vector<void*> ptrs;
+  for (uintptr_t t = 0; t < 5; ++t) ptrs.push_back(reinterpret_cast<void*>(0x1000 + 64 * t));
+  std::ostringstream notes;
+  auto steps = steps_of();
+  ASSERT_TRUE(cuda::plan_streams(p, ptrs, steps, {}, {}, notes));
+  EXPECT_EQ(steps[0].stream, 0);
+  EXPECT_EQ(steps[1].stream, 1);  // a new chain starts on the other stream
+  EXPECT_EQ(steps[2].stream, 0);  // it depends on the step's stream
+  EXPECT_EQ(steps[2].wait_for, 1);
+  EXPECT_TRUE(steps[1].record);
+  EXPECT_FALSE(steps[0].record);
+  EXPECT_NE(notes.str().find("concurrent branches: 1 ops on a second stream (1 'd')"), std::string::npos) << notes.str();
+  // d in c's memory (the planner reused it): the ops are ordered, all on one stream.
+  ptrs[d] = ptrs[c];
+  steps = steps_of();
+  EXPECT_FALSE(cuda::plan_streams(p, ptrs, steps, {}, {}, notes));
+  for (const auto& s : steps) EXPECT_TRUE(s.stream == 0 && s.wait_for == -1 && !s.record) << s.name;
+  // Disjoint again, but both use the shared cuBLASLt workspace, or are linked by a fusion.
+  ptrs[d] = reinterpret_cast<void*>(0x1000 + 64 * 3);
+  steps = steps_of();
+  EXPECT_FALSE(cuda::plan_streams(p, ptrs, steps, {}, {0, 1}, notes));
+  steps = steps_of();
+  EXPECT_FALSE(cuda::plan_streams(p, ptrs, steps, {{0, 1}}, {}, notes));
+}
+#endif
+
+TEST(Cuda, PinnBoundaryBranchRunsConcurrentlyAndEqualsSerial) {
+  REQUIRE_GPU();
+  // A derivative condition has a network pass of its own (the value condition rides in the
+  // residual's): its chain runs on a second stream; results equal the serial schedule bitwise
+  // (every kernel sums in a fixed order), in graph replays and eager steps alike.
+  pinn::Problem p = mixed_problem(2048, 300);
+  pinn::Problem n = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
+    "residual": "u_xx + u_yy", "conditions": [{"on": "x=1", "residual": "u_x - y", "points": 200}]})J"));
+  p.terms.push_back(n.terms[1]);
+  setenv("SG_CONCURRENT", "0", 1);
+  auto serial = pinn_trainer(ExecMode::Graph, p, 64);
+  unsetenv("SG_CONCURRENT");
+  auto graph = pinn_trainer(ExecMode::Graph, p, 64), eager = pinn_trainer(ExecMode::Eager, p, 64);
+  EXPECT_NE(graph->explain().find("concurrent branches"), std::string::npos) << graph->explain();
+  EXPECT_EQ(serial->explain().find("concurrent branches"), std::string::npos);
+  expect_bitwise_same_steps({serial.get(), graph.get(), eager.get()}, 30);
+}
+
+}  // namespace
+}  // namespace sg::test
