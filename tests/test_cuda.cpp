@@ -17,6 +17,9 @@
 #ifdef STEPGRAPH_HAVE_CUDNN
 #include "backend/cuda/cudnn_conv.h"
 #endif
+#ifdef STEPGRAPH_HAVE_CUDA
+#include "own_gemm_check.h"
+#endif
 
 namespace sg::test {
 namespace {
@@ -140,6 +143,30 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   auto wide_in = sequential({dense(16, Activation::GELU), dense(5)});
   Built wi = train_program(*wide_in, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));
   compare_backends(wi.p, wi.specs, 36, "2048 inputs, split-k forward", 2, 1e-4);
+}
+
+// Medium layers (an MLP's 1024 x 256 x 256 products and their weight gradients) on the k-sliced
+// kernel: alone against fp64 in each layout and role (a long k staged in rounds, split over
+// blocks with the ordered sum, rows and columns that end inside a tile), then a whole step of a
+// 256-wide relu MLP against the CPU.
+TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
+  REQUIRE_GPU();
+#ifdef STEPGRAPH_HAVE_CUDA
+  for (const ProductCase& c : {ProductCase{"forward, k = 300 in two rounds", 1000, 252, 300, false, false, 1},
+                               ProductCase{"forward, k = 520 in three rounds", 1000, 252, 520, false, false, 1},
+                               ProductCase{"input gradient, k = 260 in two rounds", 1000, 252, 260, false, true, 1},
+                               ProductCase{"input gradient, k split 2 ways", 1000, 252, 260, false, true, 2},
+                               ProductCase{"weight gradient, k split 5 ways", 256, 252, 1030, true, true, 5},
+                               ProductCase{"m-fast A, k-fast B", 300, 260, 600, true, false, 3}}) {
+    EXPECT_LT(own_product_error(c, false, cuda::own_gemm_sliced), 3e-6) << c.what;
+  }
+#endif
+  auto model = sequential({dense(256, Activation::ReLU), dense(256, Activation::ReLU), dense(256, Activation::ReLU), dense(10)});
+  Built b = train_program(*model, SoftmaxCrossEntropy(), {1000, 252}, AdamW(1e-3));
+  // The first layer (k = 252) stays on cuBLASLt; the others and every weight gradient are sliced.
+  const std::string ex = compare_backends(b.p, b.specs, 43, "batch 1000, 252 -> 3 x 256 relu -> 10", 2, 1e-4);
+  EXPECT_NE(ex.find("k over 16 warps"), std::string::npos) << ex;
+  EXPECT_NE(ex.find("ordered sum by each tile's last block"), std::string::npos) << ex;
 }
 
 TEST(Cuda, LargeBatchLossReductionAndTf32) {

@@ -17,6 +17,7 @@
 
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/stream_plan.h"
+#include "own_gemm_check.h"
 #include "backend/cuda/tf32x3_gemm.h"
 #endif
 
@@ -163,85 +164,20 @@ TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
 
 #ifdef STEPGRAPH_HAVE_CUDA
 // The 3xTF32 tensor-core kernel alone, in each operand layout the dense layers use, against a
-// double-precision product: the forward (X W^T, bias on the first rows, pre-activation and tanh
-// out), the input gradient (dZ W, accumulated), and the split weight gradient (dZ^T X over a
-// long k, with the bias gradient on the first rowsum_k rows). Sizes are not multiples of the
-// 64 x 64 tile or the 32-deep k-slab; every output is poisoned (NaN) first.
+// double-precision product (own_product_error: the forward's bias, pre-activation and tanh, the
+// input gradient's accumulation and fused relu', the weight gradient's row sums). Sizes are not
+// multiples of the 64 x 64 tile or the 32-deep k-slab.
 TEST(Cuda, Tf32x3TensorCoreProductsMatchFp64) {
   REQUIRE_GPU();
   if (!cuda::tf32_tensor_cores()) GTEST_SKIP() << "this GPU or build has no TF32 tensor cores";
-  struct Case {
-    const char* what;
-    int64_t M, N, K;
-    bool am, bn;  // A's m / B's n the unit stride
-    int splits;
-  };
   // Enough 64 x 64 tiles (times splits) to fill an H200, or the product is not taken.
-  for (const Case& c : {Case{"forward", 8300, 72, 200, false, false, 1}, Case{"input gradient", 8260, 132, 68, false, true, 1},
-                        Case{"weight gradient, 70 splits (some empty)", 64, 128, 5000, true, true, 70},
-                        Case{"weight gradient, one split", 708, 764, 300, true, true, 1}}) {
-    SCOPED_TRACE(c.what);
-    std::mt19937 rng(11);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> a(c.M * c.K), b(c.K * c.N), c0(c.M * c.N), bias(c.N);
-    for (auto* v : {&a, &b, &c0, &bias})
-      for (float& x : *v) x = nd(rng);
-    // Element accessors in the case's layouts (the strides the lowering uses).
-    const int64_t sam = c.am ? 1 : c.K, sak = c.am ? c.M : 1, sbn = c.bn ? 1 : c.K, sbk = c.bn ? c.N : 1;
-    const int64_t bias_rows = c.M / 3, rowsum_k = c.K / 5;
-    const bool fwd = c.splits == 1 && !c.am;  // the forward's epilogue, or accumulate
-    const bool wgrad = c.am;
-    float *dA, *dB, *dC, *dZ, *dBias, *dRow, *dPart;
-    const int64_t part = cuda::own_gemm_partial_floats(c.M, c.N, c.splits);
-    ASSERT_EQ(cudaMalloc(&dA, a.size() * 4), cudaSuccess);
-    cudaMalloc(&dB, b.size() * 4), cudaMalloc(&dC, c0.size() * 4), cudaMalloc(&dZ, c0.size() * 4);
-    cudaMalloc(&dBias, bias.size() * 4), cudaMalloc(&dRow, c.M * 4), cudaMalloc(&dPart, (part + 1) * 4);
-    cudaMemcpy(dA, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(dB, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(dBias, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice);
-    const bool acc = !fwd && !wgrad;
-    if (acc) cudaMemcpy(dC, c0.data(), c0.size() * 4, cudaMemcpyHostToDevice);
-    else cudaMemset(dC, 0xff, c0.size() * 4);  // NaN
-    cudaMemset(dZ, 0xff, c0.size() * 4), cudaMemset(dRow, 0xff, c.M * 4);
-    cuda::DenseGemm g;
-    g.M = c.M, g.N = c.N, g.K = c.K;
-    g.A = dA, g.sam = sam, g.sak = sak, g.B = dB, g.sbk = sbk, g.sbn = sbn, g.C = dC, g.ldc = c.N;
-    g.tf32x3 = true, g.splits = c.splits, g.partial = c.splits > 1 ? dPart : nullptr;
-    g.accumulate = acc;
-    if (fwd) g.bias = dBias, g.bias_rows = bias_rows, g.Z = dZ, g.act = Activation::Tanh;
-    if (wgrad) g.rowsum = dRow, g.rowsum_k = rowsum_k;
-    ASSERT_TRUE(cuda::own_gemm_tensor_cores(g));
-    cuda::dense_gemm(g, nullptr, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> out(c0.size()), z(c0.size()), row(c.M);
-    cudaMemcpy(out.data(), dC, out.size() * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(z.data(), dZ, z.size() * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(row.data(), dRow, row.size() * 4, cudaMemcpyDeviceToHost);
-    for (float* p : {dA, dB, dC, dZ, dBias, dRow, dPart}) cudaFree(p);
-    double worst = 0.0;
-    for (int64_t m = 0; m < c.M; ++m) {
-      for (int64_t n = 0; n < c.N; ++n) {
-        double v = 0.0, scale = 0.0;
-        for (int64_t k = 0; k < c.K; ++k) {
-          const double x = double(a[m * sam + k * sak]) * b[k * sbk + n * sbn];
-          v += x, scale += std::fabs(x);
-        }
-        if (acc) v += c0[m * c.N + n], scale += std::fabs(c0[m * c.N + n]);
-        if (fwd && m < bias_rows) v += bias[n], scale += std::fabs(bias[n]);
-        const float got = fwd ? z[m * c.N + n] : out[m * c.N + n];
-        ASSERT_TRUE(std::isfinite(got)) << "output (" << m << ", " << n << ") not written";
-        worst = std::max(worst, std::fabs(got - v) / scale);
-        if (fwd) ASSERT_NEAR(out[m * c.N + n], std::tanh(double(got)), 1e-6) << "tanh epilogue at (" << m << ", " << n << ")";
-      }
-      if (wgrad) {
-        double r = 0.0, scale = 0.0;
-        for (int64_t k = 0; k < rowsum_k; ++k) r += a[m * sam + k * sak], scale += std::fabs(a[m * sam + k * sak]);
-        ASSERT_NEAR(row[m], r, 1e-6 * scale) << "row sum " << m;
-      }
-    }
+  for (const ProductCase& c : {ProductCase{"forward", 8300, 72, 200, false, false, 1},
+                               ProductCase{"input gradient", 8260, 132, 68, false, true, 1},
+                               ProductCase{"weight gradient, 70 splits (some empty)", 64, 128, 5000, true, true, 70},
+                               ProductCase{"weight gradient, one split", 708, 764, 300, true, true, 1}}) {
     // fp32's level: the worst of every output (up to 540K here) of fp32 sums over k <= 5000,
     // ~sqrt(k) roundings of 6e-8; TF32 alone gives ~1e-3.
-    EXPECT_LT(worst, 3e-6) << c.what;
+    EXPECT_LT(own_product_error(c, true, cuda::own_gemm_tensor_cores), 3e-6) << c.what;
   }
 }
 #endif

@@ -12,6 +12,8 @@
 
 namespace sg::cuda::detail {
 
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // The per-element epilogue: (+= old C) (+ bias) (Z = v) (v = act(v)) (v *= dact').
 __device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int64_t n, float v) {
   const int64_t idx = m * g.ldc + n;
@@ -22,6 +24,33 @@ __device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int6
   if (g.dact != Activation::None)
     v *= act_derivative<float>(g.dact, g.dact_y ? g.dact_y[idx] : 0.0f, g.dact_z ? g.dact_z[idx] : 0.0f);
   g.C[idx] = v;
+}
+// The same for four consecutive outputs (m, n .. n + 3) as float4 loads and stores: ldc, n and
+// the pointers 16-byte aligned (the caller checks).
+__device__ __forceinline__ void store_output4(const DenseGemm& g, int64_t m, int64_t n, float4 v) {
+  const int64_t idx = m * g.ldc + n;
+  float r[4] = {v.x, v.y, v.z, v.w};
+  auto add = [&](const float* p) {
+    const float4 o = *reinterpret_cast<const float4*>(p);
+    r[0] += o.x, r[1] += o.y, r[2] += o.z, r[3] += o.w;
+  };
+  if (g.accumulate) add(g.C + idx);
+  if (g.bias && m < g.bias_rows) add(g.bias + n);
+  if (g.Z) *reinterpret_cast<float4*>(g.Z + idx) = make_float4(r[0], r[1], r[2], r[3]);
+  if (g.act != Activation::None)
+    for (float& x : r) x = act_forward<float>(g.act, x);
+  if (g.dact != Activation::None) {
+    const float4 y = g.dact_y ? *reinterpret_cast<const float4*>(g.dact_y + idx) : make_float4(0, 0, 0, 0);
+    const float4 z = g.dact_z ? *reinterpret_cast<const float4*>(g.dact_z + idx) : make_float4(0, 0, 0, 0);
+    r[0] *= act_derivative<float>(g.dact, y.x, z.x), r[1] *= act_derivative<float>(g.dact, y.y, z.y);
+    r[2] *= act_derivative<float>(g.dact, y.z, z.z), r[3] *= act_derivative<float>(g.dact, y.w, z.w);
+  }
+  *reinterpret_cast<float4*>(g.C + idx) = make_float4(r[0], r[1], r[2], r[3]);
+}
+// Whether g's outputs (C, Z, bias, the activation's y and z) take store_output4.
+inline bool output_vec4(const DenseGemm& g) {
+  return g.ldc % 4 == 0 && g.N % 4 == 0 && aligned16(g.C) && aligned16(g.Z) && aligned16(g.bias) &&
+         aligned16(g.dact_y) && aligned16(g.dact_z);
 }
 __device__ __forceinline__ void store_rowsum(const DenseGemm& g, int64_t m, float rs) {
   float* r = g.rowsum + m;
@@ -37,9 +66,18 @@ __device__ __forceinline__ void split_range(const DenseGemm& g, int s, int64_t* 
 }
 
 inline int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 // Split products onto at most 256 outputs run on split_gemm_small_kernel.
 inline bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }
+
+// 16-byte asynchronous copies into shared memory (sm_80+), zero-filled where !valid (nothing read).
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Adds the `splits` partial sums of a split product (or of the skinny backward's blocks) in
 // split order, then applies g's epilogue (dense_kernels.cu).
@@ -50,5 +88,12 @@ void launch_reduce(const DenseGemm& g, cudaStream_t s);
 constexpr int kTcTile = 64;
 bool tc_layout(const DenseGemm& g);
 void launch_tc(const DenseGemm& g, cudaStream_t s);
+
+// The k-sliced kernel for medium products (dense_sliced.cu): 32 x 64 output tiles, each block
+// staging up to kSlicedDepth values of k at once. sliced_layout: operands it loads as float4.
+constexpr int kSlicedDepth = 256;
+int64_t sliced_tiles(int64_t M, int64_t N);
+bool sliced_layout(const DenseGemm& g);
+void launch_sliced(const DenseGemm& g, cudaStream_t s);
 
 }  // namespace sg::cuda::detail

@@ -345,10 +345,29 @@ void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   KERNEL_LAUNCH_CHECK();
 }
 
+// The k-sliced kernel's split: as many blocks as one wave on an H200's 132 SMs holds, each over
+// at least kSlicedDepth values of k (a weight gradient 256 x 256 x 1024: 32 tiles x 4).
+int64_t sliced_splits(int64_t M, int64_t N, int64_t K) {
+  const int64_t t = sliced_tiles(M, N);
+  return std::max<int64_t>(1, std::min(132 / t, K / kSlicedDepth));
+}
+
+bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
+  if (const char* v = std::getenv("SG_SLICED"); v && std::string(v) == "0") return false;
+  // Above the small products and up to 2^28 multiply-adds; one wave of 64 to 132 blocks (one
+  // per SM), each over a whole k-range of 256 or more. Measured on an H200: mlp_8x256's
+  // 1024 x 256 x 256 and 256 x 256 x 1024 products 298 -> 231 us per step; shorter k or a
+  // second wave lose to cuBLASLt (a transformer's 4096 x 128 x 128: 18 against 10 us).
+  const int64_t blocks = sliced_tiles(M, N) * sliced_splits(M, N, K);
+  return M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth && blocks >= 64 &&
+         blocks <= 132;
+}
+
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
   const char* v = std::getenv("SG_OWN_GEMM");
   if (v && std::string(v) == "0") return false;
   if (v && std::string(v) == "1") return true;
+  if (sliced_gemm(M, N, K)) return true;
   // Up to ~4M multiply-adds (the seed MLP's products) the library's fixed costs dominate; above
   // that cuBLASLt's tuned kernels win (measured on an H200, see bench/RESULTS.md). A long
   // reduction over few output tiles (a weight gradient over many jet rows: 32 x 32 x 2560) runs
@@ -360,6 +379,7 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_cores) {
   const char* v = std::getenv("SG_SPLIT_K");
   if (v && std::string(v) == "0") return 1;  // such products go to cuBLASLt
+  if (sliced_gemm(M, N, K) && !tensor_cores) return static_cast<int>(sliced_splits(M, N, K));
   if (tensor_cores) {
     // 64 x 64 tiles, three blocks per SM, each over at least 256 values of k. Fourier 4x128's
     // 128 x 128 x 81920 weight gradients (H200, whole step at tf32x3): two waves 1282 us per
@@ -390,13 +410,20 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
   return s < 2 ? 1 : static_cast<int>(s);
 }
 
+int64_t own_gemm_counters(const DenseGemm& g) {
+  return g.splits > 1 && own_gemm_sliced(g) ? sliced_tiles(g.M, g.N) : 0;
+}
+
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
   return splits > 1 ? splits * (M * N + M) : 0;
 }
 
 
+bool own_gemm_sliced(const DenseGemm& g) { return !tc_layout(g) && sliced_layout(g) && sliced_gemm(g.M, g.N, g.K); }
+
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
   if (tc_layout(a)) return kTcTile;
+  if (own_gemm_sliced(a)) return 32;
   if (a.splits > 1) return small_output(a.M, a.N) ? 0 : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
@@ -404,7 +431,8 @@ int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
 }
 
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
-  if (second && (tc_layout(g) || tc_layout(*second))) {  // the tensor-core kernel takes one product
+  // The tensor-core and k-sliced kernels take one product per launch.
+  if (second && (tc_layout(g) || tc_layout(*second) || own_gemm_sliced(g) || own_gemm_sliced(*second))) {
     dense_gemm(g, nullptr, s);
     return dense_gemm(*second, nullptr, s);
   }
@@ -412,6 +440,12 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
     SG_REQUIRE(g.splits == 1 || g.partial != nullptr, "dense kernel: a split product needs scratch");
     launch_tc(g, s);
     if (g.splits > 1) launch_reduce(g, s);
+    return;
+  }
+  if (own_gemm_sliced(g)) {
+    SG_REQUIRE(g.splits == 1 || g.partial != nullptr, "dense kernel: a split product needs scratch");
+    launch_sliced(g, s);
+    if (g.splits > 1 && !g.counters) launch_reduce(g, s);
     return;
   }
   if (g.splits > 1) {

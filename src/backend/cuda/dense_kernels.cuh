@@ -41,6 +41,9 @@ struct DenseGemm {
   // a second kernel adds them in split order (deterministic) and applies the epilogue.
   int splits = 1;
   float* partial = nullptr;
+  // The k-sliced kernel (own_gemm_sliced) with splits: one zeroed counter per output tile
+  // (own_gemm_counters), and its last block per tile adds the partials: no second kernel.
+  unsigned* counters = nullptr;
   // precision tf32x3: 3xTF32 on tensor cores where the layout allows (own_gemm_tensor_cores).
   bool tf32x3 = false;
 };
@@ -51,6 +54,12 @@ struct DenseGemm {
 // B's n are the unit strides: dZ^T X), whose split products run on a kernel that loads whole
 // row slabs as float4.
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
+// Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
+// 256M multiply-adds, one wave of 64 to 132 blocks of 32 x 64 outputs (k split over blocks where
+// that gives more), k >= 256 (SG_SLICED=0: never).
+bool sliced_gemm(int64_t M, int64_t N, int64_t K);
+// Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
+bool own_gemm_sliced(const DenseGemm& g);
 // How many k-ranges our kernel splits the product into (1: none).
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
 // Whether this product runs on the 3xTF32 tensor-core kernel: tf32x3 set (the lowering sets it
@@ -59,6 +68,8 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool ten
 bool own_gemm_tensor_cores(const DenseGemm& g);
 // Whether this device and build run TF32 mma (compute capability 8.0+, code built for it).
 bool tf32_tensor_cores();
+// Counters a split product on the k-sliced kernel takes (0: none; the ordered sum kernel then).
+int64_t own_gemm_counters(const DenseGemm& g);
 // Floats of scratch a split product needs (0 without splits).
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
 // Tile size the launcher will use (for explain; 0: one thread per output, a split product onto at

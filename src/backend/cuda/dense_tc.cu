@@ -32,15 +32,6 @@ struct Tile {  // one operand's 64 x 32 slab in shared memory
   __device__ static int at(int mn, int k) { return MFAST ? k * LD + mn : mn * LD + k; }
 };
 
-__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int bytes = valid ? 16 : 0;  // 0: zero-fill, nothing read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // x = big + small with big x rounded to TF32's 10 mantissa bits: half an ulp added and the low
 // 13 bits cleared, two integer operations at full rate (cvt.rna.tf32 runs at the conversion
 // units' quarter rate, and at 32 conversions per 24 mma it held the kernel to about half the

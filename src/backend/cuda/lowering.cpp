@@ -1009,6 +1009,8 @@ class Lowering {
     }
     if (d.splits > 1)
       d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
+    if (const int64_t c = own_gemm_counters(d); c > 0)  // zeroed when owned
+      d.counters = reinterpret_cast<unsigned*>(own(static_cast<size_t>(c) * sizeof(unsigned)));
   }
   void own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, const std::string& what) {
     std::optional<DenseGemm> s2;
@@ -1024,7 +1026,8 @@ class Lowering {
     const int tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
     notes_ << (tile ? cat(" tile ", tile) : std::string(", one thread per output"));
     if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
-    if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum";
+    if (own_gemm_sliced(d)) notes_ << " x 64, k-ranges of 256 in shared memory, k over 16 warps";
+    if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum" << (d.counters ? " by each tile's last block" : "");
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
   }

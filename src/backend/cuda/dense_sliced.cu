@@ -1,0 +1,278 @@
+// Medium dense products at fp32: an MLP's 1024 x 256 x 256 layers and their 256 x 256 x 1024
+// weight gradients. They have too few output tiles to fill an H200's 132 SMs with enough warps
+// (cuBLASLt's best took 9.5-15 us each, about a quarter of the FMA rate), and a pipelined tile
+// kernel that loads k in slabs pays one load latency per slab with few warps to hide it.
+//
+// Here each block owns a 32 x 64 output tile and copies a whole k-range of 256 (longer products
+// are split over k across blocks, with the ordered split sum of dense_kernels.cu, or staged in
+// rounds) into shared memory with cp.async in four chunks of 64, all in flight at once: the
+// arithmetic on a chunk overlaps the loads of the next. Each operand stays as it lies in global
+// memory ([r][k] when k is the unit stride, [k][r] otherwise). Sixteen warps each multiply every
+// 16th group of four k into the whole tile, a thread holding 8 x 8 outputs: 32 FMAs per float4
+// read from shared memory. (At 4 x 4 per thread the float4 reads, four wavefronts each, took
+// twice the FMAs' issue time: ncu 17.5 us at 1.47 GHz on 1024 x 256 x 256.) The warps' tiles are
+// added in a fixed tree and the usual epilogue applied: deterministic, like every own kernel.
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dense_common.cuh"
+#include "backend/cuda/pdl.cuh"
+
+namespace sg::cuda {
+
+using namespace detail;
+
+namespace {
+
+constexpr int kBM = 32, kBN = 64, kGroups = 16, kThreads = kGroups * 32;  // a group is one warp
+constexpr int kChunk = 64, kChunks = kSlicedDepth / kChunk;              // cp.async commit groups
+
+// A thread's 8 rows of the tile: two float4 runs half the tile apart (A's reads of one k are a
+// broadcast per 8 lanes either way).
+__device__ __forceinline__ int row_of(int ty, int i) { return (i / 4) * (kBM / 2) + ty * 4 + i % 4; }
+
+// One operand's R x kSlicedDepth tile in shared memory: element (r, k) at at(r, k). KFAST: [r][k],
+// a row padded to 260 floats so the 8 lanes of a float4 phase reading rows tx + 8j hit distinct
+// banks; else [k][r], padded by 4.
+template <int R, bool KFAST>
+struct Operand {
+  static constexpr int LD = KFAST ? kSlicedDepth + 4 : R + 4;
+  static constexpr int kFloats = KFAST ? R * LD : kSlicedDepth * LD;
+  __device__ static int at(int r, int k) { return KFAST ? r * LD + k : k * LD + r; }
+  // Rows [r0, r0 + R) of an operand, element (r, k) at p[r*sr + k*sk]: each thread's 16-byte
+  // copies (1 for A, 2 for B per chunk) along the unit stride, their sources worked out once
+  // per round; chunk c of the round from k0 moves them
+  // k0 + c * kChunk values of k on. Zeros outside [0, rows) x [k0, k0 + left).
+  static constexpr int kVec = R * kChunk / 4 / kThreads;
+  const float* src[kVec];
+  int dst[kVec], k_of[kVec];
+  bool row_in[kVec];
+  __device__ Operand(const float* p, int64_t sr, int64_t sk, int64_t r0, int64_t rows, int tid) {
+#pragma unroll
+    for (int q = 0; q < kVec; ++q) {
+      const int e = tid + q * kThreads;
+      const int r = KFAST ? e / (kChunk / 4) : (e % (R / 4)) * 4;
+      const int k = KFAST ? (e % (kChunk / 4)) * 4 : e / (R / 4);
+      row_in[q] = r0 + r < rows;
+      src[q] = KFAST ? p + (r0 + r) * sr + k : p + k * sk + r0 + r;
+      dst[q] = at(r, k);
+      k_of[q] = k;
+    }
+  }
+  __device__ void load_chunk(float* S, const float* p, int64_t sk, int64_t k0, int left, int c) const {
+    const int64_t step = k0 + c * kChunk;
+#pragma unroll
+    for (int q = 0; q < kVec; ++q) {
+      const bool in = row_in[q] && c * kChunk + k_of[q] < left;
+      cp_async16(S + dst[q] + (KFAST ? c * kChunk : c * kChunk * LD), in ? src[q] + (KFAST ? step : step * sk) : p, in);
+    }
+  }
+};
+
+// Column j of a thread's 8: for a [n][k] B, tx + 8j (distinct banks per row read); for a [k][n] B
+// two float4 runs half the tile apart.
+template <bool BK>
+__device__ __forceinline__ int col_of(int tx, int j) {
+  return BK ? tx + 8 * j : (j / 4) * (kBN / 2) + tx * 4 + j % 4;
+}
+
+// AK: A's k is the unit stride (A[m*sam + k]: activations, dZ); otherwise m is (a weight
+// gradient's dZ^T). BK: B's k is the unit stride (W as [out][in] in the forward); otherwise n is.
+template <bool AK, bool BK>
+__global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
+  using OA = Operand<kBM, AK>;
+  using OB = Operand<kBN, BK>;
+  extern __shared__ __align__(16) float smem[];
+  float* As = smem;
+  float* Bs = smem + OA::kFloats;
+  const int n_tiles = static_cast<int>((g.N + kBN - 1) / kBN), tile = static_cast<int>(blockIdx.x);
+  const int64_t m0 = int64_t{tile / n_tiles} * kBM, n0 = int64_t{tile % n_tiles} * kBN;
+  int64_t k_begin = 0, k_end = g.K;
+  if (g.splits > 1) split_range<kSlicedDepth>(g, blockIdx.y, &k_begin, &k_end);
+  const int tid = threadIdx.x, group = tid / 32, lane = tid % 32;
+  const int ty = lane / 8, tx = lane % 8;  // rows row_of(ty, i), columns col_of<BK>(tx, j)
+  const bool do_rowsum = g.rowsum != nullptr && n0 == 0;
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  float rs = 0.0f;  // row m0 + lane over the group's k
+  PDL_PROLOGUE();  // everything above reads only the arguments
+
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlicedDepth) {
+    if (k0 > k_begin) __syncthreads();  // the previous round's readers are done
+    const int left = k_end - k0 < kSlicedDepth ? static_cast<int>(k_end - k0) : kSlicedDepth;
+    // Per round, not held across the arithmetic (registers: 8 x 8 accumulators per thread).
+    const OA la(g.A, g.sam, g.sak, m0, g.M, tid);
+    const OB lb(g.B, g.sbn, g.sbk, n0, g.N, tid);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      la.load_chunk(As, g.A, g.sak, k0, left, c);
+      lb.load_chunk(Bs, g.B, g.sbk, k0, left, c);
+      cp_async_commit();
+    }
+    const int64_t rleft = g.rowsum_k - k0;
+    auto chunk = [&](int c) {
+      if (c == 0) cp_async_wait<kChunks - 1>();
+      else if (c == 1) cp_async_wait<kChunks - 2>();
+      else if (c == 2) cp_async_wait<kChunks - 3>();
+      else cp_async_wait<0>();
+      __syncthreads();  // chunk c is in shared memory for every thread
+      if (c * kChunk >= left) return;        // past k_end: all zeros (the same for every warp)
+      const int k = c * kChunk + group * 4;  // this warp's four k (zeros past k_end)
+      if (do_rowsum)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          if (k + kk < rleft) rs += As[OA::at(lane, k + kk)];
+      float b[8][4];  // b[j][kk] = B(k + kk, col j)
+#pragma unroll
+      for (int j = 0; j < 8; j += BK ? 1 : 4)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk += BK ? 4 : 1) {
+          const float4 v = *reinterpret_cast<const float4*>(Bs + OB::at(col_of<BK>(tx, j), k + kk));
+          if (BK) b[j][0] = v.x, b[j][1] = v.y, b[j][2] = v.z, b[j][3] = v.w;
+          else b[j][kk] = v.x, b[j + 1][kk] = v.y, b[j + 2][kk] = v.z, b[j + 3][kk] = v.w;
+        }
+      if (AK) {  // a row's four k at once
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float4 a = *reinterpret_cast<const float4*>(As + OA::at(row_of(ty, i), k));
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            acc[i][j] = fmaf(a.x, b[j][0], acc[i][j]);
+            acc[i][j] = fmaf(a.y, b[j][1], acc[i][j]);
+            acc[i][j] = fmaf(a.z, b[j][2], acc[i][j]);
+            acc[i][j] = fmaf(a.w, b[j][3], acc[i][j]);
+          }
+        }
+      } else {  // a k's eight rows at once
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(row_of(ty, 0), k + kk));
+          const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(row_of(ty, 4), k + kk));
+          const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j][kk], acc[i][j]);
+        }
+      }
+    };
+    // The forward's layout (both operands k-fast) keeps the chunk loop rolled: unrolled, ptxas
+    // spilled 208 bytes and the 1024 x 256 x 256 product took 11.0 instead of 10.0 us; the
+    // other layouts are faster unrolled (weight gradient 9.0 against 10.8 us, no spills).
+    if constexpr (AK && BK) {
+#pragma unroll 1
+      for (int c = 0; c < kChunks; ++c) chunk(c);
+    } else {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) chunk(c);
+    }
+  }
+
+  // Every warp's tile goes to shared memory (over the operands) at once; then each thread adds
+  // the 16 tiles' values of its 4 outputs in warp order and applies the epilogue. Row sums
+  // likewise.
+  constexpr int LDR = BK ? kBN + 4 : kBN;  // BK's scalar stores: rows 16 banks apart (2-way)
+  float* red = smem;                        // [kGroups][kBM][LDR]
+  float* rsum = smem + kGroups * kBM * LDR;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float* row = red + (group * kBM + row_of(ty, i)) * LDR;
+#pragma unroll
+    for (int j = 0; j < 8; j += BK ? 1 : 4) {
+      if (BK) row[col_of<BK>(tx, j)] = acc[i][j];
+      else *reinterpret_cast<float4*>(row + col_of<BK>(tx, j)) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+    }
+  }
+  if (do_rowsum) rsum[tid] = rs;
+  __syncthreads();
+  static_assert(kBM * kBN == 4 * kThreads, "a thread finishes 4 consecutive outputs");
+  const int r = tid / (kBN / 4), c = (tid % (kBN / 4)) * 4;
+  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < kGroups; ++s) {
+    const float4 o = *reinterpret_cast<const float4*>(red + (s * kBM + r) * LDR + c);
+    v[0] += o.x, v[1] += o.y, v[2] += o.z, v[3] += o.w;
+  }
+  const int64_t m = m0 + r, n = n0 + c;
+  const bool out_in = m < g.M && n < g.N;  // N % 4 == 0: the 4 outputs are in or out together
+  float rsv = 0.0f;
+  if (do_rowsum && tid < 32)
+    for (int q = 0; q < kGroups; ++q) rsv += rsum[q * 32 + tid];
+  const bool row_in = do_rowsum && tid < 32 && m0 + tid < g.M;
+  if (g.splits > 1) {
+    // Raw partial sums; with counters the tile's last block to finish adds them in split order
+    // (deterministic) and applies the epilogue, otherwise split_reduce_kernel does.
+    const int64_t rows_at = g.splits * g.M * g.N;
+    if (out_in) *reinterpret_cast<float4*>(g.partial + (blockIdx.y * g.M + m) * g.N + n) = make_float4(v[0], v[1], v[2], v[3]);
+    if (row_in) g.partial[rows_at + blockIdx.y * g.M + m0 + tid] = rsv;
+    if (!g.counters) return;
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(g.counters + tile, 1u) == static_cast<unsigned>(g.splits) - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    v[0] = v[1] = v[2] = v[3] = rsv = 0.0f;
+    for (int sp = 0; sp < g.splits; ++sp) {  // L2 reads (__ldcg): other blocks wrote them
+      if (out_in) {
+        const float4 o = __ldcg(reinterpret_cast<const float4*>(g.partial + (sp * g.M + m) * g.N + n));
+        v[0] += o.x, v[1] += o.y, v[2] += o.z, v[3] += o.w;
+      }
+      if (row_in) rsv += __ldcg(g.partial + rows_at + sp * g.M + m0 + tid);
+    }
+    if (tid == 0) g.counters[tile] = 0u;  // ready for the next launch
+  }
+  if (out_in) {
+    if (vec_out) store_output4(g, m, n, make_float4(v[0], v[1], v[2], v[3]));
+    else
+      for (int u = 0; u < 4; ++u) store_output(g, m, n + u, v[u]);
+  }
+  if (row_in) store_rowsum(g, m0 + tid, rsv);
+}
+
+// The operands, or the warps' tiles and row sums after them, whichever is larger.
+template <bool AK, bool BK>
+size_t smem_bytes() {
+  const int operands = Operand<kBM, AK>::kFloats + Operand<kBN, BK>::kFloats;
+  const int sums = kGroups * kBM * (BK ? kBN + 4 : kBN) + kThreads;
+  return sizeof(float) * (operands > sums ? operands : sums);
+}
+
+template <bool AK, bool BK>
+void launch(const DenseGemm& g, cudaStream_t s) {
+  static const bool attr = [] {  // > 48 KB of dynamic shared memory needs the opt-in, once
+    CUDA_CHECK(cudaFuncSetAttribute(sliced_gemm_kernel<AK, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem_bytes<AK, BK>())));
+    return true;
+  }();
+  (void)attr;
+  const dim3 grid(static_cast<unsigned>(sliced_tiles(g.M, g.N)), static_cast<unsigned>(g.splits));
+  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, kThreads, smem_bytes<AK, BK>(), s, g, output_vec4(g));
+  KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+int64_t detail::sliced_tiles(int64_t M, int64_t N) { return ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN); }
+
+bool detail::sliced_layout(const DenseGemm& g) {
+  const bool a_ok = g.sak == 1 ? g.sam % 4 == 0 : g.sam == 1 && g.sak % 4 == 0;
+  const bool b_ok = g.sbk == 1 ? g.sbn % 4 == 0 : g.sbn == 1 && g.sbk % 4 == 0;
+  const bool k_ok = g.K % 4 == 0 || (g.sak != 1 && g.sbk != 1);  // k-fast operands load float4 along k
+  return a_ok && b_ok && k_ok && g.M % 4 == 0 && g.N % 4 == 0 && aligned16(g.A) && aligned16(g.B);
+}
+
+void detail::launch_sliced(const DenseGemm& g, cudaStream_t s) {
+  const bool ak = g.sak == 1, bk = g.sbk == 1;
+  if (ak && bk) launch<true, true>(g, s);
+  else if (ak) launch<true, false>(g, s);
+  else if (bk) launch<false, true>(g, s);
+  else launch<false, false>(g, s);
+}
+
+}  // namespace sg::cuda
