@@ -69,15 +69,28 @@ inline int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * (
 // Split products onto at most 256 outputs run on split_gemm_small_kernel.
 inline bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }
 
-// 16-byte asynchronous copies into shared memory (sm_80+), zero-filled where !valid (nothing read).
+// 16-byte asynchronous copies into shared memory, zero-filled where !valid (nothing read). Before
+// sm_80 (a build for older GPUs) they are plain copies, and the commit and wait do nothing.
 __device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+#else
+  *reinterpret_cast<float4*>(smem) = valid ? *reinterpret_cast<const float4*>(gmem) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
 
 // Adds the `splits` partial sums of a split product (or of the skinny backward's blocks) in
 // split order, then applies g's epilogue (dense_kernels.cu).
