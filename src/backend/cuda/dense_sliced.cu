@@ -11,7 +11,7 @@
 // 16th group of four k into the whole tile, a thread holding 8 x 8 outputs: 32 FMAs per float4
 // read from shared memory. (At 4 x 4 per thread the float4 reads, four wavefronts each, took
 // twice the FMAs' issue time: ncu 17.5 us at 1.47 GHz on 1024 x 256 x 256.) The warps' tiles are
-// added in a fixed tree and the usual epilogue applied: deterministic, like every own kernel.
+// added in warp order and the usual epilogue applied: deterministic, like every own kernel.
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -40,9 +40,9 @@ struct Operand {
   static constexpr int kFloats = KFAST ? R * LD : kSlicedDepth * LD;
   __device__ static int at(int r, int k) { return KFAST ? r * LD + k : k * LD + r; }
   // Rows [r0, r0 + R) of an operand, element (r, k) at p[r*sr + k*sk]: each thread's 16-byte
-  // copies (1 for A, 2 for B per chunk) along the unit stride, their sources worked out once
-  // per round; chunk c of the round from k0 moves them
-  // k0 + c * kChunk values of k on. Zeros outside [0, rows) x [k0, k0 + left).
+  // copies (1 for A, 2 for B per chunk) along the unit stride, their sources worked out once per
+  // round; chunk c of the round from k0 moves them k0 + c * kChunk values of k on. Zeros outside
+  // [0, rows) x [k0, k0 + left).
   static constexpr int kVec = R * kChunk / 4 / kThreads;
   const float* src[kVec];
   int dst[kVec], k_of[kVec];
