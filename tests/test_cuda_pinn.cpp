@@ -17,8 +17,8 @@
 
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/stream_plan.h"
-#include "own_gemm_check.h"
 #include "backend/cuda/tf32x3_gemm.h"
+#include "own_gemm_check.h"
 #endif
 
 namespace sg::test {
