@@ -138,6 +138,8 @@ TEST(Pinn, ALaplacianInTheResidualIsOneJetComponent) {
   };
   for (const Case& c : {Case{R"(["x", "y"])", "-(u_yy + u_xx) - x", 4, {3}},
                         Case{R"(["t", "x", "y"])", "u_t - 0.1*(u_xx + u_yy)", 5, {6}},    // heat in 2D: x and y only
+                        Case{R"(["t", "x", "y"])", "u_t - 0.1*u_xx - 0.1*u_yy", 5, {6}},  // the coefficient per term
+                        Case{R"(["x", "y"])", "x*u_yy + u + u_xx*x", 4, {3}},
                         Case{R"(["x", "y"])", "u_xx + u_yy + u_xy", 5, {0, 3}},         // u_xy and the Laplacian
                         Case{R"(["x", "y"])", "u_xx + u_yy + u*u_xx", 5, {0, 0}},       // u_xx alone too: as written
                         Case{R"(["x", "y"])", "u_xx - u_yy", 5, {0, 0}}}) {

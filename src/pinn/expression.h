@@ -73,12 +73,18 @@ struct Expression {
   std::vector<TapeInstr> tape() const;
 };
 
-// Reads each largest sum (+ only) of two or more distinct variables of one class as one new
-// variable: cls[v] >= 0 puts variable v in class cls[v] (-1: in none). The new variables come
-// after e.variables, one per distinct set of summed variables, named by joining the names with
-// '+' (no parsed name contains '+'); (*sums)[k] lists the variables new variable k adds up, in
-// index order. Returns e unchanged (and *sums empty) when there is no such sum. This is how the
-// PDE terms read u_xx + u_yy as one Laplacian jet component (src/pinn/problem.cpp).
+// Reads two or more distinct variables of one class that a sum adds with the same sign and the
+// same coefficient as one new variable: cls[v] >= 0 puts variable v in class cls[v] (-1: in
+// none). A sum is a tree of +, - and unary - read as signed terms (any order and grouping, other
+// terms in between); a term is v, a * v, v * a or v / a with a any subexpression (the same
+// program for every term of the group; a leading unary minus counts as the sign). So
+// u_xx + u_yy, nu*u_xx + nu*u_yy + u_t and -u_yy/re - u_xx/re each fold, u_xx - u_yy and
+// a*u_xx + b*u_yy do not. The sum is rebuilt with the group as one term at its first member's
+// place (coefficient times the new variable); sums without such a group keep their shape. The
+// new variables come after e.variables, one per distinct set of summed variables, named by
+// joining the names with '+' (no parsed name contains '+'); (*sums)[k] lists the variables new
+// variable k adds up, in index order. Returns e unchanged (and *sums empty) when nothing folds.
+// This is how the PDE terms read a Laplacian as one jet component (src/pinn/problem.cpp).
 Expression fold_sums(const Expression& e, const std::vector<int>& cls, std::vector<std::vector<int>>* sums);
 
 // Compiles `text` over `variables` (names must be distinct). Errors (unknown name, unknown
