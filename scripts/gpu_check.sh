@@ -59,7 +59,7 @@ done
 # Max pooling's argmax can flip on last-bit differences between backends and reroute gradients,
 # so the CNN drifts further than the MLPs over 50 steps (README, --mode verify): 5e-2 for it.
 for cfg in configs/digits_mlp.json configs/digits_residual.json configs/synthetic_regression.json configs/digits_cnn.json \
-           configs/reverse_transformer.json configs/text_transformer.json; do
+           configs/reverse_transformer.json configs/text_transformer.json configs/poisson2d.json configs/custom_heat.json; do
   tol=1e-3; [ "$cfg" = configs/digits_cnn.json ] && tol=5e-2
   "$SG" train "$cfg" --mode verify --steps 50 --tolerance $tol > "$LOG/verify_$(basename "$cfg" .json).log" 2>&1
   row "verify $(basename "$cfg")" "$(tail -n 1 "$LOG/verify_$(basename "$cfg" .json).log" | cut -c1-160)"

@@ -5,8 +5,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 
+#include "stepgraph/bench.h"
+#include "stepgraph/config.h"
 #include "stepgraph/pinn.h"
+#include "stepgraph/run.h"
 #include "stepgraph/trainer.h"
 #include "test_backends.h"
 #include "test_util.h"
@@ -181,6 +185,20 @@ TEST(Cuda, Tf32x3TensorCoreProductsMatchFp64) {
   }
 }
 #endif
+
+// --mode verify on physics-informed configs: eager, graph and the CPU draw the same points from
+// (seed, step), so their losses and parameters agree (graph and eager bitwise).
+TEST(Cuda, VerifyModeRunsPhysicsInformedConfigs) {
+  REQUIRE_GPU();
+  for (const char* name : {"poisson2d.json", "custom_heat.json"}) {
+    SCOPED_TRACE(name);
+    RunConfig cfg = load_config(std::string(SG_SOURCE_DIR) + "/configs/" + name);
+    const VerifyResult r = verify_run(cfg, RunOptions{}, 20, 1e-3);
+    std::cout << "[ verify   ] " << name << ": " << r.to_json().dump() << "\n";
+    EXPECT_EQ(r.graph_vs_eager, 0.0);
+    EXPECT_TRUE(r.ok) << r.to_json().dump();
+  }
+}
 
 TEST(Cuda, Tf32x3GraphReplayEqualsEagerBitwise) {
   REQUIRE_GPU();

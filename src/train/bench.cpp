@@ -165,16 +165,35 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
 VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, double tolerance) {
   std::string why;
   SG_REQUIRE(cuda_available(&why), "--mode verify compares the CUDA backend with the CPU and needs a GPU: ", why);
-  const int64_t B = cfg.train.batch_size;
-  Dataset data = load_data(cfg.data);
-  SG_REQUIRE(data.size() >= B, "train.batch_size ", B, " is larger than the data set (", data.size(), ")");
   const uint64_t seed = opt.seed.value_or(cfg.train.seed);
-  Trainer eager(cfg.model, cfg.loss, cfg.optimizer, Device::CUDA, seed, options_for(cfg, ExecMode::Eager));
-  Trainer graph(cfg.model, cfg.loss, cfg.optimizer, Device::CUDA, seed, options_for(cfg, ExecMode::Graph));
-  Trainer cpu(cfg.model, cfg.loss, cfg.optimizer, Device::CPU, seed, options_for(cfg, ExecMode::Eager));
-  check_model_inputs(cfg, data);
-  for (Trainer* t : {&eager, &graph, &cpu}) t->compile({B, data.features()});
-  BatchSampler sampler(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
+  // A physics-informed step draws its own points from (seed, step): the three trainers see the
+  // same ones. Other configs get the same batches from the data set.
+  auto trainer = [&](Device d, ExecMode m) {
+    if (cfg.problem) {
+      auto t = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, d, seed, options_for(cfg, m));
+      t->compile_custom();
+      return t;
+    }
+    return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, d, seed, options_for(cfg, m));
+  };
+  std::unique_ptr<Trainer> pe = trainer(Device::CUDA, ExecMode::Eager), pg = trainer(Device::CUDA, ExecMode::Graph),
+                           pc = trainer(Device::CPU, ExecMode::Eager);
+  Trainer &eager = *pe, &graph = *pg, &cpu = *pc;
+  const int64_t B = cfg.train.batch_size;
+  Dataset data;
+  if (!cfg.problem) {
+    data = load_data(cfg.data);
+    SG_REQUIRE(data.size() >= B, "train.batch_size ", B, " is larger than the data set (", data.size(), ")");
+    check_model_inputs(cfg, data);
+    for (Trainer* t : {&eager, &graph, &cpu}) t->compile({B, data.features()});
+  }
+  std::unique_ptr<BatchSampler> sampler;
+  if (!cfg.problem) sampler = std::make_unique<BatchSampler>(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
+  auto step = [&](Trainer& t, const Dataset& b) -> double {
+    if (!cfg.problem) return t.one_step(b.X, b.y);
+    t.launch();
+    return t.loss();
+  };
   VerifyResult r;
   r.steps = steps;
   r.tolerance = tolerance;
@@ -183,8 +202,8 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
     if (d > worst || at.empty()) worst = std::max(worst, d), at = where;
   };
   for (int64_t s = 0; s < steps; ++s) {
-    Dataset b = gather(data, sampler.indices(s));
-    const double le = eager.one_step(b.X, b.y), lg = graph.one_step(b.X, b.y), lc = cpu.one_step(b.X, b.y);
+    const Dataset b = cfg.problem ? Dataset{} : gather(data, sampler->indices(s));
+    const double le = step(eager, b), lg = step(graph, b), lc = step(cpu, b);
     const std::string where = "loss at step " + std::to_string(s + 1);
     note(r.graph_vs_eager, r.graph_vs_eager_at, std::fabs(lg - le) / std::max(std::fabs(le), 1e-12), where);
     note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, std::fabs(lg - lc) / std::max(std::fabs(lc), 1e-12), where);
