@@ -65,6 +65,10 @@ __device__ __forceinline__ void split_range(const DenseGemm& g, int s, int64_t* 
   *k_end = *k_begin + per < g.K ? *k_begin + per : g.K;
 }
 
+// The current device's SM count (cached per device; 132, an H200's, without a device). The
+// split and tile rules size their grids in waves of it; their thresholds were measured on an H200.
+int sm_count();
+
 inline int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
 // Split products onto at most 256 outputs run on split_gemm_small_kernel.
 inline bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
@@ -334,10 +336,29 @@ bool rows_vec4(const DenseGemm& g) {
 // size, 64 x 64 below, and when k is too short to give 128-tiles two waves of blocks.
 int rows_tile(int64_t M, int64_t N, int64_t K) {
   if (M < 128 || N < 128) return 64;
-  return K / 128 * tiles(M, N, 128) >= 2 * 132 ? 128 : 64;
+  return K / 128 * tiles(M, N, 128) >= 2 * sm_count() ? 128 : 64;
 }
 
 }  // namespace
+
+int detail::sm_count() {
+  static std::mutex mu;
+  static std::map<int, int> count;  // by device ordinal
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    return 132;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = count.find(dev);
+  if (it != count.end()) return it->second;
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    n = 132;
+  }
+  return count[dev] = n;
+}
 
 void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
@@ -345,22 +366,22 @@ void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   KERNEL_LAUNCH_CHECK();
 }
 
-// The k-sliced kernel's split: as many blocks as one wave on an H200's 132 SMs holds, each over
-// at least kSlicedDepth values of k (a weight gradient 256 x 256 x 1024: 32 tiles x 4).
+// The k-sliced kernel's split: as many blocks as one wave holds (one per SM), each over at least
+// kSlicedDepth values of k (a weight gradient 256 x 256 x 1024 on an H200: 32 tiles x 4).
 int64_t sliced_splits(int64_t M, int64_t N, int64_t K) {
   const int64_t t = sliced_tiles(M, N);
-  return std::max<int64_t>(1, std::min(132 / t, K / kSlicedDepth));
+  return std::max<int64_t>(1, std::min(sm_count() / t, K / kSlicedDepth));
 }
 
 bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
   if (const char* v = std::getenv("SG_SLICED"); v && std::string(v) == "0") return false;
-  // Above the small products and up to 2^28 multiply-adds; one wave of 64 to 132 blocks (one
-  // per SM), each over a whole k-range of 256 or more. Measured on an H200: mlp_8x256's
+  // Above the small products and up to 2^28 multiply-adds; one wave of blocks (one per SM, at
+  // least half the SMs), each over a whole k-range of 256 or more. Measured on an H200: mlp_8x256's
   // 1024 x 256 x 256 and 256 x 256 x 1024 products 298 -> 231 us per step; shorter k or a
   // second wave lose to cuBLASLt (a transformer's 4096 x 128 x 128: 18 against 10 us).
   const int64_t blocks = sliced_tiles(M, N) * sliced_splits(M, N, K);
-  return M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth && blocks >= 64 &&
-         blocks <= 132;
+  return M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth &&
+         2 * blocks >= sm_count() && blocks <= sm_count();
 }
 
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
@@ -385,7 +406,7 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
     // 128 x 128 x 81920 weight gradients (H200, whole step at tf32x3): two waves 1282 us per
     // step, three 1252, four 1274, six 1316.
     if (K < 1024) return 1;
-    const int64_t t = tiles(M, N, kTcTile), want = (3 * 132 + t - 1) / t, most = K / 256;
+    const int64_t t = tiles(M, N, kTcTile), want = (3 * sm_count() + t - 1) / t, most = K / 256;
     const int64_t s = want < most ? want : most;
     return s < 2 ? 1 : static_cast<int>(s);
   }
@@ -401,11 +422,11 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
   if (!rows && M * N * K > (int64_t{1} << 28)) return 1;
   // At most 256 outputs (split_gemm_small_kernel): four waves, each block over at least 64 rows.
   if (small_output(M, N)) {
-    const int64_t s = std::min<int64_t>(4 * 132, K / 64);
+    const int64_t s = std::min<int64_t>(4 * sm_count(), K / 64);
     return s < 2 ? 1 : static_cast<int>(s);
   }
   const int64_t waves = rows ? 2 : 1;
-  const int64_t t = tiles(M, N, rows ? rows_tile(M, N, K) : 64), want = (waves * 132 + t - 1) / t, most = K / 128;
+  const int64_t t = tiles(M, N, rows ? rows_tile(M, N, K) : 64), want = (waves * sm_count() + t - 1) / t, most = K / 128;
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }

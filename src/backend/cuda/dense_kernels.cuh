@@ -55,8 +55,8 @@ struct DenseGemm {
 // row slabs as float4.
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
-// 256M multiply-adds, one wave of 64 to 132 blocks of 32 x 64 outputs (k split over blocks where
-// that gives more), k >= 256 (SG_SLICED=0: never).
+// 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
+// blocks where that gives more), k >= 256 (SG_SLICED=0: never).
 bool sliced_gemm(int64_t M, int64_t N, int64_t K);
 // Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
 bool own_gemm_sliced(const DenseGemm& g);
@@ -64,7 +64,7 @@ bool own_gemm_sliced(const DenseGemm& g);
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
 // Whether this product runs on the 3xTF32 tensor-core kernel: tf32x3 set (the lowering sets it
 // only where tf32_tensor_cores()), operands that load as aligned 16-byte chunks, more than 256
-// outputs, and 64 x 64 tiles times k splits enough to give each of an H200's 132 SMs a block.
+// outputs, and 64 x 64 tiles times k splits enough to give each SM a block.
 bool own_gemm_tensor_cores(const DenseGemm& g);
 // Whether this device and build run TF32 mma (compute capability 8.0+, code built for it).
 bool tf32_tensor_cores();

@@ -199,7 +199,7 @@ bool tc_operand(const void* p, int64_t s_mn, int64_t s_k, int64_t MN, int64_t K)
 // ... and whether its 64 x 64 tiles (times the k splits) give every SM of an H200 a block: fewer
 // would leave most tensor cores idle where the SIMT kernel's smaller tiles spread out.
 bool detail::tc_layout(const DenseGemm& g) {
-  return g.tf32x3 && !small_output(g.M, g.N) && tiles(g.M, g.N, kTcTile) * g.splits >= 132 && tc_operand(g.A, g.sam, g.sak, g.M, g.K) && tc_operand(g.B, g.sbn, g.sbk, g.N, g.K);
+  return g.tf32x3 && !small_output(g.M, g.N) && tiles(g.M, g.N, kTcTile) * g.splits >= sm_count() && tc_operand(g.A, g.sam, g.sak, g.M, g.K) && tc_operand(g.B, g.sbn, g.sbk, g.N, g.K);
 }
 void detail::launch_tc(const DenseGemm& g, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, tc::kT)), static_cast<unsigned>(g.splits));

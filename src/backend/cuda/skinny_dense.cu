@@ -203,7 +203,7 @@ bool skinny_dense(int64_t R, int64_t O, int64_t I) {
 
 namespace {
 int skinny_backward_blocks(int64_t R) {
-  const int64_t b = std::min<int64_t>(4 * 132, (R + 63) / 64);
+  const int64_t b = std::min<int64_t>(4 * sm_count(), (R + 63) / 64);
   return static_cast<int>(std::max<int64_t>(1, b));
 }
 // float4 chunks when the width and the pointers allow.
@@ -223,7 +223,7 @@ int64_t skinny_backward_partial_floats(const SkinnyDense& g) {
 template <int N>
 void skinny_forward_n(const SkinnyDense& g, cudaStream_t s) {
   const int64_t warps = (g.R + skinny::kPasses - 1) / skinny::kPasses;
-  const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(4 * 132, (warps + 7) / 8)));
+  const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(4 * sm_count(), (warps + 7) / 8)));
   const size_t smem = g.O * g.I * sizeof(float);
   if (skinny_vec(g) == 4) launch_pdl(skinny::forward_kernel<N, 4>, grid, skinny::kThreads, smem, s, g);
   else launch_pdl(skinny::forward_kernel<N, 1>, grid, skinny::kThreads, smem, s, g);
