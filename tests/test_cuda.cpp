@@ -18,6 +18,9 @@
 #include "backend/cuda/cudnn_conv.h"
 #endif
 #ifdef STEPGRAPH_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "backend/cuda/dense_kernels.cuh"
 #include "own_gemm_check.h"
 #endif
 
@@ -168,6 +171,29 @@ TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
   EXPECT_NE(ex.find("k over 16 warps"), std::string::npos) << ex;
   EXPECT_NE(ex.find("ordered sum by each tile's last block"), std::string::npos) << ex;
 }
+
+#ifdef STEPGRAPH_HAVE_CUDA
+// Which products the k-sliced kernel takes (host logic, runs without a GPU, where the rules see
+// an H200's 132 SMs): an MLP's medium layers and their weight gradients; not a transformer's
+// short-k products (two waves, k = 128: slower than cuBLASLt), not a PINN's weight gradient over
+// tens of thousands of jet rows (66 splits added by one block each: Poisson 4x64 took 295
+// instead of 236 us per step), not the large products.
+TEST(DenseRules, WhichProductsTakeTheKSlicedKernel) {
+  int sms = 132, dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaGetLastError();
+  if (sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
+  EXPECT_TRUE(cuda::sliced_gemm(1024, 256, 256));  // mlp_8x256: forward and input gradient
+  EXPECT_TRUE(cuda::sliced_gemm(256, 256, 1024));  // its weight gradients, k split 4 ways
+  EXPECT_EQ(cuda::own_gemm_splits(256, 256, 1024, true), 4);
+  EXPECT_EQ(cuda::own_gemm_splits(1024, 256, 256), 1);
+  EXPECT_FALSE(cuda::sliced_gemm(4096, 128, 128));   // tiny_gpt: k = 128, 256 blocks
+  EXPECT_FALSE(cuda::sliced_gemm(4096, 128, 512));   // two waves
+  EXPECT_FALSE(cuda::sliced_gemm(64, 64, 41984));    // Poisson 4x64's weight gradient: 66 splits
+  EXPECT_FALSE(cuda::sliced_gemm(128, 128, 67584));  // Fourier 4x128's: above 2^28 multiply-adds
+  EXPECT_FALSE(cuda::sliced_gemm(64, 128, 256));     // the seed MLP: small (the small-layer kernel)
+}
+#endif
 
 TEST(Cuda, LargeBatchLossReductionAndTf32) {
   REQUIRE_GPU();

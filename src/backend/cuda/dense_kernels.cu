@@ -379,8 +379,10 @@ bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
   // least half the SMs), each over a whole k-range of 256 or more. Measured on an H200: mlp_8x256's
   // 1024 x 256 x 256 and 256 x 256 x 1024 products 298 -> 231 us per step; shorter k or a
   // second wave lose to cuBLASLt (a transformer's 4096 x 128 x 128: 18 against 10 us).
-  const int64_t blocks = sliced_tiles(M, N) * sliced_splits(M, N, K);
-  return M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth &&
+  // At most 16 splits: a tile's last block adds them serially (Poisson 4x64's 64 x 64 x 41984
+  // weight gradients as 66 splits: 236 -> 295 us per step; the row-slab kernel keeps them).
+  const int64_t splits = sliced_splits(M, N, K), blocks = sliced_tiles(M, N) * splits;
+  return M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth && splits <= 16 &&
          2 * blocks >= sm_count() && blocks <= sm_count();
 }
 

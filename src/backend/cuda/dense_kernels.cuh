@@ -56,7 +56,7 @@ struct DenseGemm {
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
 // 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
-// blocks where that gives more), k >= 256 (SG_SLICED=0: never).
+// at most 16 blocks where that gives more), k >= 256 (SG_SLICED=0: never).
 bool sliced_gemm(int64_t M, int64_t N, int64_t K);
 // Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
 bool own_gemm_sliced(const DenseGemm& g);
