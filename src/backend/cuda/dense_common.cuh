@@ -65,8 +65,11 @@ __device__ __forceinline__ void split_range(const DenseGemm& g, int s, int64_t* 
   *k_end = *k_begin + per < g.K ? *k_begin + per : g.K;
 }
 
-// The current device's SM count (cached per device; 132, an H200's, without a device). The
-// split and tile rules size their grids in waves of it; their thresholds were measured on an H200.
+// An attribute of the current device, cached per device; `h200`, an H200's value, without a
+// device (host-only tests then see the rules as on the GPU they were measured on).
+int device_attribute(cudaDeviceAttr attr, int h200);
+// The current device's SM count. The split and tile rules size their grids in waves of it;
+// their thresholds were measured on an H200 (132).
 int sm_count();
 
 inline int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
@@ -110,6 +113,8 @@ void launch_tc(const DenseGemm& g, cudaStream_t s);
 // staging up to kSlicedDepth values of k at once. sliced_layout: operands it loads as float4.
 constexpr int kSlicedDepth = 256;
 int64_t sliced_tiles(int64_t M, int64_t N);
+// Whether the current device gives a block the kernel's ~138 KB of shared memory.
+bool sliced_fits();
 bool sliced_layout(const DenseGemm& g);
 void launch_sliced(const DenseGemm& g, cudaStream_t s);
 

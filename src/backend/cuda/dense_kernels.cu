@@ -341,24 +341,27 @@ int rows_tile(int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-int detail::sm_count() {
+int detail::device_attribute(cudaDeviceAttr attr, int h200) {
   static std::mutex mu;
-  static std::map<int, int> count;  // by device ordinal
+  static std::map<std::pair<int, int>, int> known;  // by (device ordinal, attribute)
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();  // not sticky: clear it
-    return 132;
+    return h200;
   }
   std::lock_guard<std::mutex> lock(mu);
-  auto it = count.find(dev);
-  if (it != count.end()) return it->second;
-  int n = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+  const std::pair<int, int> key{dev, static_cast<int>(attr)};
+  auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess || v <= 0) {
     cudaGetLastError();
-    n = 132;
+    v = h200;
   }
-  return count[dev] = n;
+  return known[key] = v;
 }
+
+int detail::sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount, 132); }
 
 void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
@@ -381,8 +384,10 @@ bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
   // second wave lose to cuBLASLt (a transformer's 4096 x 128 x 128: 18 against 10 us).
   // At most 16 splits: a tile's last block adds them serially (Poisson 4x64's 64 x 64 x 41984
   // weight gradients as 66 splits: 236 -> 295 us per step; the row-slab kernel keeps them).
+  // And a device that gives a block the kernel's shared memory (Ampere's A100 and Hopper do;
+  // sm_86/89 and consumer Blackwell, at 99 KB, do not).
   const int64_t splits = sliced_splits(M, N, K), blocks = sliced_tiles(M, N) * splits;
-  return M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth && splits <= 16 &&
+  return sliced_fits() && M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth && splits <= 16 &&
          2 * blocks >= sm_count() && blocks <= sm_count();
 }
 

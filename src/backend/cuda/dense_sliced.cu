@@ -12,6 +12,7 @@
 // read from shared memory. (At 4 x 4 per thread the float4 reads, four wavefronts each, took
 // twice the FMAs' issue time: ncu 17.5 us at 1.47 GHz on 1024 x 256 x 256.) The warps' tiles are
 // added in warp order and the usual epilogue applied: deterministic, like every own kernel.
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -257,6 +258,13 @@ void launch(const DenseGemm& g, cudaStream_t s) {
 }
 
 }  // namespace
+
+bool detail::sliced_fits() {
+  const size_t most = std::max({smem_bytes<true, true>(), smem_bytes<true, false>(), smem_bytes<false, true>(),
+                                smem_bytes<false, false>()});
+  constexpr size_t kStatic = 16;  // the kernel's own flag, as ptxas reports it
+  return static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most + kStatic;
+}
 
 int64_t detail::sliced_tiles(int64_t M, int64_t N) { return ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN); }
 
