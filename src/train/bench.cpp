@@ -181,14 +181,14 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   Trainer &eager = *pe, &graph = *pg, &cpu = *pc;
   const int64_t B = cfg.train.batch_size;
   Dataset data;
+  std::unique_ptr<BatchSampler> sampler;
   if (!cfg.problem) {
     data = load_data(cfg.data);
     SG_REQUIRE(data.size() >= B, "train.batch_size ", B, " is larger than the data set (", data.size(), ")");
     check_model_inputs(cfg, data);
     for (Trainer* t : {&eager, &graph, &cpu}) t->compile({B, data.features()});
+    sampler = std::make_unique<BatchSampler>(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
   }
-  std::unique_ptr<BatchSampler> sampler;
-  if (!cfg.problem) sampler = std::make_unique<BatchSampler>(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
   auto step = [&](Trainer& t, const Dataset& b) -> double {
     if (!cfg.problem) return t.one_step(b.X, b.y);
     t.launch();
