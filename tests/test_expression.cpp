@@ -255,6 +255,8 @@ TEST(Expression, FoldSumsReadsASumOfOneClassAsOneVariable) {
                         Case{"-(x*u_xx) - (u_yy*x + u)", {{2, 3}}},      // the same coefficient
                         Case{"u*x - u_zz/x + (-(u_xx/x) - u_yy/x)", {{2, 3, 4}}},
                         Case{"(-x)*u_xx - x*u_yy", {{2, 3}}},            // a negated coefficient
+                        Case{"(-x)*u_xx + u_yy + u_zz", {{3, 4}}},       // one, left as written
+                        Case{"u_yy + u_zz - (-x)*u_xx/x", {{3, 4}}},
                         Case{"2.5*u_xx + 2.5*u_yy + sin(v_xx + v_yy)", {{2, 3}, {5, 6}}},
                         Case{"x*u_xx + u*u_yy", {}},                     // different coefficients
                         Case{"x*u_xx + u_yy/x", {}},

@@ -475,11 +475,12 @@ Expression compile_expression(const std::string& text, const std::vector<std::st
 
 namespace {
 
-// One term of a flattened sum: sign * (subtree `node`), or, when var >= 0 (a variable of a class),
-// sign * coef(var): var alone (coef < 0), coef * var (div false) or var / coef (div true), coef
-// being the subtree at instruction `coef`.
+// One term of a flattened sum: sign * (subtree `node`). When var >= 0 (a variable of a class) it
+// is also fold_sign * coef(var): var alone (coef < 0), coef * var (div false) or var / coef (div
+// true), coef being the subtree at instruction `coef` with its leading unary minuses moved into
+// fold_sign.
 struct SumTerm {
-  int sign = 1, node = -1, var = -1, coef = -1;
+  int sign = 1, fold_sign = 1, node = -1, var = -1, coef = -1;
   bool div = false;
   std::string key;  // what terms must share to fold: sign, class, coefficient (its program)
 };
@@ -529,12 +530,14 @@ Expression fold_sums(const Expression& e, const std::vector<int>& cls, std::vect
       var = in.lhs, coef = in.rhs, s.div = in.op == ExprOp::Div;
     }
     if (var >= 0) {
+      s.fold_sign = sign;
       while (coef >= 0 && t[static_cast<size_t>(coef)].op == ExprOp::Neg) {  // (-a) u_xx: - a u_xx
-        s.sign = -s.sign;
+        s.fold_sign = -s.fold_sign;
         coef = t[static_cast<size_t>(coef)].lhs;
       }
       s.var = t[static_cast<size_t>(var)].index, s.coef = coef;
-      s.key = cat(s.sign, "|", class_of(var), "|", s.div ? "/" : "*", "|", coef >= 0 ? subtree_key(t, coef) : std::string());
+      s.key = cat(s.fold_sign, "|", class_of(var), "|", s.div ? "/" : "*", "|",
+                  coef >= 0 ? subtree_key(t, coef) : std::string());
     }
     out.push_back(s);
   };
@@ -598,10 +601,11 @@ Expression fold_sums(const Expression& e, const std::vector<int>& cls, std::vect
           } else {
             emit(s.node);
           }
+          const int sign = grouped ? s.fold_sign : s.sign;  // a folded group's coefficient lost its minuses
           if (first) {
-            if (s.sign < 0) push(ExprOp::Neg);
+            if (sign < 0) push(ExprOp::Neg);
           } else {
-            push(s.sign < 0 ? ExprOp::Sub : ExprOp::Add);
+            push(sign < 0 ? ExprOp::Sub : ExprOp::Add);
           }
           first = false;
         }
