@@ -290,6 +290,46 @@ TEST(Expression, FoldSumsReadsASumOfOneClassAsOneVariable) {
   EXPECT_EQ(fold_sums(compile_expression("u_yy + u_xx", vars, "f"), cls, &sums).variables.back(), "u_xx+u_yy");
 }
 
+// Random sums, products, quotients and negations of one class's variables, other variables and
+// constants: the folded expression has the same value (up to rounding) wherever it folds.
+TEST(Expression, FoldSumsKeepsTheValueOfRandomExpressions) {
+  const std::vector<std::string> vars = {"x", "u", "u_xx", "u_yy", "u_zz", "v_xx", "v_yy"};
+  const std::vector<int> cls = {-1, -1, 0, 0, 0, 1, 1};
+  const double at[] = {0.3, 1.7, -2.0, 5.0, 0.25, 7.0, -3.0};
+  std::mt19937 rng(5);
+  std::function<std::string(int)> gen = [&](int depth) -> std::string {
+    const int pick = static_cast<int>(rng() % (depth > 0 ? 9 : 3));
+    const char* leaves[] = {"x", "u", "u_xx", "u_yy", "u_zz", "v_xx", "v_yy", "2", "0.5"};
+    switch (pick) {
+      case 0: case 1: case 2: return leaves[rng() % 9];
+      case 3: return "(" + gen(depth - 1) + " + " + gen(depth - 1) + ")";
+      case 4: return "(" + gen(depth - 1) + " - " + gen(depth - 1) + ")";
+      case 5: return "(" + gen(depth - 1) + ")*" + leaves[rng() % 9];
+      case 6: return std::string(leaves[rng() % 2]) + "*" + gen(depth - 1);
+      case 7: return "(" + gen(depth - 1) + ")/x";
+      default: return "-(" + gen(depth - 1) + ")";
+    }
+  };
+  int folded = 0;
+  for (int n = 0; n < 3000; ++n) {
+    const std::string text = gen(4);
+    SCOPED_TRACE(text);
+    const Expression e = compile_expression(text, vars, "f");
+    std::vector<std::vector<int>> sums;
+    const Expression f = fold_sums(e, cls, &sums);
+    std::vector<double> ext(at, at + vars.size());
+    for (const auto& sum : sums) {
+      double v = 0;
+      for (int k : sum) v += at[k];
+      ext.push_back(v);
+    }
+    folded += !sums.empty();
+    const double want = e.eval(at);
+    ASSERT_NEAR(f.eval(ext.data()), want, 1e-9 * (1.0 + std::fabs(want)));
+  }
+  EXPECT_GT(folded, 40);  // the generator does reach the folds (64 of 3000)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradients
 
