@@ -59,6 +59,7 @@ inline double own_product_error(const ProductCase& c, bool tf32x3, const std::fu
   if (fwd) g.bias = dBias, g.bias_rows = bias_rows, g.Z = dZ, g.act = Activation::Tanh;
   if (acc) g.dact = Activation::ReLU, g.dact_y = dY;
   if (wgrad) g.rowsum = dRow, g.rowsum_k = rowsum_k;
+  g.sliced = cuda::own_gemm_sliced(g);  // as the lowering plans it
   unsigned* dCount = nullptr;  // the k-sliced kernel's per-tile counters, zeroed
   if (const int64_t n = cuda::own_gemm_counters(g); n > 0) {
     cudaMalloc(&dCount, n * sizeof(unsigned)), cudaMemset(dCount, 0, n * sizeof(unsigned));

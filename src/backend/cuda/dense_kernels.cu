@@ -1,7 +1,6 @@
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
@@ -342,23 +341,28 @@ int rows_tile(int64_t M, int64_t N, int64_t K) {
 }  // namespace
 
 int detail::device_attribute(cudaDeviceAttr attr, int h200) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, int> known;  // by (device ordinal, attribute)
+  // Read when products are planned and by launches that size their grids (eager steps): after
+  // the first read per device, one atomic load, no lock.
+  constexpr int kDevices = 64;
+  static std::atomic<int> sms[kDevices], smem[kDevices];  // 0: not read yet
+  std::atomic<int>* table = attr == cudaDevAttrMultiProcessorCount            ? sms
+                            : attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? smem
+                                                                              : nullptr;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();  // not sticky: clear it
     return h200;
   }
-  std::lock_guard<std::mutex> lock(mu);
-  const std::pair<int, int> key{dev, static_cast<int>(attr)};
-  auto it = known.find(key);
-  if (it != known.end()) return it->second;
+  std::atomic<int>* slot = table && dev >= 0 && dev < kDevices ? &table[dev] : nullptr;
+  if (slot)
+    if (const int v = slot->load(std::memory_order_relaxed)) return v;
   int v = 0;
   if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess || v <= 0) {
     cudaGetLastError();
     v = h200;
   }
-  return known[key] = v;
+  if (slot) slot->store(v, std::memory_order_relaxed);
+  return v;
 }
 
 int detail::sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount, 132); }
@@ -439,7 +443,7 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
 }
 
 int64_t own_gemm_counters(const DenseGemm& g) {
-  return g.splits > 1 && own_gemm_sliced(g) ? sliced_tiles(g.M, g.N) : 0;
+  return g.splits > 1 && g.sliced ? sliced_tiles(g.M, g.N) : 0;
 }
 
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
@@ -451,7 +455,7 @@ bool own_gemm_sliced(const DenseGemm& g) { return !tc_layout(g) && sliced_layout
 
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
   if (tc_layout(a)) return kTcTile;
-  if (own_gemm_sliced(a)) return 32;
+  if (a.sliced) return 32;
   if (a.splits > 1) return small_output(a.M, a.N) ? 0 : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
@@ -460,7 +464,7 @@ int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
 
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
   // The tensor-core and k-sliced kernels take one product per launch.
-  if (second && (tc_layout(g) || tc_layout(*second) || own_gemm_sliced(g) || own_gemm_sliced(*second))) {
+  if (second && (tc_layout(g) || tc_layout(*second) || g.sliced || second->sliced)) {
     dense_gemm(g, nullptr, s);
     return dense_gemm(*second, nullptr, s);
   }
@@ -470,7 +474,7 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
     if (g.splits > 1) launch_reduce(g, s);
     return;
   }
-  if (own_gemm_sliced(g)) {
+  if (g.sliced) {
     SG_REQUIRE(g.splits == 1 || g.partial != nullptr, "dense kernel: a split product needs scratch");
     launch_sliced(g, s);
     if (g.splits > 1 && !g.counters) launch_reduce(g, s);

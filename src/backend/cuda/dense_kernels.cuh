@@ -44,6 +44,8 @@ struct DenseGemm {
   // The k-sliced kernel (own_gemm_sliced) with splits: one zeroed counter per output tile
   // (own_gemm_counters), and its last block per tile adds the partials: no second kernel.
   unsigned* counters = nullptr;
+  // Runs on the k-sliced kernel: own_gemm_sliced(), decided when the product is planned.
+  bool sliced = false;
   // precision tf32x3: 3xTF32 on tensor cores where the layout allows (own_gemm_tensor_cores).
   bool tf32x3 = false;
 };

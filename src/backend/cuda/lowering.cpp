@@ -1007,6 +1007,7 @@ class Lowering {
       d.tf32x3 = false;
       d.splits = own_gemm_splits(d.M, d.N, d.K, rows);
     }
+    d.sliced = own_gemm_sliced(d);  // the kernel is chosen here, once, not at each launch
     if (d.splits > 1)
       d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
     if (const int64_t c = own_gemm_counters(d); c > 0)  // zeroed when owned
@@ -1026,7 +1027,7 @@ class Lowering {
     const int tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
     notes_ << (tile ? cat(" tile ", tile) : std::string(", one thread per output"));
     if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
-    if (own_gemm_sliced(d)) notes_ << " x 64, k-ranges of 256 in shared memory, k over 16 warps";
+    if (d.sliced) notes_ << " x 64, k-ranges of 256 in shared memory, k over 16 warps";
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum" << (d.counters ? " by each tile's last block" : "");
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
