@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "stepgraph/config.h"
 #include "stepgraph/graph.h"
@@ -120,7 +121,8 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   auto odd = sequential({dense(64, Activation::Tanh), dense(6, Activation::ReLU), dense(1)});
   Built o = train_program(*odd, MeanSquaredError(), {5003, 4}, Adam(1e-3));
   compare_backends(o.p, o.specs, 38, "batch 5003, widths 64, 6, 1", 2, 1e-4);
-  // 128 x 128 tiles (8 x 8 outputs per thread): 132 x 128 with float4 loads, 130 x 132 without.
+  // Widths past 128: 132 x 128 with float4 loads, 130 x 132 without (64-tiles here: k = 5003 is
+  // too short for two waves of 128-tiles; LongWeightGradientsOn128TilesMatchFp64 covers those).
   auto wide = sequential({dense(128, Activation::Tanh), dense(132, Activation::ReLU), dense(130), dense(2)});
   Built w = train_program(*wide, MeanSquaredError(), {5003, 4}, Adam(1e-3));
   compare_backends(w.p, w.specs, 39, "batch 5003, widths 128, 132, 130", 2, 1e-4);
@@ -147,6 +149,23 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
   Built wi = train_program(*wide_in, SoftmaxCrossEntropy(), {8, 2048}, AdamW(1e-3));
   compare_backends(wi.p, wi.specs, 36, "2048 inputs, split-k forward", 2, 1e-4);
 }
+
+#ifdef STEPGRAPH_HAVE_CUDA
+// Weight gradients over tens of thousands of rows onto 128-wide layers (Fourier 4x128's over its
+// jet rows) on the row-slab kernel's 128 x 128 tiles, alone against fp64: float4 rows and not,
+// a k that ends inside a slab, bias gradients (row sums) over the first fifth of k.
+TEST(Cuda, LongWeightGradientsOn128TilesMatchFp64) {
+  REQUIRE_GPU();
+  auto on_128_tiles = [](const cuda::DenseGemm& g) {
+    return !g.sliced && !cuda::own_gemm_tensor_cores(g) && g.splits > 1 && cuda::own_gemm_tile(g) == 128;
+  };
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 128, 34000}, {130, 132, 34003}}) {
+    const int splits = cuda::own_gemm_splits(M, N, K, true);
+    const ProductCase c{"weight gradient on 128-tiles", M, N, K, true, true, splits};
+    EXPECT_LT(own_product_error(c, false, on_128_tiles), 3e-6) << M << " x " << N << " x " << K << ", " << splits << " splits";
+  }
+}
+#endif
 
 // Medium layers (an MLP's 1024 x 256 x 256 products and their weight gradients) on the k-sliced
 // kernel: alone against fp64 in each layout and role (a long k staged in rounds, split over
