@@ -192,16 +192,21 @@ TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
 }
 
 #ifdef STEPGRAPH_HAVE_CUDA
+// The SM count the dense rules size their grids by: the device's, or an H200's 132 without one.
+int rules_sm_count() {
+  int sms = 132, dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaGetLastError();
+  return sms;
+}
+
 // Which products the k-sliced kernel takes (host logic, runs without a GPU, where the rules see
 // an H200's 132 SMs): an MLP's medium layers and their weight gradients; not a transformer's
 // short-k products (two waves, k = 128: slower than cuBLASLt), not a PINN's weight gradient over
 // tens of thousands of jet rows (66 splits added by one block each: Poisson 4x64 took 295
 // instead of 236 us per step), not the large products.
 TEST(DenseRules, WhichProductsTakeTheKSlicedKernel) {
-  int sms = 132, dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  cudaGetLastError();
-  if (sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
+  if (const int sms = rules_sm_count(); sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
   EXPECT_TRUE(cuda::sliced_gemm(1024, 256, 256));  // mlp_8x256: forward and input gradient
   EXPECT_TRUE(cuda::sliced_gemm(256, 256, 1024));  // its weight gradients, k split 4 ways
   EXPECT_EQ(cuda::own_gemm_splits(256, 256, 1024, true), 4);
@@ -211,6 +216,19 @@ TEST(DenseRules, WhichProductsTakeTheKSlicedKernel) {
   EXPECT_FALSE(cuda::sliced_gemm(64, 64, 41984));    // Poisson 4x64's weight gradient: 66 splits
   EXPECT_FALSE(cuda::sliced_gemm(128, 128, 67584));  // Fourier 4x128's: above 2^28 multiply-adds
   EXPECT_FALSE(cuda::sliced_gemm(64, 128, 256));     // the seed MLP: small (the small-layer kernel)
+}
+
+// How far the row-slab kernel splits a weight gradient's k (H200): two waves of blocks, each
+// over at least 128 values of k, or one 32-deep slab on 64-tiles where k is short. Measured
+// against 128 (graph us per step): mlp_8x256's output layer 8 -> 32 splits, 232.7 -> 228.6;
+// custom_heat's 32 x 32 x 4608 36 -> 144 splits, 87.8 -> 81.8.
+TEST(DenseRules, HowFarWeightGradientsSplitOverK) {
+  if (const int sms = rules_sm_count(); sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
+  EXPECT_EQ(cuda::own_gemm_splits(10, 256, 1024, true), 32);     // mlp_8x256's output layer, 4 tiles
+  EXPECT_EQ(cuda::own_gemm_splits(32, 32, 4608, true), 144);     // custom_heat's hidden layers
+  EXPECT_EQ(cuda::own_gemm_splits(64, 64, 41984, true), 264);    // Poisson 4x64: two waves
+  EXPECT_EQ(cuda::own_gemm_splits(128, 128, 67584, true), 264);  // Fourier 4x128 (128-tiles)
+  EXPECT_EQ(cuda::own_gemm_splits(10, 256, 1000, false), 1);     // k < 1024: not split
 }
 #endif
 

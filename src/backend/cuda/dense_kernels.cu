@@ -421,8 +421,7 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
     const int64_t s = want < most ? want : most;
     return s < 2 ? 1 : static_cast<int>(s);
   }
-  // A small output (a few 64 x 64 tiles) over a long reduction, each block over at least 128
-  // values of k. From k = 1024 for outputs up to 128 x 128 (a PINN's boundary points), from 2048
+  // A small output (a few 64 x 64 tiles) over a long reduction. From k = 1024 for outputs up to 128 x 128 (a PINN's boundary points), from 2048
   // up to 256 x 256 (cuBLASLt is faster for an MLP's 256 x 256 x 1024 weight gradient: 287
   // against 355 us per step on mlp_8x256).
   if (K < 1024 || M * N > 256 * 256 || (K < 2048 && M * N > 128 * 128)) return 1;
@@ -436,8 +435,13 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
     const int64_t s = std::min<int64_t>(4 * sm_count(), K / 64);
     return s < 2 ? 1 : static_cast<int>(s);
   }
+  // Each block over at least 128 values of k; weight gradients on 64-tiles down to one 32-deep
+  // slab, where a short k would leave most SMs idle (H200, graph us per step: mlp_8x256's
+  // 10 x 256 x 1024 output layer 8 -> 32 splits, 232.7 -> 228.6; custom_heat's 32 x 32 x 4608
+  // 36 -> 144, 87.8 -> 81.8).
   const int64_t waves = rows ? 2 : 1;
-  const int64_t t = tiles(M, N, rows ? rows_tile(M, N, K) : 64), want = (waves * sm_count() + t - 1) / t, most = K / 128;
+  const int tile = rows ? rows_tile(M, N, K) : 64;
+  const int64_t t = tiles(M, N, tile), want = (waves * sm_count() + t - 1) / t, most = K / (rows && tile == 64 ? 32 : 128);
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }
