@@ -106,6 +106,16 @@ TEST(Cuda, LastLayerFusedWithTheLossMatchesCpu) {
                                 {classes == 11 ? 1000 : 7, 5}, AdamW(1e-3));
         compare_backends(b.p, b.specs, 37, cat(classes, " classes, ", hidden, " hidden", bias ? "" : ", no bias"));
       }
+  // Where the layer's dW runs on its own (cuBLASLt at batch 1000), the loss kernel also writes
+  // its dX, times the previous activation's derivative (read from that layer's output or its
+  // pre-activation): one launch fewer.
+  for (Activation act : {Activation::ReLU, Activation::Tanh, Activation::GELU, Activation::Sigmoid}) {
+    auto model = sequential({dense(300, act), dense(11)});
+    Built b = train_program(*model, SoftmaxCrossEntropy(), {1000, 5}, AdamW(1e-3));
+    const std::string ex = compare_backends(b.p, b.specs, 44, cat("dX in the loss kernel, ", activation_name(act)), 2);
+    EXPECT_NE(ex.find("dX from the loss kernel"), std::string::npos) << ex;
+    EXPECT_NE(ex.find(cat("times the ", activation_name(act), "'")), std::string::npos) << ex;
+  }
 }
 
 TEST(Cuda, LongReductionsSplitOverKMatchCpu) {

@@ -236,11 +236,11 @@ constexpr int fused_w_stride() {
 // straight from global memory, all in flight), each keeping a partial product for every class;
 // a reduce-scatter (warp_sum_scatter) sums them, and lane c takes class c's logit. Logits are
 // written too (predictions read them).
-template <int CMAX>  // C <= CMAX, a power of two
+template <int CMAX, bool DX>  // C <= CMAX, a power of two; DX: dx.dX set
 __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const float* bias, float* logits,
                                         const int32_t* labels, const int32_t* valid, float* loss, float* dlogits,
                                         int64_t B, int64_t I, int C, int64_t per_row, bool ignore_negative,
-                                        const int32_t* count, bool mean, ReduceScratch sc) {
+                                        const int32_t* count, bool mean, ReduceScratch sc, FusedInputGrad dx) {
   constexpr int S = fused_w_stride<CMAX>();
   extern __shared__ __align__(16) float Ws[];  // [I][S]
   PDL_PROLOGUE();  // before any read: the kernel before may be the optimizer writing W
@@ -288,21 +288,40 @@ __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const fl
     float z = __shfl_sync(0xffffffffu, sum, (lane % CMAX) * (32 / CMAX)) + b;  // lane c: class c's logit
     if (lane >= C) z = -INFINITY;
     if (lane < C) logits[row * C + lane] = z;
-    float* dz = dlogits + row * C;
     const int32_t y = row < V ? labels[row] : -1;
-    if (row >= V || (ignore_negative && y < 0)) {  // padding, or a position without a target
-      if (lane < C) dz[lane] = 0.0f;
-      continue;
+    float g = 0.0f;  // lane c: class c's gradient (0 for padding, no target, or a bad label)
+    if (row < V && !(ignore_negative && y < 0)) {  // else padding, or a position without a target
+      const float mx = warp_max(z);
+      const float lse = mx + logf(warp_sum(lane < C ? expf(z - mx) : 0.0f));
+      const float zy = __shfl_sync(0xffffffffu, z, (y >= 0 && y < C) ? y : 0);
+      if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
+        if (lane == 0) row_loss = NAN;
+      } else {
+        if (lane < C) g = (expf(z - lse) - (lane == y ? 1.0f : 0.0f)) * scale;
+        if (lane == 0) row_loss += lse - zy;
+      }
     }
-    const float mx = warp_max(z);
-    const float lse = mx + logf(warp_sum(lane < C ? expf(z - mx) : 0.0f));
-    const float zy = __shfl_sync(0xffffffffu, z, (y >= 0 && y < C) ? y : 0);
-    if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
-      if (lane < C) dz[lane] = 0.0f;
-      if (lane == 0) row_loss = NAN;
-    } else {
-      if (lane < C) dz[lane] = (expf(z - lse) - (lane == y ? 1.0f : 0.0f)) * scale;
-      if (lane == 0) row_loss += lse - zy;
+    if (lane < C) dlogits[row * C + lane] = g;
+    if constexpr (DX) {
+      // The layer's input gradient dX = dlogits W (times the previous activation's derivative):
+      // every lane takes every class's gradient, then its inputs' rows of the staged W.
+      float gc[CMAX];
+#pragma unroll
+      for (int c = 0; c < CMAX; ++c) gc[c] = __shfl_sync(0xffffffffu, g, c);
+      for (int64_t k = lane; k < I; k += 32) {
+        const float4* w = reinterpret_cast<const float4*>(Ws + k * S);
+        float v = 0.0f;
+#pragma unroll
+        for (int q = 0; q < CMAX / 4; ++q) {
+          const float4 w4 = w[q];
+          v = fmaf(gc[4 * q], w4.x, v), v = fmaf(gc[4 * q + 1], w4.y, v);
+          v = fmaf(gc[4 * q + 2], w4.z, v), v = fmaf(gc[4 * q + 3], w4.w, v);
+        }
+        const int64_t idx = row * I + k;
+        if (dx.dact != Activation::None)
+          v *= act_derivative<float>(dx.dact, dx.y ? dx.y[idx] : 0.0f, dx.z ? dx.z[idx] : 0.0f);
+        dx.dX[idx] = v;
+      }
     }
   }
   finish_reduction(block_sum(row_loss), scale, loss, sc);
@@ -533,7 +552,7 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
 void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
                                  const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,
                                  int64_t I, int64_t C, Reduction r, ReduceScratch sc, cudaStream_t s, int64_t per_row,
-                                 bool ignore_negative) {
+                                 bool ignore_negative, const FusedInputGrad& dx) {
   SG_REQUIRE(fused_loss_fits(C, I), "fused dense + softmax cross-entropy: ", C, " classes x ", I,
              " inputs do not fit (at most 32 classes; W, transposed and padded, in 48 KB of shared memory)");
   const int blocks = softmax_ce_blocks(B * per_row);
@@ -541,11 +560,12 @@ void dense_softmax_cross_entropy(const float* X, const float* W, const float* bi
   const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
   const int cmax = fused_loss_classes(C);
   const size_t smem = static_cast<size_t>(I * (cmax + 4)) * sizeof(float);
-  auto* kernel = cmax == 8    ? dense_softmax_ce_kernel<8>
-                 : cmax == 16 ? dense_softmax_ce_kernel<16>
-                              : dense_softmax_ce_kernel<kMaxFusedClasses>;
+  const bool d = dx.dX != nullptr;
+  auto* kernel = cmax == 8    ? (d ? dense_softmax_ce_kernel<8, true> : dense_softmax_ce_kernel<8, false>)
+                 : cmax == 16 ? (d ? dense_softmax_ce_kernel<16, true> : dense_softmax_ce_kernel<16, false>)
+                              : (d ? dense_softmax_ce_kernel<kMaxFusedClasses, true> : dense_softmax_ce_kernel<kMaxFusedClasses, false>);
   launch_pdl(kernel, static_cast<unsigned>(blocks), kBlock, smem, s, X, W, bias, logits, labels, valid, loss, dlogits, B,
-             I, static_cast<int>(C), per_row, ignore_negative, count, r == Reduction::Mean, sc);
+             I, static_cast<int>(C), per_row, ignore_negative, count, r == Reduction::Mean, sc, dx);
   KERNEL_LAUNCH_CHECK();
 }
 

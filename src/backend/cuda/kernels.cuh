@@ -63,6 +63,15 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
 // writes logits, loss and dlogits like
 // softmax_cross_entropy (per_row, ignore_negative as there: X then has B * per_row rows).
 // Scratch sized by softmax_ce_blocks(B * per_row).
+// With dx.dX set it also writes the layer's input gradient dX = dlogits W [B * per_row, I], times
+// act'(y, z) of dx.dact (the previous layer's activation at its output y and pre-activation z,
+// both [B * per_row, I], either may be null where the derivative does not read it).
+struct FusedInputGrad {
+  float* dX = nullptr;
+  Activation dact = Activation::None;
+  const float* y = nullptr;
+  const float* z = nullptr;
+};
 constexpr int kMaxFusedClasses = 32;
 // The class count the fused kernel is compiled for (its unrolled loops): C padded to 8, 16 or 32.
 inline int fused_loss_classes(int64_t C) { return C <= 8 ? 8 : C <= 16 ? 16 : kMaxFusedClasses; }
@@ -72,7 +81,7 @@ inline bool fused_loss_fits(int64_t C, int64_t I) {
 void dense_softmax_cross_entropy(const float* X, const float* W, const float* bias, float* logits,
                                  const int32_t* labels, const int32_t* valid, float* loss, float* dlogits, int64_t B,
                                  int64_t I, int64_t C, Reduction r, ReduceScratch scratch, cudaStream_t s,
-                                 int64_t per_row = 1, bool ignore_negative = false);
+                                 int64_t per_row = 1, bool ignore_negative = false, const FusedInputGrad& dx = {});
 void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
                         float* dpred, int64_t B, int64_t T, Reduction r, ReduceScratch scratch,
                         cudaStream_t s);

@@ -352,6 +352,7 @@ class Lowering {
     std::vector<std::pair<int, int>> links;  // ops one launch does the work of
     for (const auto& [b, q] : fusions_.into) links.emplace_back(b, q);
     for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
+    for (int bw : loss_dx_) links.emplace_back(bw - 1, bw);  // the loss kernel writes its dX
     for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
     for (const auto& [jet, dense] : fusions_.jet_dy) links.emplace_back(jet, dense);
     for (const auto& [ff, pr] : fusions_.fourier_seeded) links.emplace_back(ff, pr);
@@ -619,9 +620,10 @@ class Lowering {
             const int64_t I = width(d.in[0]);
             notes_ << "; computes '" << d.name << "' (" << B * per_row << "x" << I << "x" << C
                    << ") in the same launch, a warp per row";
+            const FusedInputGrad dx = loss_input_gradient(i, op, d);
             return add_step(op, [=](cudaStream_t s) {
               dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, C, r, sc, s, per_row,
-                                          ignore);
+                                          ignore, dx);
             });
           }
           return add_step(op, [=](cudaStream_t s) {
@@ -712,6 +714,58 @@ class Lowering {
   int64_t bias_rows(const Op& op, int64_t B) const {
     const int64_t br = op.attr<DenseAttrs>().bias_rows;
     return br > 0 && br < B ? br : B;
+  }
+
+  // The fused loss kernel of op i (which computes dense op d) also writes the input gradient of
+  // the dense backward right after it, with the previous layer's activation derivative, where
+  // that backward would launch dX on its own: its dW split over k or on cuBLASLt (mlp_8x256's
+  // 1024 x 256 x 10). Not where dW and dX share one launch (the seed MLP), for skinny layers
+  // (their kernel does all three), an accumulating dX, or where dX's memory is shared with a
+  // tensor live at op i (the planner only kept it apart from those live from the backward on).
+  FusedInputGrad loss_input_gradient(int i, const Op& loss, const Op& d) {
+    const auto& ops = p_.ops();
+    const size_t j = static_cast<size_t>(i) + 1;
+    if (!fuse_ || j >= ops.size()) return {};
+    const Op& bw = ops[j];
+    if (bw.kind != OpKind::DenseBackward || bw.in[0] != loss.out[1] || bw.in[1] != d.in[0] || bw.in[2] != d.in[1] ||
+        bw.out[0] == kNone || bw.accumulate[0] != 0)
+      return {};
+    const int64_t B = rows(d.in[0]), I = width(d.in[0]), O = dim(d.in[1], 0);
+    const bool one_launch = prefer_own_gemm(O, I, B, true) && own_gemm_splits(O, I, B, true) == 1 && prefer_own_gemm(B, I, O);
+    if (one_launch || skinny_dense(B, O, I) || dx_shares_memory_at(i, bw.out[0])) return {};
+    FusedInputGrad g;
+    g.dX = f(bw.out[0]);
+    std::string also;
+    if (auto fuse = fusions_.into.find(static_cast<int>(j)); fuse != fusions_.into.end()) {
+      const Op& q = ops[fuse->second];
+      g.dact = q.attr<DenseAttrs>().act, g.y = f(q.in[3]), g.z = f(q.in[4]);
+      dz_ready_.insert(fuse->second);
+      also = cat(", times the ", activation_name(g.dact), "' of '", q.name, "'");
+    }
+    loss_dx_.insert(static_cast<int>(j));
+    notes_ << ", and '" << bw.name << "''s dX (" << B << "x" << I << "x" << O << also << ")";
+    return g;
+  }
+  // Whether tensor t's memory overlaps another tensor's that some op at or before op i reads or
+  // writes and some op at or after it does (or that lives through the step).
+  bool dx_shares_memory_at(int i, TensorId t) const {
+    const auto& ops = p_.ops();
+    const size_t nt = p_.tensors().size();
+    std::vector<int> first(nt, INT32_MAX), last(nt, -1);
+    for (int k = 0; k < static_cast<int>(ops.size()); ++k)
+      for (const auto* ids : {&ops[k].in, &ops[k].out})
+        for (TensorId u : *ids)
+          if (u != kNone) first[u] = std::min(first[u], k), last[u] = std::max(last[u], k);
+    const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]), e = b + count(t) * sizeof(float);
+    for (TensorId u = 0; u < static_cast<TensorId>(nt); ++u) {
+      if (u == t || !ptrs_[u]) continue;
+      const Role r = p_.tensor(u).role;
+      const bool live = (r != Role::Activation && r != Role::Temporary) || (first[u] <= i && last[u] >= i);
+      const uintptr_t ub = reinterpret_cast<uintptr_t>(ptrs_[u]);
+      const uintptr_t ue = ub + static_cast<uintptr_t>(numel(p_.tensor(u).shape)) * dtype_size(p_.tensor(u).dtype);
+      if (live && ub < e && b < ue) return true;
+    }
+    return false;
   }
 
   // A last dense layer (no activation, at most 32 outputs) read by the softmax cross-entropy
@@ -970,7 +1024,9 @@ class Lowering {
       cublas_weight_gradient(i, op, need_db);
     }
     std::string dx_what = "dX";
-    if (dX != kNone && prefer_own_gemm(B, I, O)) {
+    const bool dx_done = loss_dx_.count(i) != 0;
+    if (dx_done) notes_ << "dX from the loss kernel; ";
+    if (dX != kNone && !dx_done && prefer_own_gemm(B, I, O)) {
       DenseGemm d;  // dX[b, i] = sum_o dZ[b, o] W[o, i], times the previous activation's derivative
       d.M = B, d.N = I, d.K = O;
       d.A = dz, d.sam = O, d.sak = 1;
@@ -994,7 +1050,7 @@ class Lowering {
       if (own_dw) own_gemm(op, *own_dw, nullptr, need_db ? "dW + db kernel" : "dW kernel");
       if (own_dx) own_gemm(op, *own_dx, nullptr, dx_what + " kernel");
     }
-    if (dX != kNone && !own_dx) cublas_input_gradient(i, op);
+    if (dX != kNone && !own_dx && !dx_done) cublas_input_gradient(i, op);
   }
 
   // A long reduction onto a small output is split over k, with its partial sums in scratch.
@@ -1153,6 +1209,7 @@ class Lowering {
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::ostringstream notes_;
   std::set<int> dz_ready_, db_done_;
+  std::set<int> loss_dx_;  // dense backward ops whose dX the fused loss kernel before them writes
   FusionPlan fusions_;  // which ops share a launch (fusion_plan.h); empty with fusions off
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
