@@ -421,9 +421,9 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
     const int64_t s = want < most ? want : most;
     return s < 2 ? 1 : static_cast<int>(s);
   }
-  // A small output (a few 64 x 64 tiles) over a long reduction. From k = 1024 for outputs up to 128 x 128 (a PINN's boundary points), from 2048
-  // up to 256 x 256 (cuBLASLt is faster for an MLP's 256 x 256 x 1024 weight gradient: 287
-  // against 355 us per step on mlp_8x256).
+  // A small output (a few 64 x 64 tiles) over a long reduction. From k = 1024 for outputs up to
+  // 128 x 128 (a PINN's boundary points), from 2048 up to 256 x 256 (cuBLASLt is faster for an
+  // MLP's 256 x 256 x 1024 weight gradient: 287 against 355 us per step on mlp_8x256).
   if (K < 1024 || M * N > 256 * 256 || (K < 2048 && M * N > 128 * 128)) return 1;
   // Weight gradients (split_gemm_rows_kernel) take two waves of blocks on an H200's 132 SMs
   // (Poisson 4x64: 476 -> 445 us per step against one wave; four: 456) and any size (Fourier

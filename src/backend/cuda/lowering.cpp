@@ -731,7 +731,8 @@ class Lowering {
         bw.out[0] == kNone || bw.accumulate[0] != 0)
       return {};
     const int64_t B = rows(d.in[0]), I = width(d.in[0]), O = dim(d.in[1], 0);
-    const bool one_launch = prefer_own_gemm(O, I, B, true) && own_gemm_splits(O, I, B, true) == 1 && prefer_own_gemm(B, I, O);
+    const bool one_launch =
+        prefer_own_gemm(O, I, B, true) && own_gemm_splits(O, I, B, true) == 1 && prefer_own_gemm(B, I, O);
     if (one_launch || skinny_dense(B, O, I) || dx_shares_memory_at(i, bw.out[0])) return {};
     FusedInputGrad g;
     g.dX = f(bw.out[0]);
