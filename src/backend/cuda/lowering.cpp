@@ -720,8 +720,8 @@ class Lowering {
   // the dense backward right after it, with the previous layer's activation derivative, where
   // that backward would launch dX on its own: its dW split over k or on cuBLASLt (mlp_8x256's
   // 1024 x 256 x 10). Not where dW and dX share one launch (the seed MLP), for skinny layers
-  // (their kernel does all three), an accumulating dX, or where dX's memory is shared with a
-  // tensor live at op i (the planner only kept it apart from those live from the backward on).
+  // (their kernel does all three), an accumulating dX, or where dX's memory may not be written
+  // at op i (early_write_refusal).
   FusedInputGrad loss_input_gradient(int i, const Op& loss, const Op& d) {
     const auto& ops = p_.ops();
     const size_t j = static_cast<size_t>(i) + 1;
@@ -733,7 +733,7 @@ class Lowering {
     const int64_t B = rows(d.in[0]), I = width(d.in[0]), O = dim(d.in[1], 0);
     const bool one_launch =
         prefer_own_gemm(O, I, B, true) && own_gemm_splits(O, I, B, true) == 1 && prefer_own_gemm(B, I, O);
-    if (one_launch || skinny_dense(B, O, I) || dx_shares_memory_at(i, bw.out[0])) return {};
+    if (one_launch || skinny_dense(B, O, I) || !early_write_refusal(i, static_cast<int>(j)).empty()) return {};
     FusedInputGrad g;
     g.dX = f(bw.out[0]);
     std::string also;
@@ -747,28 +747,6 @@ class Lowering {
     notes_ << ", and '" << bw.name << "''s dX (" << B << "x" << I << "x" << O << also << ")";
     return g;
   }
-  // Whether tensor t's memory overlaps another tensor's that some op at or before op i reads or
-  // writes and some op at or after it does (or that lives through the step).
-  bool dx_shares_memory_at(int i, TensorId t) const {
-    const auto& ops = p_.ops();
-    const size_t nt = p_.tensors().size();
-    std::vector<int> first(nt, INT32_MAX), last(nt, -1);
-    for (int k = 0; k < static_cast<int>(ops.size()); ++k)
-      for (const auto* ids : {&ops[k].in, &ops[k].out})
-        for (TensorId u : *ids)
-          if (u != kNone) first[u] = std::min(first[u], k), last[u] = std::max(last[u], k);
-    const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]), e = b + count(t) * sizeof(float);
-    for (TensorId u = 0; u < static_cast<TensorId>(nt); ++u) {
-      if (u == t || !ptrs_[u]) continue;
-      const Role r = p_.tensor(u).role;
-      const bool live = (r != Role::Activation && r != Role::Temporary) || (first[u] <= i && last[u] >= i);
-      const uintptr_t ub = reinterpret_cast<uintptr_t>(ptrs_[u]);
-      const uintptr_t ue = ub + static_cast<uintptr_t>(numel(p_.tensor(u).shape)) * dtype_size(p_.tensor(u).dtype);
-      if (live && ub < e && b < ue) return true;
-    }
-    return false;
-  }
-
   // A last dense layer (no activation, at most 32 outputs) read by the softmax cross-entropy
   // that follows: both in one kernel (the product is tiny; the launch was not).
   bool fuse_with_loss(int i, const Op& op) const {
@@ -899,9 +877,10 @@ class Lowering {
       if (ops[j].kind == OpKind::AbsMax && ops[j].in[0] == op.out[0]) return static_cast<int>(j);
     return -1;
   }
-  // Whether the dense op `i` may write the AbsMax op `j`'s output early: the memory planner placed
-  // it for op j, so its bytes must not be any of op i's tensors (whose last use may be op i) nor
-  // anything an op between them writes.
+  // Whether op `i` may write op `j`'s first output early (the dense layer an AbsMax op's, the
+  // fused loss the next backward's dX): the memory planner placed it for op j, so its bytes must
+  // not be any of op i's tensors (whose last use may be op i) nor anything an op between them
+  // writes. Empty if it may; else why not.
   std::string early_write_refusal(int i, int j) const {
     const TensorId m = p_.ops()[j].out[0];
     const char* mp = static_cast<const char*>(ptrs_[m]);
@@ -912,13 +891,14 @@ class Lowering {
       const size_t tb = static_cast<size_t>(count(t)) * sizeof(float);
       return tp < mp + mb && mp < tp + tb;
     };
+    auto why = [&](TensorId t) { return cat("'", p_.tensor(m).name, "' shares memory with '", p_.tensor(t).name, "'"); };
     const auto& ops = p_.ops();
     for (int k = i; k < j; ++k) {
       for (TensorId t : ops[k].out)
-        if (overlaps(t)) return cat("the amax buffer shares memory with '", p_.tensor(t).name, "'");
+        if (overlaps(t)) return why(t);
       if (k == i)
         for (TensorId t : ops[k].in)
-          if (overlaps(t)) return cat("the amax buffer shares memory with '", p_.tensor(t).name, "'");
+          if (overlaps(t)) return why(t);
     }
     return "";
   }
