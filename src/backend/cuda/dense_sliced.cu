@@ -28,9 +28,14 @@ namespace {
 constexpr int kBM = 32, kBN = 64, kGroups = 16, kThreads = kGroups * 32;  // a group is one warp
 constexpr int kChunk = 64, kChunks = kSlicedDepth / kChunk;              // cp.async commit groups
 
-// A thread's 8 rows of the tile: two float4 runs half the tile apart (A's reads of one k are a
-// broadcast per 8 lanes either way).
-__device__ __forceinline__ int row_of(int ty, int i) { return (i / 4) * (kBM / 2) + ty * 4 + i % 4; }
+// A thread's 8 rows of the tile (A's reads of one k are a broadcast per 8 lanes either way). An
+// m-fast A ([k][r]) reads them as two float4 runs half the tile apart; a k-fast A takes rows
+// ty + 4i' instead, so that the four lane groups' rows fall in distinct banks, for its reads and
+// for the warps' tiles stored at the end.
+template <bool AK>
+__device__ __forceinline__ int row_of(int ty, int i) {
+  return AK ? (i / 4) * (kBM / 2) + ty + 4 * (i % 4) : (i / 4) * (kBM / 2) + ty * 4 + i % 4;
+}
 
 // One operand's R x kSlicedDepth tile in shared memory: element (r, k) at at(r, k). KFAST: [r][k],
 // a row padded to 260 floats so the 8 lanes of a float4 phase reading rows tx + 8j hit distinct
@@ -138,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
       if (AK) {  // a row's four k at once
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          const float4 a = *reinterpret_cast<const float4*>(As + OA::at(row_of(ty, i), k));
+          const float4 a = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, i), k));
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
             acc[i][j] = fmaf(a.x, b[j][0], acc[i][j]);
@@ -150,8 +155,8 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
       } else {  // a k's eight rows at once
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(row_of(ty, 0), k + kk));
-          const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(row_of(ty, 4), k + kk));
+          const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 0), k + kk));
+          const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 4), k + kk));
           const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
           for (int i = 0; i < 8; ++i)
@@ -175,13 +180,14 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
   // Every warp's tile goes to shared memory (over the operands) at once; then each thread adds
   // the 16 tiles' values of its 4 outputs in warp order and applies the epilogue. Row sums
   // likewise.
-  constexpr int LDR = BK ? kBN + 4 : kBN;  // BK's scalar stores: rows 16 banks apart (2-way)
+  // BK's scalar stores: with AK's rows, a lane group's rows 8 banks apart (conflict-free).
+  constexpr int LDR = BK ? (AK ? kBN + 8 : kBN + 4) : kBN;
   float* red = smem;                        // [kGroups][kBM][LDR]
   float* rsum = smem + kGroups * kBM * LDR;
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    float* row = red + (group * kBM + row_of(ty, i)) * LDR;
+    float* row = red + (group * kBM + row_of<AK>(ty, i)) * LDR;
 #pragma unroll
     for (int j = 0; j < 8; j += BK ? 1 : 4) {
       if (BK) row[col_of<BK>(tx, j)] = acc[i][j];
@@ -240,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
 template <bool AK, bool BK>
 size_t smem_bytes() {
   const int operands = Operand<kBM, AK>::kFloats + Operand<kBN, BK>::kFloats;
-  const int sums = kGroups * kBM * (BK ? kBN + 4 : kBN) + kThreads;
+  const int sums = kGroups * kBM * (BK ? (AK ? kBN + 8 : kBN + 4) : kBN) + kThreads;
   return sizeof(float) * (operands > sums ? operands : sums);
 }
 
