@@ -113,7 +113,8 @@ void launch_tc(const DenseGemm& g, cudaStream_t s);
 // staging up to kSlicedDepth values of k at once. sliced_layout: operands it loads as float4.
 constexpr int kSlicedDepth = 256;
 int64_t sliced_tiles(int64_t M, int64_t N);
-// Whether the current device gives a block the kernel's ~138 KB of shared memory.
+// Whether the current device gives a block the kernel's ~150 KB of shared memory (the warps'
+// tiles of the forward layout, rows padded to 72 floats).
 bool sliced_fits();
 bool sliced_layout(const DenseGemm& g);
 void launch_sliced(const DenseGemm& g, cudaStream_t s);
