@@ -109,9 +109,8 @@ constexpr int kTcTile = 64;
 bool tc_layout(const DenseGemm& g);
 void launch_tc(const DenseGemm& g, cudaStream_t s);
 
-// The k-sliced kernel for medium products (dense_sliced.cu): 32 x 64 output tiles, each block
-// staging up to kSlicedDepth values of k at once. sliced_layout: operands it loads as float4.
-constexpr int kSlicedDepth = 256;
+// The k-sliced kernel for medium products (dense_sliced.cu; its shape in dense_kernels.cuh).
+// sliced_layout: operands it loads as float4.
 int64_t sliced_tiles(int64_t M, int64_t N);
 // Whether the current device gives a block the kernel's ~150 KB of shared memory (the warps'
 // tiles of the forward layout, rows padded to 72 floats).

@@ -459,7 +459,7 @@ bool own_gemm_sliced(const DenseGemm& g) { return !tc_layout(g) && sliced_layout
 
 int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
   if (tc_layout(a)) return kTcTile;
-  if (a.sliced) return 32;
+  if (a.sliced) return kSlicedRows;
   if (a.splits > 1) return small_output(a.M, a.N) ? 0 : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : 64;
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);

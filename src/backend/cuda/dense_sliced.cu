@@ -25,7 +25,7 @@ using namespace detail;
 
 namespace {
 
-constexpr int kBM = 32, kBN = 64, kGroups = 16, kThreads = kGroups * 32;  // a group is one warp
+constexpr int kBM = kSlicedRows, kBN = kSlicedCols, kGroups = kSlicedWarps, kThreads = kGroups * 32;  // a group is one warp
 constexpr int kChunk = 64, kChunks = kSlicedDepth / kChunk;              // cp.async commit groups
 
 // A thread's 8 rows of the tile (A's reads of one k are a broadcast per 8 lanes either way). An
@@ -74,6 +74,13 @@ struct Operand {
     }
   }
 };
+
+// Row stride of the warps' tiles stored for the final sum. BK's scalar stores: with AK's rows a
+// lane group's rows 8 banks apart (conflict-free), else 4 (2-way); float4 stores need no pad.
+template <bool AK, bool BK>
+constexpr int tile_stride() {
+  return BK ? (AK ? kBN + 8 : kBN + 4) : kBN;
+}
 
 // Column j of a thread's 8: for a [n][k] B, tx + 8j (distinct banks per row read); for a [k][n] B
 // two float4 runs half the tile apart.
@@ -180,8 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
   // Every warp's tile goes to shared memory (over the operands) at once; then each thread adds
   // the 16 tiles' values of its 4 outputs in warp order and applies the epilogue. Row sums
   // likewise.
-  // BK's scalar stores: with AK's rows, a lane group's rows 8 banks apart (conflict-free).
-  constexpr int LDR = BK ? (AK ? kBN + 8 : kBN + 4) : kBN;
+  constexpr int LDR = tile_stride<AK, BK>();
   float* red = smem;                        // [kGroups][kBM][LDR]
   float* rsum = smem + kGroups * kBM * LDR;
   __syncthreads();
@@ -246,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
 template <bool AK, bool BK>
 size_t smem_bytes() {
   const int operands = Operand<kBM, AK>::kFloats + Operand<kBN, BK>::kFloats;
-  const int sums = kGroups * kBM * (BK ? (AK ? kBN + 8 : kBN + 4) : kBN) + kThreads;
+  const int sums = kGroups * kBM * tile_stride<AK, BK>() + kThreads;
   return sizeof(float) * (operands > sums ? operands : sums);
 }
 

@@ -1064,7 +1064,8 @@ class Lowering {
     const int tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
     notes_ << (tile ? cat(" tile ", tile) : std::string(", one thread per output"));
     if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
-    if (d.sliced) notes_ << " x 64, k-ranges of 256 in shared memory, k over 16 warps";
+    if (d.sliced)
+      notes_ << " x " << kSlicedCols << ", k-ranges of " << kSlicedDepth << " in shared memory, k over " << kSlicedWarps << " warps";
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum" << (d.counters ? " by each tile's last block" : "");
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
