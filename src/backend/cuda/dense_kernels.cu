@@ -162,15 +162,17 @@ __global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_ke
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   int64_t k_begin = 0, k_end = 0;
   split_range<BK>(g, blockIdx.y, &k_begin, &k_end);
-  const bool do_rowsum = g.rowsum != nullptr && tn == 0 && tx == 0;
+  // The bias gradient (row sums of A over its first rowsum_k values of k) in the first column
+  // tile's blocks: thread tid sums row tid % T over the slab rows k = tid / T, + G, ... (all
+  // threads, reads of consecutive words), and the G groups add up at the end.
+  constexpr int G = kThreads / T;
+  const bool do_rowsum = g.rowsum != nullptr && tn == 0;
   float acc[TPT][TPT];
 #pragma unroll
   for (int i = 0; i < TPT; ++i)
 #pragma unroll
     for (int j = 0; j < TPT; ++j) acc[i][j] = 0.0f;
-  float rs[TPT];
-#pragma unroll
-  for (int i = 0; i < TPT; ++i) rs[i] = 0.0f;
+  float rs = 0.0f;
   float4 ra[kLoads], rb[kLoads];
   auto load = [&](int64_t k0) {
 #pragma unroll
@@ -198,12 +200,10 @@ __global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_ke
   for (int64_t k0 = k_begin; k0 < k_end; k0 += BK) {
     const bool more = k0 + BK < k_end;
     if (more) load(k0 + BK);  // in flight while this slab is multiplied
-    if (do_rowsum) {          // the bias gradient: sum of A over the first rowsum_k values of k
+    if (do_rowsum) {
       const int64_t left = g.rowsum_k - k0;
       const int rdepth = left < 0 ? 0 : left < BK ? static_cast<int>(left) : BK;
-      for (int kk = 0; kk < rdepth; ++kk)
-#pragma unroll
-        for (int i = 0; i < TPT; ++i) rs[i] += As[buf][kk][R::at(ty, i)];
+      for (int kk = tid / T; kk < rdepth; kk += G) rs += As[buf][kk][tid % T];
     }
     // Rows past k_end were loaded as zeros: the whole slab is multiplied.
 #pragma unroll
@@ -243,8 +243,16 @@ __global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_ke
       for (int c = 0; c < 4; ++c)
         if (n + c < g.N) P[m * g.N + n + c] = acc[i][j + c];
     }
-    if (do_rowsum) g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m] = rs[i];
   }
+  if (!do_rowsum) return;
+  float* sums = &As[0][0][0];  // free: every thread is past the loop's last barrier
+  sums[tid] = rs;
+  __syncthreads();
+  if (tid >= T || m0 + tid >= g.M) return;
+  float r = 0.0f;
+#pragma unroll
+  for (int q = 0; q < G; ++q) r += sums[q * T + tid];
+  g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m0 + tid] = r;
 }
 
 // A split product onto at most 256 outputs (the weight gradient of a first layer fed by a few
@@ -304,26 +312,32 @@ __global__ void __launch_bounds__(kSmallOutputs) split_gemm_small_kernel(DenseGe
   }
 }
 
-// Sums the splits' partials, then the epilogue. Eight lanes share an output: lane j adds splits
-// j, j + 8, ... in order, then a fixed shuffle tree combines the eight (deterministic).
-constexpr int kReduceLanes = 8;
-__global__ void split_reduce_kernel(DenseGemm g) {
+// Sums the splits' partials, then the epilogue. A block takes 32 consecutive outputs, and its
+// warp w adds splits w, w + 8, ... in order, so each load of a warp is 128 contiguous bytes (eight
+// lanes per output, each over its own splits, read half of every 32-byte sector); then the eight
+// warps' sums combine in a fixed tree (deterministic).
+constexpr int kReduceWarps = 8;  // the tree below adds eight
+__global__ void __launch_bounds__(32 * kReduceWarps) split_reduce_kernel(DenseGemm g) {
   PDL_PROLOGUE();
+  __shared__ float part[kReduceWarps][32];
   const int64_t mn = g.M * g.N, total = mn + (g.rowsum ? g.M : 0);
-  const int64_t e = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kReduceLanes;
-  const int sub = threadIdx.x % kReduceLanes;
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int64_t e = blockIdx.x * int64_t{32} + lane;
   const bool out = e < mn;
   float v = 0.0f;
   if (e < total) {
     const float* p = out ? g.partial + e : g.partial + g.splits * mn + (e - mn);
     const int64_t stride = out ? mn : g.M;
 #pragma unroll 4
-    for (int s = sub; s < g.splits; s += kReduceLanes) v += p[s * stride];
+    for (int s = w; s < g.splits; s += kReduceWarps) v += p[s * stride];
   }
-  for (int off = kReduceLanes / 2; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off, kReduceLanes);
-  if (sub != 0 || e >= total) return;
-  if (out) store_output(g, e / g.N, e % g.N, v);
-  else store_rowsum(g, e - mn, v);
+  part[w][lane] = v;
+  __syncthreads();
+  if (w != 0 || e >= total) return;
+  const float r = ((part[0][lane] + part[4][lane]) + (part[2][lane] + part[6][lane])) +
+                  ((part[1][lane] + part[5][lane]) + (part[3][lane] + part[7][lane]));
+  if (out) store_output(g, e / g.N, e % g.N, r);
+  else store_rowsum(g, e - mn, r);
 }
 
 // The weight-gradient layout split_gemm_rows_kernel takes, and whether its rows load as float4.
@@ -368,8 +382,8 @@ int detail::device_attribute(cudaDeviceAttr attr, int h200) {
 int detail::sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount, 132); }
 
 void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
-  const int64_t n = (g.M * g.N + (g.rowsum ? g.M : 0)) * kReduceLanes;
-  launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, g);
+  const int64_t n = g.M * g.N + (g.rowsum ? g.M : 0);
+  launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 31) / 32), 32 * kReduceWarps, 0, s, g);
   KERNEL_LAUNCH_CHECK();
 }
 
