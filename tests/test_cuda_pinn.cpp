@@ -99,6 +99,49 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
   }
 }
 
+// Jet layers of width 64 and 128 over four-component jets take the fused jet dense kernel
+// (jet_dense.cuh): the product with the activation's jet in its epilogue, and the input gradient
+// with the activation's jet backward. Point counts that fill no whole tile (1001 points: 31 full
+// tiles of 32 and 9 over; 77 boundary rows of value-only points), inputs of depth 32 (Fourier
+// features), 64 and 128, and every activation the jets take.
+TEST(Cuda, JetDenseKernelMatchesCpu) {
+  REQUIRE_GPU();
+  pinn::Problem first_order = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "coordinates": ["x", "y", "z"], "domain": [[0, 1], [0, 1], [0, 1]],
+    "residual": "u_x + u_y*u - 0.5*u_z - sin(x)", "conditions": [{"on": "boundary", "residual": "u - y*z", "points": 77}],
+    "interior_points": 1001})J"));
+  pinn::Problem poisson = pinn::builtin_problem("poisson2d"), burgers = pinn::builtin_problem("burgers1d");
+  for (pinn::Problem* p : {&poisson, &burgers}) {
+    p->terms[0].points = 1001;
+    for (size_t t = 1; t < p->terms.size(); ++t) p->terms[t].points = 77;
+  }
+  struct Case {
+    pinn::Problem* problem;
+    int64_t width;
+    Activation act;
+    bool fourier;
+  };
+  const Case cases[] = {{&poisson, 128, Activation::Tanh, false}, {&poisson, 64, Activation::Sin, true},
+                        {&burgers, 64, Activation::Sigmoid, false}, {&burgers, 128, Activation::GELU, false},
+                        {&first_order, 64, Activation::Softplus, false}, {&first_order, 128, Activation::Tanh, true}};
+  int seed = 81;
+  for (const Case& c : cases) {
+    std::vector<LayerPtr> layers;
+    if (c.fourier) layers.push_back(std::make_shared<FourierFeatures>(16, 1.0, false));
+    for (int k = 0; k < 3; ++k) layers.push_back(dense(c.width, c.act));
+    layers.push_back(dense(1));
+    auto model = sequential(layers);
+    Built b = pinn_program(*c.problem, *model, Adam(1e-3));
+    const std::string what = cat("jet dense, width ", c.width, ", ", activation_name(c.act), c.fourier ? ", Fourier" : "");
+    // GELU's jet (its third derivative in the backward) carries fp32 rounding at ~1.5e-4, as in
+    // PinnJetsLossesAndSamplingMatchCpu.
+    const double tol = c.act == Activation::GELU ? 3e-4 : 1e-4;
+    const std::string explain = compare_backends(b.p, b.specs, seed++, what, 2, tol);
+    EXPECT_NE(explain.find("its jet dense kernel applies the activation"), std::string::npos) << explain;
+    EXPECT_NE(explain.find("in the jet dense kernel"), std::string::npos) << explain;
+  }
+}
+
 std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p, int64_t width = 32,
                                       Precision precision = Precision::FP32) {
   TrainerOptions o;

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/jet_dense.cuh"
 
 namespace sg::cuda {
 
@@ -44,6 +45,9 @@ struct Planner {
     const auto [b0, b1] = range(b);
     return a0 < b1 && b0 < a1;
   }
+
+  // Whether a and b are the same memory with the same shape.
+  bool same(TensorId a, TensorId b) const { return ptrs[a] == ptrs[b] && p.tensor(a).shape == p.tensor(b).shape; }
 
   // Which backward products can absorb the previous layer's activation derivative.
   void activation_backward() {
@@ -113,15 +117,66 @@ struct Planner {
       plan.fourier_seeded[static_cast<int>(f)] = pr;
     }
   }
+
+  // A jet layer's dense op (no activation of its own, no separate pre-activation, the bias on
+  // the value rows) and the jet activation right after it that reads its output: one launch of
+  // the jet dense kernel writes both outputs. The activation's output must not share memory with
+  // anything the dense op reads or writes.
+  void jet_dense_forward() {
+    const auto& ops = p.ops();
+    for (size_t j = 1; j < ops.size(); ++j) {
+      const Op& jet = ops[j];
+      const Op& d = ops[j - 1];
+      if (jet.kind != OpKind::JetActivation || d.kind != OpKind::Dense || jet.in[0] != d.out[0]) continue;
+      const DenseAttrs& da = d.attr<DenseAttrs>();
+      const JetAttrs& ja = jet.attr<JetAttrs>();
+      if (da.act != Activation::None || d.out[1] != kNone || jet.accumulate[0]) continue;
+      const int64_t R = rows(d.in[0]), B = (R - ja.head) / ja.jet.K();
+      if (ja.head + ja.jet.K() * B != R) continue;
+      if (d.in[2] != kNone && da.bias_rows != ja.head + B) continue;
+      if (!jet_dense_fits(ja.jet, width(d.in[0]), p.tensor(d.in[1]).shape[0])) continue;
+      bool apart = true;
+      for (TensorId t : {d.in[0], d.in[1], d.in[2], d.out[0]}) apart = apart && !overlap(jet.out[0], t);
+      if (apart) plan.jet_dense_forward[static_cast<int>(j)] = static_cast<int>(j - 1);
+    }
+  }
+
+  // A jet layer's dense backward whose input gradient dY only the jet activation backward right
+  // after it reads: that product's epilogue applies the jet derivative and writes dA. The
+  // lowering runs the weight gradient first, so dA may take the memory of the layer input X
+  // (read by the weight gradient only), not of W or the gradients.
+  void jet_dense_backward() {
+    const auto& ops = p.ops();
+    for (size_t j = 1; j < ops.size(); ++j) {
+      const Op& jet = ops[j];
+      const Op& b = ops[j - 1];
+      if (jet.kind != OpKind::JetActivationBackward || b.kind != OpKind::DenseBackward) continue;
+      if (b.out[0] == kNone || b.accumulate[0] || b.attr<DenseAttrs>().act != Activation::None) continue;
+      if (only_reader(b.out[0], OpKind::JetActivationBackward, 0) != static_cast<int>(j)) continue;
+      const JetAttrs& ja = jet.attr<JetAttrs>();
+      const int64_t R = rows(b.in[1]), B = (R - ja.head) / ja.jet.K();
+      if (ja.head + ja.jet.K() * B != R) continue;
+      if (!jet_dense_fits(ja.jet, p.tensor(b.in[2]).shape[0], width(b.in[1]))) continue;
+      // dZ and A may be dA itself (the same memory and shape): each block reads a tile's rows of
+      // dZ before it writes the same rows of dA, and a thread reads A where it then writes dA.
+      bool apart = !overlap(jet.out[0], b.in[2]) && !overlap(jet.out[0], b.out[1]) && !overlap(jet.out[0], b.out[2]);
+      for (TensorId t : {b.in[0], jet.in[1]}) apart = apart && (!overlap(jet.out[0], t) || same(jet.out[0], t));
+      if (apart) plan.jet_dense_backward[static_cast<int>(j)] = static_cast<int>(j - 1);
+    }
+  }
 };
 
 }  // namespace
 
-FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs) {
+FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, bool jet_dense) {
   Planner pl{p, ptrs, {}};
   pl.activation_backward();
   pl.jet_dy();
   pl.fourier_seeded();
+  if (jet_dense) {
+    pl.jet_dense_forward();
+    pl.jet_dense_backward();
+  }
   return std::move(pl.plan);
 }
 

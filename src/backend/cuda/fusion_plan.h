@@ -23,9 +23,17 @@ struct FusionPlan {
   // Fourier features op -> the projection (dense, no bias) it computes itself from a seed jet or
   // plain rows (fourier_features_seeded).
   std::map<int, int> fourier_seeded;
+  // Jet activation -> the dense layer right before it whose product it shares a launch with
+  // (jet_dense.cuh): the layer writes the pre-activation and the activation's jet.
+  std::map<int, int> jet_dense_forward;
+  // Jet activation backward -> the dense backward right before it whose input-gradient product
+  // applies the activation's jet derivative in its epilogue: dY is never written.
+  std::map<int, int> jet_dense_backward;
 };
 
-// The fusions above for `p` with tensors at `ptrs` (the planned addresses).
-FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs);
+// The fusions above for `p` with tensors at `ptrs` (the planned addresses). jet_dense: whether
+// the jet layers may take the fp32 fused kernel (not at precision tf32x3, whose products run on
+// tensor cores).
+FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, bool jet_dense);
 
 }  // namespace sg::cuda

@@ -28,6 +28,7 @@
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/fusion_plan.h"
 #include "backend/cuda/image_lowering.h"
+#include "backend/cuda/jet_dense.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/pinn_kernels.cuh"
 #include "stepgraph/distributed.h"
@@ -356,6 +357,8 @@ class Lowering {
     for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
     for (const auto& [jet, dense] : fusions_.jet_dy) links.emplace_back(jet, dense);
     for (const auto& [ff, pr] : fusions_.fourier_seeded) links.emplace_back(ff, pr);
+    for (const auto& [jet, d] : fusions_.jet_dense_forward) links.emplace_back(jet, d);
+    for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -380,7 +383,7 @@ class Lowering {
 
   std::unique_ptr<Executable> run() {
     refuse_cpu_only_ops();
-    if (fuse_) fusions_ = plan_fusions(p_, ptrs_);
+    if (fuse_) fusions_ = plan_fusions(p_, ptrs_, /*jet_dense=*/!tc_);
     plan_collectives();
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
@@ -527,6 +530,10 @@ class Lowering {
                  << "the inputs' value rows)";
           return add_step(op, [=](cudaStream_t s) { fourier_features_seeded(X, Bm, P, Y, a.head, B, m, d, a.jet, s); });
         }
+        if (const auto it = fusions_.jet_dense_forward.find(i); it != fusions_.jet_dense_forward.end()) {
+          notes_ << "done by '" << p_.ops()[it->second].name << "' (its jet dense kernel applies the activation)";
+          return;
+        }
         if (op.kind == OpKind::FourierFeatures) {
           notes_ << "Fourier jet kernel (sinpi/cospi" << head << ")";
           return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, a.head, B, H, a.jet, s); });
@@ -544,6 +551,10 @@ class Lowering {
         const JetAttrs a = op.attr<JetAttrs>();
         const int64_t B = (dim(in[1], 0) - a.head) / a.jet.K(), H = dim(in[1], 1);
         const bool acc = op.accumulate[0];
+        if (const auto it = fusions_.jet_dense_backward.find(i); it != fusions_.jet_dense_backward.end()) {
+          notes_ << "done by '" << p_.ops()[it->second].name << "' (its input-gradient kernel applies the jet derivative)";
+          return;
+        }
         if (op.kind == OpKind::FourierFeaturesBackward) {
           notes_ << "Fourier jet backward kernel";
           return add_step(op, [=](cudaStream_t s) { fourier_features_backward(dY, A, dA, a.head, B, H, a.jet, acc, s); });
@@ -770,6 +781,7 @@ class Lowering {
       return;
     }
     if (dense_with_amax(i, op)) return;
+    if (fused_jet(fusions_.jet_dense_forward, i) >= 0) return jet_dense_forward(i, op);
     if (skinny_dense(B, O, I)) {
       SkinnyDense g;
       g.R = B, g.I = I, g.O = O;
@@ -1005,8 +1017,9 @@ class Lowering {
       cublas_weight_gradient(i, op, need_db);
     }
     std::string dx_what = "dX";
-    const bool dx_done = loss_dx_.count(i) != 0;
-    if (dx_done) notes_ << "dX from the loss kernel; ";
+    const int jet = fused_jet(fusions_.jet_dense_backward, i);
+    const bool dx_done = loss_dx_.count(i) != 0 || jet >= 0;
+    if (loss_dx_.count(i)) notes_ << "dX from the loss kernel; ";
     if (dX != kNone && !dx_done && prefer_own_gemm(B, I, O)) {
       DenseGemm d;  // dX[b, i] = sum_o dZ[b, o] W[o, i], times the previous activation's derivative
       d.M = B, d.N = I, d.K = O;
@@ -1032,6 +1045,43 @@ class Lowering {
       if (own_dx) own_gemm(op, *own_dx, nullptr, dx_what + " kernel");
     }
     if (dX != kNone && !own_dx && !dx_done) cublas_input_gradient(i, op);
+    if (jet >= 0) jet_dense_backward(op, p_.ops()[jet]);  // after dW: dA may take X's memory
+  }
+
+  // The jet op fused with dense op i in `plan` (FusionPlan::jet_dense_*), or -1.
+  static int fused_jet(const std::map<int, int>& plan, int i) {
+    for (const auto& [jet, d] : plan)
+      if (d == i) return jet;
+    return -1;
+  }
+  // A jet layer and its activation (FusionPlan::jet_dense_forward) in one launch.
+  void jet_dense_forward(int i, const Op& op) {
+    const Op& jet = p_.ops()[i + 1];
+    const JetAttrs a = jet.attr<JetAttrs>();
+    JetDense g;
+    g.K = width(op.in[0]), g.N = dim(op.in[1], 0);
+    g.head = a.head, g.B = (rows(op.in[0]) - a.head) / a.jet.K(), g.js = a.jet, g.act = a.act;
+    g.X = f(op.in[0]), g.W = f(op.in[1]), g.bias = f(op.in[2]);
+    g.Z = f(op.out[0]), g.Y = f(jet.out[0]);
+    jet_dense_step(op, g, cat("jet dense kernel: ", rows(op.in[0]), "x", g.N, "x", g.K, " product + bias + ",
+                              activation_name(a.act), " jet of '", jet.name, "'"));
+  }
+  // A jet layer's input gradient and the activation backward below it (jet_dense_backward).
+  void jet_dense_backward(const Op& op, const Op& jet) {
+    const JetAttrs a = jet.attr<JetAttrs>();
+    JetDense g;
+    g.backward = true;
+    g.K = dim(op.in[2], 0), g.N = width(op.in[1]);
+    g.head = a.head, g.B = (rows(op.in[1]) - a.head) / a.jet.K(), g.js = a.jet, g.act = a.act;
+    g.X = f(op.in[0]), g.W = f(op.in[2]), g.A = f(jet.in[1]), g.dA = f(jet.out[0]);
+    g.accumulate = jet.accumulate[0] != 0;
+    jet_dense_step(op, g, cat("dX + ", activation_name(a.act), " jet backward of '", jet.name, "' in the jet dense kernel ",
+                              rows(op.in[1]), "x", g.N, "x", g.K));
+  }
+  void jet_dense_step(const Op& op, const JetDense& g, const std::string& what) {
+    SG_REQUIRE(jet_dense_aligned(g), "op '", op.name, "': the jet dense kernel needs 16-byte aligned tensors");
+    notes_ << what << " (fp32, W in shared memory)" << (g.backward ? "; " : "");
+    add_step(op, [g](cudaStream_t s) { jet_dense(g, s); });
   }
 
   // A long reduction onto a small output is split over k, with its partial sums in scratch.
