@@ -1,6 +1,7 @@
 #include "backend/cuda/fusion_plan.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/jet_dense.cuh"
@@ -46,6 +47,12 @@ struct Planner {
     return a0 < b1 && b0 < a1;
   }
 
+  // Whether the tensors' planned addresses are 16-byte aligned (the jet dense kernel's float4s).
+  bool aligned(std::initializer_list<TensorId> ts) const {
+    for (TensorId t : ts)
+      if (t != kNone && reinterpret_cast<uintptr_t>(ptrs[t]) % 16 != 0) return false;
+    return true;
+  }
   // Whether a and b are the same memory with the same shape.
   bool same(TensorId a, TensorId b) const { return ptrs[a] == ptrs[b] && p.tensor(a).shape == p.tensor(b).shape; }
 
@@ -131,6 +138,7 @@ struct Planner {
       const DenseAttrs& da = d.attr<DenseAttrs>();
       const JetAttrs& ja = jet.attr<JetAttrs>();
       if (da.act != Activation::None || d.out[1] != kNone || jet.accumulate[0]) continue;
+      if (!aligned({d.in[0], d.in[1], d.in[2], d.out[0], jet.out[0]})) continue;
       const int64_t R = rows(d.in[0]), B = (R - ja.head) / ja.jet.K();
       if (ja.head + ja.jet.K() * B != R) continue;
       if (d.in[2] != kNone && da.bias_rows != ja.head + B) continue;
@@ -151,7 +159,8 @@ struct Planner {
       const Op& jet = ops[j];
       const Op& b = ops[j - 1];
       if (jet.kind != OpKind::JetActivationBackward || b.kind != OpKind::DenseBackward) continue;
-      if (b.out[0] == kNone || b.accumulate[0] || b.attr<DenseAttrs>().act != Activation::None) continue;
+      if (b.out[0] == kNone || b.accumulate[0] || jet.accumulate[0]) continue;
+      if (b.attr<DenseAttrs>().act != Activation::None || !aligned({b.in[0], b.in[2], jet.in[1], jet.out[0]})) continue;
       if (only_reader(b.out[0], OpKind::JetActivationBackward, 0) != static_cast<int>(j)) continue;
       const JetAttrs& ja = jet.attr<JetAttrs>();
       const int64_t R = rows(b.in[1]), B = (R - ja.head) / ja.jet.K();

@@ -29,17 +29,17 @@ struct JetDense {
   const float* bias = nullptr;  // [N], on the value rows (nullable)
   float* Z = nullptr;
   float* Y = nullptr;
-  // Backward: dA (+)= the jet rule's transpose at A (the pre-activation below) applied to dZ W.
+  // Backward: dA = the jet rule's transpose at A (the pre-activation below) applied to dZ W.
   const float* A = nullptr;
   float* dA = nullptr;
-  bool accumulate = false;
 };
 
 // Whether a layer of this jet, depth K and width N takes the fused kernel: jets of four
 // components (value, two first derivatives and one second-order component: 2D Poisson's
 // Laplacian, Burgers' and heat's (t, x) with u_xx; or three first derivatives), N = 64 or 128,
-// K a multiple of 32 up to 128, a device that gives a block its shared memory (up to 120 KB),
-// and SG_JET_DENSE not "0". Pointers must be 16-byte aligned (jet_dense_aligned).
+// K a multiple of 32 up to 128, a device that gives a block its shared memory (100 KB at
+// K = N = 128: A100, H100/H200), and SG_JET_DENSE not "0". Pointers must be 16-byte aligned
+// (jet_dense_aligned).
 bool jet_dense_fits(const JetSpec& js, int64_t K, int64_t N);
 bool jet_dense_aligned(const JetDense& g);
 void jet_dense(const JetDense& g, cudaStream_t s);

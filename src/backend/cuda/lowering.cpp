@@ -1074,7 +1074,6 @@ class Lowering {
     g.K = dim(op.in[2], 0), g.N = width(op.in[1]);
     g.head = a.head, g.B = (rows(op.in[1]) - a.head) / a.jet.K(), g.js = a.jet, g.act = a.act;
     g.X = f(op.in[0]), g.W = f(op.in[2]), g.A = f(jet.in[1]), g.dA = f(jet.out[0]);
-    g.accumulate = jet.accumulate[0] != 0;
     jet_dense_step(op, g, cat("dX + ", activation_name(a.act), " jet backward of '", jet.name, "' in the jet dense kernel ",
                               rows(op.in[1]), "x", g.N, "x", g.K));
   }
