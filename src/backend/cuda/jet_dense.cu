@@ -287,13 +287,19 @@ void dispatch(const JetDense& g, cudaStream_t s) {
   return wide ? launch<BWD, 3, 0, 8, kRuntimeAct>(g, s) : launch<BWD, 3, 0, 4, kRuntimeAct>(g, s);
 }
 
+// The shapes the kernel is compiled for (checked again at each launch: no environment or device
+// query on the step's path).
+bool shape_fits(const JetSpec& js, int64_t K, int64_t N) {
+  const bool jet = (js.d == 2 && js.npairs == 1) || (js.d == 3 && js.npairs == 0);
+  return jet && (N == 64 || N == 128) && K % 32 == 0 && K >= 32 && K <= 128;
+}
+
 }  // namespace
 
 bool jet_dense_fits(const JetSpec& js, int64_t K, int64_t N) {
   if (const char* v = std::getenv("SG_JET_DENSE"); v && std::string(v) == "0") return false;
-  const bool jet = (js.d == 2 && js.npairs == 1) || (js.d == 3 && js.npairs == 0);
   const size_t most = Shape<8, kBK, kStages>::smem_bytes(128);
-  return jet && (N == 64 || N == 128) && K % 32 == 0 && K >= 32 && K <= 128 &&
+  return shape_fits(js, K, N) &&
          static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most;
 }
 
@@ -303,7 +309,7 @@ bool jet_dense_aligned(const JetDense& g) {
 }
 
 void jet_dense(const JetDense& g, cudaStream_t s) {
-  SG_REQUIRE(jet_dense_fits(g.js, g.K, g.N) && jet_dense_aligned(g), "jet dense kernel: a ", g.K, " x ", g.N,
+  SG_REQUIRE(shape_fits(g.js, g.K, g.N) && jet_dense_aligned(g), "jet dense kernel: a ", g.K, " x ", g.N,
              " layer over a ", g.js.K(), "-component jet it does not take");
   if (g.backward) return dispatch<true>(g, s);
   dispatch<false>(g, s);
