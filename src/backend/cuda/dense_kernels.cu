@@ -313,13 +313,18 @@ __global__ void __launch_bounds__(kSmallOutputs) split_gemm_small_kernel(DenseGe
 }
 
 // Sums the splits' partials, then the epilogue. A block takes 32 consecutive outputs, and its
-// warp w adds splits w, w + 8, ... in order, so each load of a warp is 128 contiguous bytes (eight
-// lanes per output, each over its own splits, read half of every 32-byte sector); then the eight
-// warps' sums combine in a fixed tree (deterministic).
-constexpr int kReduceWarps = 8;  // the tree below adds eight
-__global__ void __launch_bounds__(32 * kReduceWarps) split_reduce_kernel(DenseGemm g) {
+// warp w adds splits w, w + W, ... in order, so each load of a warp is 128 contiguous bytes (eight
+// lanes per output, each over its own splits, read half of every 32-byte sector); then the W
+// warps' sums combine in a fixed order (deterministic). W = 8, or 32 for a few outputs over many
+// splits (a one-output layer's weight gradient over hundreds of blocks' partials), where eight
+// warps per block left most of the GPU idle and each warp a long chain of loads (a 1 x 128
+// weight gradient over 528 partials: 10 us, H200).
+constexpr int kReduceWarps = 8, kTallReduceWarps = 32;
+template <int W>
+__global__ void __launch_bounds__(32 * W) split_reduce_kernel(DenseGemm g) {
+  static_assert(W == 8 || W == 32, "the sums below add 8 or 32 warps");
   PDL_PROLOGUE();
-  __shared__ float part[kReduceWarps][32];
+  __shared__ float part[W][32];
   const int64_t mn = g.M * g.N, total = mn + (g.rowsum ? g.M : 0);
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int64_t e = blockIdx.x * int64_t{32} + lane;
@@ -329,13 +334,21 @@ __global__ void __launch_bounds__(32 * kReduceWarps) split_reduce_kernel(DenseGe
     const float* p = out ? g.partial + e : g.partial + g.splits * mn + (e - mn);
     const int64_t stride = out ? mn : g.M;
 #pragma unroll 4
-    for (int s = w; s < g.splits; s += kReduceWarps) v += p[s * stride];
+    for (int s = w; s < g.splits; s += W) v += p[s * stride];
   }
   part[w][lane] = v;
   __syncthreads();
   if (w != 0 || e >= total) return;
-  const float r = ((part[0][lane] + part[4][lane]) + (part[2][lane] + part[6][lane])) +
-                  ((part[1][lane] + part[5][lane]) + (part[3][lane] + part[7][lane]));
+  float r;
+  if constexpr (W == 8) {
+    r = ((part[0][lane] + part[4][lane]) + (part[2][lane] + part[6][lane])) +
+        ((part[1][lane] + part[5][lane]) + (part[3][lane] + part[7][lane]));
+  } else {
+    float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < W; ++k) q[k % 4] += part[k][lane];
+    r = (q[0] + q[2]) + (q[1] + q[3]);
+  }
   if (out) store_output(g, e / g.N, e % g.N, r);
   else store_rowsum(g, e - mn, r);
 }
@@ -382,8 +395,11 @@ int detail::device_attribute(cudaDeviceAttr attr, int h200) {
 int detail::sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount, 132); }
 
 void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
-  const int64_t n = g.M * g.N + (g.rowsum ? g.M : 0);
-  launch_pdl(split_reduce_kernel, static_cast<unsigned>((n + 31) / 32), 32 * kReduceWarps, 0, s, g);
+  const int64_t n = g.M * g.N + (g.rowsum ? g.M : 0), blocks = (n + 31) / 32;
+  if (2 * blocks <= sm_count() && g.splits >= 4 * kTallReduceWarps)
+    launch_pdl(split_reduce_kernel<kTallReduceWarps>, static_cast<unsigned>(blocks), 32 * kTallReduceWarps, 0, s, g);
+  else
+    launch_pdl(split_reduce_kernel<kReduceWarps>, static_cast<unsigned>(blocks), 32 * kReduceWarps, 0, s, g);
   KERNEL_LAUNCH_CHECK();
 }
 
