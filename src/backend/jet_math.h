@@ -53,19 +53,32 @@ SG_HD void act_derivs(Activation act, T z, T* g0, T* g1, T* g2, T* g3) {
   }
 }
 
-// sin(2 pi p) (cos_part false) or cos(2 pi p) and their derivatives with respect to p.
-// On the device sinpi/cospi reduce the argument exactly (2p is exact in binary), so no rounding
-// of 2 pi p enters the phase: accurate for large p, unlike fast-math intrinsics.
+// sin(2 pi p) and cos(2 pi p). On the device sincospi reduces the argument exactly (2p is exact
+// in binary), so no rounding of 2 pi p enters the phase: accurate for large p, unlike fast-math
+// intrinsics. One call gives both.
 template <class T>
-SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
-  const T w = T(6.283185307179586);
+SG_HD void fourier_sincos(T p, T* s, T* c) {
 #if defined(__CUDA_ARCH__)
-  const T s = sinpi(T(2) * p), c = cospi(T(2) * p);
+  if constexpr (sizeof(T) == sizeof(float)) sincospif(T(2) * p, s, c);
+  else sincospi(T(2) * p, s, c);
 #else
-  const T s = std::sin(w * p), c = std::cos(w * p);
+  const T w = T(6.283185307179586);
+  *s = std::sin(w * p), *c = std::cos(w * p);
 #endif
+}
+// sin(2 pi p) (cos_part false) or cos(2 pi p) and their derivatives with respect to p, from
+// s = sin(2 pi p) and c = cos(2 pi p).
+template <class T>
+SG_HD void fourier_derivs(bool cos_part, T s, T c, T* g0, T* g1, T* g2, T* g3) {
+  const T w = T(6.283185307179586);
   if (!cos_part) *g0 = s, *g1 = w * c, *g2 = -w * w * s, *g3 = -w * w * w * c;
   else *g0 = c, *g1 = -w * s, *g2 = -w * w * c, *g3 = w * w * w * s;
+}
+template <class T>
+SG_HD void fourier_derivs(bool cos_part, T p, T* g0, T* g1, T* g2, T* g3) {
+  T s, c;
+  fourier_sincos(p, &s, &c);
+  fourier_derivs(cos_part, s, c, g0, g1, g2, g3);
 }
 
 // v[i] for a run-time i < D. With D known at compile time (the CUDA kernels) every v[k] is read

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/jet_dense.cuh"
+#include "backend/cuda/pinn_kernels.cuh"
 
 namespace sg::cuda {
 
@@ -102,8 +103,26 @@ struct Planner {
       bool kept = true;
       for (int j = static_cast<int>(b) + 1; j <= q; ++j)
         for (TensorId o : ops[j].out) kept = kept && !overlap(o, op.in[0]);
-      if (kept) plan.jet_dy[q] = static_cast<int>(b);
+      if (!kept) continue;
+      plan.jet_dy[q] = static_cast<int>(b);
+      // The skinny layer's input is the output of the jet activation forward whose
+      // pre-activation this backward reads (a PINN's last hidden layer): dW and db here too.
+      const Op& jb = ops[q];
+      const int fw = p.producer(op.in[1]);
+      if (fw < 0 || ops[fw].kind != OpKind::JetActivation || ops[fw].in[0] != jb.in[1]) continue;
+      const JetAttrs &fa = ops[fw].attr<JetAttrs>(), &ba = jb.attr<JetAttrs>();
+      const int64_t H = width(op.in[1]), B = (rows(op.in[1]) - ba.head) / ba.jet.K();
+      if (fa.act != ba.act || fa.head != ba.head || !same_jet(fa.jet, ba.jet)) continue;
+      if (op.out[2] != kNone && op.attr<DenseAttrs>().bias_rows != ba.head + B) continue;
+      if (!jet_dy_weight_fits(ba.jet, H) || !aligned({jb.in[1], jb.out[0], op.in[2]})) continue;
+      plan.jet_dy_weight.insert(q);
     }
+  }
+  static bool same_jet(const JetSpec& a, const JetSpec& b) {
+    if (a.d != b.d || a.npairs != b.npairs) return false;
+    for (int k = 0; k < a.npairs; ++k)
+      if (a.pi[k] != b.pi[k] || a.pj[k] != b.pj[k] || a.trace[k] != b.trace[k]) return false;
+    return true;
   }
 
   // Fourier features whose projection P = X B^T is read by nothing else, with X a seed jet
@@ -122,6 +141,10 @@ struct Planner {
       const bool seed = x >= 0 && ops[x].kind == OpKind::JetInput;
       if (!seed && ops[f].attr<JetAttrs>().jet.K() != 1) continue;
       plan.fourier_seeded[static_cast<int>(f)] = pr;
+      const JetAttrs& fa = ops[f].attr<JetAttrs>();
+      if (seed && ops[x].in.size() <= 2 && ops[x].attr<JetAttrs>().head == fa.head &&
+          same_jet(ops[x].attr<JetAttrs>().jet, fa.jet) && only_reader(ops[pr].in[0], OpKind::Dense, 0) == pr)
+        plan.seed_into_fourier[static_cast<int>(f)] = x;
     }
   }
 

@@ -20,9 +20,17 @@ struct FusionPlan {
   // Jet activation backward -> the one-output skinny dense backward whose dX it forms in
   // registers (dZ W): the skinny backward computes dW and db only.
   std::map<int, int> jet_dy;
+  // Of those jet activation backwards, the ones that also form the skinny layer's weight and
+  // bias gradients (its input Y is that activation's output: Y is recomputed from A in
+  // registers, so the skinny backward launches nothing and Y is not read back).
+  std::set<int> jet_dy_weight;
   // Fourier features op -> the projection (dense, no bias) it computes itself from a seed jet or
   // plain rows (fourier_features_seeded).
   std::map<int, int> fourier_seeded;
+  // Of those, Fourier op -> the jet seed op (JetInput: the points, at most one head set) whose
+  // jet only the projection reads: the features kernel reads the points themselves, and the
+  // seed launches nothing.
+  std::map<int, int> seed_into_fourier;
   // Jet activation -> the dense layer right before it whose product it shares a launch with
   // (jet_dense.cuh): the layer writes the pre-activation and the activation's jet.
   std::map<int, int> jet_dense_forward;

@@ -357,6 +357,7 @@ class Lowering {
     for (const auto& kv : jet_bias_) links.emplace_back(kv.first, kv.first - 1);
     for (const auto& [jet, dense] : fusions_.jet_dy) links.emplace_back(jet, dense);
     for (const auto& [ff, pr] : fusions_.fourier_seeded) links.emplace_back(ff, pr);
+    for (const auto& [ff, seed] : fusions_.seed_into_fourier) links.emplace_back(ff, seed);
     for (const auto& [jet, d] : fusions_.jet_dense_forward) links.emplace_back(jet, d);
     for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
@@ -504,6 +505,11 @@ class Lowering {
         return add_step(op, [=](cudaStream_t s) { gather_batch(dX, dY, step, X, y, valid, N, D, B, row, a, s); });
       }
       case OpKind::JetInput: {
+        for (const auto& [ff, seed] : fusions_.seed_into_fourier)
+          if (seed == i) {
+            notes_ << "done by '" << p_.ops()[ff].name << "' (its Fourier jet kernel reads the points and writes the jet)";
+            return;
+          }
         const float* X = f(in[0]);
         float* J = f(out[0]);
         const JetAttrs a = op.attr<JetAttrs>();
@@ -523,12 +529,18 @@ class Lowering {
         const std::string head = a.head ? cat(", after ", a.head, " value-only rows") : std::string();
         if (const auto it = fusions_.fourier_seeded.find(i); it != fusions_.fourier_seeded.end()) {
           const Op& pr = p_.ops()[it->second];
-          const float *X = f(pr.in[0]), *Bm = f(pr.in[1]);
-          float* P = f(pr.out[0]);
+          const float *X = f(pr.in[0]), *Xh = nullptr, *Bm = f(pr.in[1]);
+          float *P = f(pr.out[0]), *J = nullptr;
           const int64_t m = dim(pr.in[1], 0), d = dim(pr.in[1], 1);
-          notes_ << "Fourier jet kernel (sinpi/cospi" << head << ", with '" << pr.name << "': the projected jet from "
-                 << "the inputs' value rows)";
-          return add_step(op, [=](cudaStream_t s) { fourier_features_seeded(X, Bm, P, Y, a.head, B, m, d, a.jet, s); });
+          notes_ << "Fourier jet kernel (sincospi" << head << ", with '" << pr.name << "': the projected jet from "
+                 << "the inputs' value rows";
+          if (const auto sd = fusions_.seed_into_fourier.find(i); sd != fusions_.seed_into_fourier.end()) {
+            const Op& seed = p_.ops()[sd->second];  // the points, and the head's points before them
+            X = f(seed.in[0]), Xh = seed.in.size() > 1 ? f(seed.in[1]) : nullptr, J = f(seed.out[0]);
+            notes_ << "; with '" << seed.name << "': read from the points, the seed jet written on the side";
+          }
+          notes_ << ")";
+          return add_step(op, [=](cudaStream_t s) { fourier_features_seeded(X, Xh, J, Bm, P, Y, a.head, B, m, d, a.jet, s); });
         }
         if (const auto it = fusions_.jet_dense_forward.find(i); it != fusions_.jet_dense_forward.end()) {
           notes_ << "done by '" << p_.ops()[it->second].name << "' (its jet dense kernel applies the activation)";
@@ -562,9 +574,17 @@ class Lowering {
         JetDY from;
         if (const auto it = fusions_.jet_dy.find(i); it != fusions_.jet_dy.end()) {
           const Op& d = p_.ops()[it->second];
-          from = {f(d.in[0]), f(d.in[2])};  // a one-output layer (fusion_plan.h)
+          from.dZ = f(d.in[0]), from.W = f(d.in[2]);  // a one-output layer (fusion_plan.h)
           notes_ << activation_name(a.act) << " jet backward kernel (its dY = dZ W of '" << d.name
-                 << "' computed here, not stored)";
+                 << "' computed here, not stored";
+          if (const auto g = skinny_grads_.find(it->second); g != skinny_grads_.end()) {
+            from.dW = g->second.dW, from.dW_accumulate = g->second.dW_accumulate;
+            from.db = g->second.db, from.db_accumulate = g->second.db_accumulate;
+            from.partial = reinterpret_cast<float*>(own(jet_dy_weight_partial_floats(a.head, B, H) * sizeof(float)));
+            notes_ << "; its dW" << (from.db ? " and db" : "") << " from the activation's jet recomputed here"
+                   << " in per-block partial sums + ordered sum";
+          }
+          notes_ << ")";
         } else {
           notes_ << activation_name(a.act) << " jet backward kernel";
         }
@@ -994,7 +1014,16 @@ class Lowering {
       SkinnyDense g;
       g.R = B, g.I = I, g.O = O;
       g.X = f(X), g.W = f(W), g.dZ = dz, g.bias_rows = bias_rows(op, B);
-      const bool dx_later = std::any_of(fusions_.jet_dy.begin(), fusions_.jet_dy.end(), [&](const auto& kv) { return kv.second == i; });
+      const auto later = std::find_if(fusions_.jet_dy.begin(), fusions_.jet_dy.end(), [&](const auto& kv) { return kv.second == i; });
+      const bool dx_later = later != fusions_.jet_dy.end();
+      if (dx_later && fusions_.jet_dy_weight.count(later->first)) {
+        JetDY& w = skinny_grads_[i];
+        w.dW = f(dW), w.dW_accumulate = op.accumulate[1] != 0;
+        w.db = need_db ? f(db) : nullptr, w.db_accumulate = op.accumulate[2] != 0;
+        notes_ << "done by '" << p_.ops()[later->first].name << "' (its jet backward forms dX, dW"
+               << (w.db ? " and db" : "") << ")";
+        return;
+      }
       g.dX = dX != kNone && !dx_later ? f(dX) : nullptr, g.dX_accumulate = op.accumulate[0] != 0;
       g.dW = f(dW), g.dW_accumulate = op.accumulate[1] != 0;
       g.db = need_db ? f(db) : nullptr, g.db_accumulate = op.accumulate[2] != 0;
@@ -1244,6 +1273,7 @@ class Lowering {
   FusionPlan fusions_;  // which ops share a launch (fusion_plan.h); empty with fusions off
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
+  std::map<int, JetDY> skinny_grads_;     // skinny dense backward -> its dW/db, formed by a jet backward
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;

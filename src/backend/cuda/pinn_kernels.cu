@@ -1,9 +1,11 @@
 #include "backend/cuda/pinn_kernels.cuh"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "backend/activation_math.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dense_common.cuh"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/vec.cuh"
 #include "backend/jet_math.h"
@@ -89,12 +91,14 @@ __device__ __forceinline__ void head_forward(float* A, const float* bias, float*
     store_vec<V>(Y + e, y);
   }
 }
-template <int V, bool DZ>
+// DW (with DZ): also this thread's sums for the one-output layer's weight gradient, dw over its
+// V columns (the activation's value g0 times dZ) and db (dZ, where the thread holds column 0).
+template <int V, bool DZ, bool DW = false>
 __device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, const float* A, float* dA, int64_t n,
-                                              int64_t H, Activation act, bool acc) {
+                                              int64_t H, Activation act, bool acc, float (&dw)[V], float& db) {
   GRID_STRIDE(q, n / V) {
     const int64_t e = q * V;
-    float a[V], dy[V], o[V];
+    float a[V], dy[V], o[V], dz = 0.0f;
     load_vec<V>(A + e, a);
     if constexpr (DZ) {
       int64_t r, col;
@@ -102,6 +106,8 @@ __device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, c
       float w[V];
       load_vec<V>(z.W + col, w);
       dz_times_w<V>(z.dZ, r, w, dy);
+      dz = __ldg(z.dZ + r);
+      if (DW && col == 0) db += dz;
     } else {
       load_vec<V>(dY + e, dy);
     }
@@ -111,6 +117,7 @@ __device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, c
       float g0, g1, g2, g3;
       act_derivs<float>(act, a[v], &g0, &g1, &g2, &g3);
       o[v] = acc ? o[v] + dy[v] * g1 : dy[v] * g1;
+      if constexpr (DW) dw[v] = fmaf(dz, g0, dw[v]);
     }
     store_vec<V>(dA + e, o);
   }
@@ -169,19 +176,28 @@ __global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const 
   }
 }
 
-// DZ: dY = dZ W (JetDY), a kernel of its own so the plain one keeps its registers.
-template <int D, int NP, int V, bool DZ>
+// Blocks per SM of the kernel that also forms a weight gradient (its grid is one wave of them,
+// one partial row each): three, at most 85 registers (it took 106 unbounded: two).
+constexpr int kDyWeightBlocksPerSm = 3;
+
+// DZ: dY = dZ W (JetDY), a kernel of its own so the plain one keeps its registers. DW (with DZ,
+// V columns per thread and a grid whose threads cover whole rows, see jet_dy_weight_fits): also
+// the weight gradient's partial sums of the block (JetDY::partial), from the activation's jet
+// recomputed here. Every thread keeps the same V columns throughout, so it sums them in
+// registers; the block's threads then add up in a fixed order (deterministic).
+template <int D, int NP, int V, bool DZ, bool DW = false>
 __device__ __forceinline__ void jet_backward(const float* dY, JetDY z, const float* A, float* dA, int64_t head,
                                              int64_t B, int64_t H, const JetSpec& js, Activation act, bool acc) {
   constexpr int kK = 1 + D + NP;
   const int K = js.K();
-  head_backward<V, DZ>(dY, z, A, dA, head * H, H, act, acc);
+  float dw[V] = {}, db = 0.0f;
+  head_backward<V, DZ, DW>(dY, z, A, dA, head * H, H, act, acc, dw, db);
   dY += head * H, A += head * H, dA += head * H;
   if constexpr (DZ) z.dZ += head;
   const int64_t stride = B * H;
   GRID_STRIDE(q, stride / V) {
     const int64_t e = q * V;
-    float a[kK][V], dy[kK][V], da[V][kK], w[V];
+    float a[kK][V], dy[kK][V], da[V][kK], w[V], dz[kK];
     int64_t r = 0, col = 0;
     if constexpr (DZ) {  // the same columns of W for every component; component c's row is r + c B
       row_col(e, H, stride < (int64_t{1} << 31), &r, &col);
@@ -189,15 +205,22 @@ __device__ __forceinline__ void jet_backward(const float* dY, JetDY z, const flo
     }
 #pragma unroll
     for (int c = 0; c < kK; ++c) {
+      dz[c] = 0.0f;
       if (c < K) {
         load_vec<V>(A + c * stride + e, a[c]);
-        if constexpr (DZ) dz_times_w<V>(z.dZ, r + c * B, w, dy[c]);
-        else load_vec<V>(dY + c * stride + e, dy[c]);
+        if constexpr (DZ) {
+          dz[c] = __ldg(z.dZ + r + c * B);
+#pragma unroll
+          for (int v = 0; v < V; ++v) dy[c][v] = dz[c] * w[v];
+        } else {
+          load_vec<V>(dY + c * stride + e, dy[c]);
+        }
       } else {
 #pragma unroll
         for (int v = 0; v < V; ++v) a[c][v] = 0.0f, dy[c][v] = 0.0f;
       }
     }
+    if (DW && col == 0) db += dz[0];
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       JetT av[kK], dyv[kK], g0, g1, g2, g3;
@@ -205,6 +228,13 @@ __device__ __forceinline__ void jet_backward(const float* dY, JetDY z, const flo
       for (int c = 0; c < kK; ++c) av[c] = a[c][v], dyv[c] = dy[c][v];
       act_derivs<JetT>(act, av[0], &g0, &g1, &g2, &g3);
       jet_apply_backward<JetT, D, NP>(js, g1, g2, g3, av, dyv, da[v]);
+      if constexpr (DW) {
+        JetT y[kK];
+        jet_apply<JetT, D, NP>(js, g0, g1, g2, av, y);
+#pragma unroll
+        for (int c = 0; c < kK; ++c)
+          if (c < K) dw[v] = fmaf(dz[c], y[c], dw[v]);
+      }
     }
 #pragma unroll
     for (int c = 0; c < kK; ++c) {
@@ -214,6 +244,26 @@ __device__ __forceinline__ void jet_backward(const float* dY, JetDY z, const flo
 #pragma unroll
       for (int v = 0; v < V; ++v) o[v] = acc ? o[v] + da[v][c] : da[v][c];
       store_vec<V>(dA + c * stride + e, o);
+    }
+  }
+  if constexpr (DW) {
+    // Thread t holds columns (t % per) V .. + V - 1 (per = H / V threads cover a row); the
+    // groups of `per` threads add up in order, and db over the threads that hold column 0.
+    __shared__ float sw[kBlock * V], sb[kBlock];
+#pragma unroll
+    for (int v = 0; v < V; ++v) sw[threadIdx.x * V + v] = dw[v];
+    sb[threadIdx.x] = db;
+    __syncthreads();
+    const int per = static_cast<int>(H / V), groups = kBlock / per;
+    if (threadIdx.x < H) {
+      float t = 0.0f;
+      for (int g = 0; g < groups; ++g) t += sw[g * per * V + threadIdx.x];
+      z.partial[blockIdx.x * H + threadIdx.x] = t;
+    }
+    if (z.db && threadIdx.x == 0) {
+      float t = 0.0f;
+      for (int g = 0; g < groups; ++g) t += sb[g * per];
+      z.partial[gridDim.x * H + blockIdx.x] = t;
     }
   }
 }
@@ -230,6 +280,14 @@ __global__ void __launch_bounds__(kBlock) jet_activation_backward_dz_kernel(cons
                                                                             int64_t H, JetSpec js, Activation act,
                                                                             bool acc) {
   jet_backward<D, NP, V, true>(dY, z, A, dA, head, B, H, js, act, acc);
+}
+
+template <int D, int NP, int V>
+__global__ void __launch_bounds__(kBlock, kDyWeightBlocksPerSm) jet_activation_backward_dw_kernel(const float* dY, JetDY z, const float* A,
+                                                                            float* dA, int64_t head, int64_t B,
+                                                                            int64_t H, JetSpec js, Activation act,
+                                                                            bool acc) {
+  if constexpr (V == 4) jet_backward<D, NP, V, true, true>(dY, z, A, dA, head, B, H, js, act, acc);
 }
 
 template <int D>
@@ -254,45 +312,79 @@ __global__ void __launch_bounds__(kBlock, 4) fourier_kernel(const float* P, floa
 
 // Fourier features of X B^T with the projection folded in (fourier_features_seeded): one
 // thread per (row of X's value rows, feature). The projected jet of a seed is known: its value
-// is B x, its derivative along x_i is B[:, i], its second derivatives are 0.
-template <int D>
-__global__ void __launch_bounds__(kBlock, 4) fourier_seeded_kernel(const float* X, const float* Bm, float* P, float* F,
-                                                                   int64_t head, int64_t B, int64_t m, int64_t d,
-                                                                   JetSpec js) {
+// is B x, its derivative along x_i is B[:, i], its second derivatives are 0. One sincospi gives
+// both parts, and the index arithmetic is 32-bit where the tensors allow (SMALL): a 64-bit
+// division by m, and sinpi and cospi once per part, had made this kernel take 14.9 us for
+// 18432 points x 32 features (H200).
+template <int D, bool SMALL>
+__device__ __forceinline__ void fourier_seeded(const float* X, const float* Xh, float* J, const float* Bm, float* P,
+                                               float* F, int64_t head, int64_t B, int64_t m, int64_t d,
+                                               const JetSpec& js) {
   constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
   GRID_STRIDE(e, (head + B) * m) {
-    const int64_t r = e / m, h = e % m;  // X's row r: a head row below `head`, else point r - head
+    int64_t r, h;  // X's row r: a head row below `head`, else point r - head
+    if constexpr (SMALL) {
+      const uint32_t q = static_cast<uint32_t>(e) / static_cast<uint32_t>(m);
+      r = q, h = e - int64_t(q) * m;
+    } else {
+      r = e / m, h = e % m;
+    }
+    const float* x = !Xh ? X + r * d : r < head ? Xh + r * d : X + (r - head) * d;
+    if (J) {  // the seed jet, as jet_input_kernel writes it: the row's threads one value each
+      if (r < head) {
+        if (h < d) J[r * d + h] = x[h];
+      } else {
+        const int kd = K * static_cast<int>(d);  // at most 15 x 4
+        for (int t = static_cast<int>(h); t < kd; t += static_cast<int>(m)) {
+          const int k = t / static_cast<int>(d), i = t - k * static_cast<int>(d);
+          J[(head + k * B + (r - head)) * d + i] = k == 0 ? x[i] : k == 1 + i ? 1.0f : 0.0f;
+        }
+      }
+    }
     float p0 = 0.0f;
-    for (int64_t i = 0; i < d; ++i) p0 = fmaf(X[r * d + i], Bm[h * d + i], p0);
-    JetT p[kK], y[kK], g0, g1, g2, g3;
+    if constexpr (D > 0) {
 #pragma unroll
-    for (int c = 0; c < kK; ++c) p[c] = JetT(0);
+      for (int i = 0; i < D; ++i) p0 = fmaf(x[i], Bm[h * D + i], p0);
+    } else {
+      for (int64_t i = 0; i < d; ++i) p0 = fmaf(x[i], Bm[h * d + i], p0);
+    }
+    JetT p[kK], y[kK], s, c, g0, g1, g2, g3;
+#pragma unroll
+    for (int k = 0; k < kK; ++k) p[k] = JetT(0);
     p[0] = p0;
 #pragma unroll
-    for (int i = 0; i < D; ++i) p[1 + i] = Bm[h * d + i];
+    for (int i = 0; i < D; ++i) p[1 + i] = Bm[h * D + i];
     // P as the projection would have written it (a forward tensor like any other: the tests
-    // and tools may read it), at a tenth of this kernel's traffic.
+    // and tools may read it).
     if (r < head) {
       P[r * m + h] = p0;
     } else {
 #pragma unroll
-      for (int c = 0; c < kK; ++c)
-        if (c < K) P[(head + c * B + (r - head)) * m + h] = p[c];
+      for (int k = 0; k < kK; ++k)
+        if (k < K) P[(head + k * B + (r - head)) * m + h] = p[k];
     }
+    fourier_sincos<JetT>(p0, &s, &c);
 #pragma unroll
     for (int part = 0; part < 2; ++part) {
-      fourier_derivs<JetT>(part == 1, p0, &g0, &g1, &g2, &g3);
+      fourier_derivs<JetT>(part == 1, s, c, &g0, &g1, &g2, &g3);
       if (r < head) {
         F[r * 2 * m + part * m + h] = g0;
         continue;
       }
       jet_apply<JetT, D>(js, g0, g1, g2, p, y);
 #pragma unroll
-      for (int c = 0; c < kK; ++c)
-        if (c < K) F[(head + c * B + (r - head)) * 2 * m + part * m + h] = y[c];
+      for (int k = 0; k < kK; ++k)
+        if (k < K) F[(head + k * B + (r - head)) * 2 * m + part * m + h] = y[k];
     }
   }
+}
+template <int D>
+__global__ void __launch_bounds__(kBlock, 4) fourier_seeded_kernel(const float* X, const float* Xh, float* J,
+                                                                   const float* Bm, float* P, float* F, int64_t head,
+                                                                   int64_t B, int64_t m, int64_t d, JetSpec js) {
+  if ((head + B) * m < (int64_t{1} << 31)) fourier_seeded<D, true>(X, Xh, J, Bm, P, F, head, B, m, d, js);
+  else fourier_seeded<D, false>(X, Xh, J, Bm, P, F, head, B, m, d, js);
 }
 
 template <int D>
@@ -428,10 +520,50 @@ void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t
   SG_JET_DISPATCH_V(js, fast, jet_activation_kernel, (head + B) * H, A, bias, Y, head, B, H, js, act);
 }
 
+bool jet_dy_weight_fits(const JetSpec& js, int64_t H) {
+  // The vectorized kernel (float4 columns), and rows that a block's threads cover whole, so
+  // each thread keeps its columns through the grid-stride loop.
+  return js.npairs <= js.d && js.d <= kMaxJetDim && H % 4 == 0 && H <= kBlock && (kBlock * 4) % H == 0;
+}
+
+namespace {
+int jet_dy_weight_blocks(int64_t head, int64_t B, int64_t H) {
+  // One partial row per block: enough blocks to keep the loads in flight, few enough that their
+  // sum (split_reduce_kernel) stays short.
+  const int64_t want = grid_for((head + B) * H / 4);
+  return static_cast<int>(std::min<int64_t>(want, kDyWeightBlocksPerSm * detail::sm_count()));
+}
+}  // namespace
+
+int64_t jet_dy_weight_partial_floats(int64_t head, int64_t B, int64_t H) {
+  return int64_t(jet_dy_weight_blocks(head, B, H)) * (H + 1);
+}
+
 void jet_activation_backward(const float* dY, const JetDY& dy_from, const float* A, float* dA, int64_t head, int64_t B,
                              int64_t H, const JetSpec& js, Activation act, bool accumulate, cudaStream_t s) {
   SG_REQUIRE(!dy_from.dZ || dy_from.W, "jet activation backward: dY = dZ W without W");
+  SG_REQUIRE(!dy_from.dW || (dy_from.dZ && dy_from.partial), "jet activation backward: a weight gradient needs dZ and scratch");
   const bool fast = jet_vectorized(js, H, {dy_from.dZ ? dy_from.W : dY, A, dA});
+  if (dy_from.dW) {
+    SG_REQUIRE(fast && jet_dy_weight_fits(js, H), "jet activation backward: a weight gradient on the side needs the "
+               "vectorized kernel and a width dividing ", kBlock * 4, " (width ", H, ")");
+    const unsigned grid = static_cast<unsigned>(jet_dy_weight_blocks(head, B, H));
+    switch (js.d) {
+#define SG_JET_DW_CASE(DD) \
+  case DD: jet_activation_backward_dw_kernel<DD, DD, 4><<<grid, kBlock, 0, s>>>(dY, dy_from, A, dA, head, B, H, js, act, accumulate); break;
+      SG_JET_DW_CASE(0) SG_JET_DW_CASE(1) SG_JET_DW_CASE(2) SG_JET_DW_CASE(3) SG_JET_DW_CASE(4)
+#undef SG_JET_DW_CASE
+      default: SG_REQUIRE(false, "jet activation backward: input dimension ", js.d, " outside 0..", kMaxJetDim);
+    }
+    KERNEL_LAUNCH_CHECK();
+    DenseGemm r;  // dW[0, c] and db: the blocks' partials summed in order, then the epilogue
+    r.M = 1, r.N = H, r.K = head + js.K() * B;
+    r.C = dy_from.dW, r.ldc = H, r.accumulate = dy_from.dW_accumulate;
+    r.rowsum = dy_from.db, r.rowsum_accumulate = dy_from.db_accumulate;
+    r.splits = static_cast<int>(grid), r.partial = dy_from.partial;
+    detail::launch_reduce(r, s);
+    return;
+  }
   if (dy_from.dZ)
     SG_JET_DISPATCH_V(js, fast, jet_activation_backward_dz_kernel, (head + B) * H, dY, dy_from, A, dA, head, B, H, js,
                       act, accumulate);
@@ -447,10 +579,11 @@ void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t
   SG_JET_DISPATCH(js, fourier_kernel, grid_for(B * m), P, F, B, m, js);
 }
 
-void fourier_features_seeded(const float* X, const float* Bm, float* P, float* F, int64_t head, int64_t B, int64_t m,
-                             int64_t d, const JetSpec& js, cudaStream_t s) {
+void fourier_features_seeded(const float* X, const float* Xhead, float* J, const float* Bm, float* P, float* F,
+                             int64_t head, int64_t B, int64_t m, int64_t d, const JetSpec& js, cudaStream_t s) {
   SG_REQUIRE(js.K() == 1 || js.d == d, "Fourier features from a seed jet: jet dimension ", js.d, ", input width ", d);
-  SG_JET_DISPATCH(js, fourier_seeded_kernel, grid_for((head + B) * m), X, Bm, P, F, head, B, m, d, js);
+  SG_REQUIRE(!J || js.d == d, "Fourier features writing the seed jet: jet dimension ", js.d, ", input width ", d);
+  SG_JET_DISPATCH(js, fourier_seeded_kernel, grid_for((head + B) * m), X, Xhead, J, Bm, P, F, head, B, m, d, js);
 }
 
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,

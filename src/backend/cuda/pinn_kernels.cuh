@@ -32,16 +32,31 @@ void jet_activation(float* A, const float* bias, float* Y, int64_t head, int64_t
 struct JetDY {
   const float* dZ = nullptr;
   const float* W = nullptr;
+  // dW non-null: that layer's weight gradient too, dW [1, H] = sum_r dZ[r] Y[r, :] with Y the
+  // activation's jet recomputed from A (so Y is not read), and with db non-null its bias
+  // gradient, the sum of dZ over the value rows (bias_rows = head + B). Each block writes its
+  // partial sums to `partial` (jet_dy_weight_partial_floats), then an ordered sum finishes.
+  // Needs jet_dy_weight_fits.
+  float* dW = nullptr;
+  float* db = nullptr;
+  bool dW_accumulate = false, db_accumulate = false;
+  float* partial = nullptr;
 };
+// Whether jet_activation_backward can form the weight gradient as well (JetDY::dW) for this jet
+// and width, and the scratch it then needs.
+bool jet_dy_weight_fits(const JetSpec& js, int64_t H);
+int64_t jet_dy_weight_partial_floats(int64_t head, int64_t B, int64_t H);
 void jet_activation_backward(const float* dY, const JetDY& dy_from, const float* A, float* dA, int64_t head, int64_t B,
                              int64_t H, const JetSpec& js, Activation act, bool accumulate, cudaStream_t s);
 // F [head + K*B, 2m] = [sin 2 pi P, cos 2 pi P] as jets, P [head + K*B, m].
 void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s);
 // The projection P = X B^T and F in one launch, from X [head + K*B, d] and B [m, d]: X is a
 // seed jet (JetInput's output: derivative rows unit vectors, second-derivative rows 0) or plain
-// rows (K == 1); only its value rows are read, P's jet follows from them and B.
-void fourier_features_seeded(const float* X, const float* Bm, float* P, float* F, int64_t head, int64_t B, int64_t m,
-                             int64_t d, const JetSpec& js, cudaStream_t s);
+// rows (K == 1); only its value rows are read, P's jet follows from them and B. Xhead non-null:
+// the seed's inputs instead, the head's points Xhead [head, d] and then X [B, d], and the seed
+// jet is written to J (non-null) as jet_input would.
+void fourier_features_seeded(const float* X, const float* Xhead, float* J, const float* Bm, float* P, float* F,
+                             int64_t head, int64_t B, int64_t m, int64_t d, const JetSpec& js, cudaStream_t s);
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,
                                const JetSpec& js, bool accumulate, cudaStream_t s);
 
