@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(kSmallOutputs) split_gemm_small_kernel(DenseGe
 constexpr int kReduceWarps = 8, kTallReduceWarps = 32;
 template <int W>
 __global__ void __launch_bounds__(32 * W) split_reduce_kernel(DenseGemm g) {
-  static_assert(W == 8 || W == 32, "the sums below add 8 or 32 warps");
+  static_assert(W % 4 == 0, "the warps' sums go into four accumulators");
   PDL_PROLOGUE();
   __shared__ float part[W][32];
   const int64_t mn = g.M * g.N, total = mn + (g.rowsum ? g.M : 0);
@@ -339,16 +339,12 @@ __global__ void __launch_bounds__(32 * W) split_reduce_kernel(DenseGemm g) {
   part[w][lane] = v;
   __syncthreads();
   if (w != 0 || e >= total) return;
-  float r;
-  if constexpr (W == 8) {
-    r = ((part[0][lane] + part[4][lane]) + (part[2][lane] + part[6][lane])) +
-        ((part[1][lane] + part[5][lane]) + (part[3][lane] + part[7][lane]));
-  } else {
-    float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Warps k, k + 4, ... into q[k % 4], then a pair tree: for W = 8 the tree
+  // ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)).
+  float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int k = 0; k < W; ++k) q[k % 4] += part[k][lane];
-    r = (q[0] + q[2]) + (q[1] + q[3]);
-  }
+  for (int k = 0; k < W; ++k) q[k % 4] += part[k][lane];
+  const float r = (q[0] + q[2]) + (q[1] + q[3]);
   if (out) store_output(g, e / g.N, e % g.N, r);
   else store_rowsum(g, e - mn, r);
 }

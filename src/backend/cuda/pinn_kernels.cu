@@ -55,13 +55,6 @@ __global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d,
 // 19 us against 12.5 us in fp32 (H200).
 using JetT = float;
 
-// dY = dZ W (JetDY, one output) at row r: w holds W's V columns from this thread's first.
-template <int V>
-__device__ __forceinline__ void dz_times_w(const float* dZ, int64_t r, const float (&w)[V], float (&dy)[V]) {
-  const float dz = __ldg(dZ + r);
-#pragma unroll
-  for (int v = 0; v < V; ++v) dy[v] = dz * w[v];
-}
 // e / H and e % H, in 32 bits where the tensor allows (a 64-bit division costs as much as a
 // jet's arithmetic).
 __device__ __forceinline__ void row_col(int64_t e, int64_t H, bool small, int64_t* r, int64_t* col) {
@@ -103,10 +96,11 @@ __device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, c
     if constexpr (DZ) {
       int64_t r, col;
       row_col(e, H, n < (int64_t{1} << 31), &r, &col);
-      float w[V];
+      float w[V];  // dY = dZ W (JetDY, one output) at row r
       load_vec<V>(z.W + col, w);
-      dz_times_w<V>(z.dZ, r, w, dy);
       dz = __ldg(z.dZ + r);
+#pragma unroll
+      for (int v = 0; v < V; ++v) dy[v] = dz * w[v];
       if (DW && col == 0) db += dz;
     } else {
       load_vec<V>(dY + e, dy);
