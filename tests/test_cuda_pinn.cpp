@@ -101,6 +101,8 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
     // Past 4096 jet rows the last layer is skinny; with width 64 and a Laplacian-like jet the
     // last jet backward forms its dX, dW and db (its input, the activation, recomputed).
     EXPECT_NE(explain.find("from the activation's jet recomputed here"), std::string::npos) << explain;
+    // And the last jet dense kernel forms the one-output layer's forward.
+    EXPECT_NE(explain.find("forms this one output from Y in registers"), std::string::npos) << explain;
   }
 }
 
@@ -144,6 +146,8 @@ TEST(Cuda, JetDenseKernelMatchesCpu) {
     const std::string explain = compare_backends(b.p, b.specs, seed++, what, 2, tol);
     EXPECT_NE(explain.find("its jet dense kernel applies the activation"), std::string::npos) << explain;
     EXPECT_NE(explain.find("in the jet dense kernel"), std::string::npos) << explain;
+    // The output layer's forward in the last jet dense kernel's epilogue (U compared above).
+    EXPECT_NE(explain.find("from Y in registers"), std::string::npos) << explain;
   }
 }
 

@@ -168,8 +168,24 @@ struct Planner {
       if (!jet_dense_fits(ja.jet, width(d.in[0]), p.tensor(d.in[1]).shape[0])) continue;
       bool apart = true;
       for (TensorId t : {d.in[0], d.in[1], d.in[2], d.out[0]}) apart = apart && !overlap(jet.out[0], t);
-      if (apart) plan.jet_dense_forward[static_cast<int>(j)] = static_cast<int>(j - 1);
+      if (!apart) continue;
+      plan.jet_dense_forward[static_cast<int>(j)] = static_cast<int>(j - 1);
+      if (j + 1 < ops.size()) output_layer(static_cast<int>(j), ops[j + 1], B);
     }
+  }
+  // The one-output layer after fused jet activation j (jet_dense_head): it reads the activation's
+  // output, writes only U (no pre-activation, no accumulation), with its bias on the value rows;
+  // U shares memory with nothing the jet dense launch reads or writes.
+  void output_layer(int j, const Op& h, int64_t B) {
+    const Op &jet = p.ops()[j], &d = p.ops()[j - 1];
+    const JetAttrs& ja = jet.attr<JetAttrs>();
+    if (h.kind != OpKind::Dense || h.in[0] != jet.out[0] || p.tensor(h.in[1]).shape[0] != 1) return;
+    const DenseAttrs& ha = h.attr<DenseAttrs>();
+    if (ha.act != Activation::None || h.out[1] != kNone || h.accumulate[0] || !aligned({h.in[1]})) return;
+    if (h.in[2] != kNone && ha.bias_rows != ja.head + B) return;
+    for (TensorId t : {d.in[0], d.in[1], d.in[2], d.out[0], jet.out[0], h.in[1], h.in[2]})
+      if (overlap(h.out[0], t)) return;
+    plan.jet_dense_head[j] = j + 1;
   }
 
   // A jet layer's dense backward whose input gradient dY only the jet activation backward right

@@ -34,6 +34,11 @@ struct FusionPlan {
   // Jet activation -> the dense layer right before it whose product it shares a launch with
   // (jet_dense.cuh): the layer writes the pre-activation and the activation's jet.
   std::map<int, int> jet_dense_forward;
+  // Of those jet activations, activation -> the one-output dense layer right after it that reads
+  // its output (a PINN's output layer, no activation): the jet dense kernel's epilogue also forms
+  // that layer's output U = Y w^T (+ b on the value rows) from Y in registers, so the layer
+  // launches nothing and Y is not read back (Y is still written).
+  std::map<int, int> jet_dense_head;
   // Jet activation backward -> the dense backward right before it whose input-gradient product
   // applies the activation's jet derivative in its epilogue: dY is never written.
   std::map<int, int> jet_dense_backward;

@@ -143,6 +143,42 @@ __device__ __forceinline__ void epilogue(const JetDense& g, float (&acc)[kRowsPe
   }
 }
 
+// The one-output layer after the activation (JetDense::U), from Y in the accumulators after the
+// forward epilogue: a row's 16 threads (tx) each sum their TN columns in order, then add across tx
+// by shuffles (a fixed order: deterministic); tx = 0 stores.
+template <int D, int NP, int TN>
+__device__ __forceinline__ void output_layer(const JetDense& g, const float (&acc)[kRowsPerThread][TN], int64_t t,
+                                             int64_t head_tiles, int tx, int ty) {
+  constexpr int KC = 1 + D + NP, PPT = kRowsPerThread / KC, P = kRows / KC;
+  float w[TN];
+#pragma unroll
+  for (int q = 0; q < TN / 4; ++q) {
+    const float4 w4 = *reinterpret_cast<const float4*>(g.W2 + q * 64 + tx * 4);
+    w[q * 4] = w4.x, w[q * 4 + 1] = w4.y, w[q * 4 + 2] = w4.z, w[q * 4 + 3] = w4.w;
+  }
+  const float b = g.bias2 ? *g.bias2 : 0.0f;
+  const bool head_tile = t < head_tiles;
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+#pragma unroll
+    for (int h = 0; h < PPT; ++h) {
+      float u = 0.0f;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) u = fmaf(acc[c * PPT + h][j], w[j], u);
+#pragma unroll
+      for (int m = 8; m >= 1; m /= 2) u += __shfl_xor_sync(0xffffffffu, u, m);  // within the row's 16 lanes
+      if (tx != 0) continue;
+      if (head_tile) {  // value-only rows
+        const int64_t row = t * kRows + c * P + h * 16 + ty;
+        if (row < g.head) g.U[row] = u + b;
+        continue;
+      }
+      const int64_t p = (t - head_tiles) * P + h * 16 + ty;
+      if (p < g.B) g.U[g.head + c * g.B + p] = c == 0 ? u + b : u;
+    }
+  }
+}
+
 // Thread (tx, ty)'s row i = c * PPT + h is the tile's row c * P + 16 h + ty: component c of its
 // h-th point. Column j is (j / 4) * 64 + 4 tx + j % 4.
 template <bool BWD, int D, int NP, int TN, int ACT, int BK, int S>
@@ -247,6 +283,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) jet_dense_kernel(JetDens
     chunk = 0;
     // The tile's epilogue (registers and global memory only: the next chunks keep loading).
     epilogue<BWD, D, NP, TN, ACT>(g, acc, tile, head_tiles, tx, ty);
+    if (!BWD && g.U) output_layer<D, NP, TN>(g, acc, tile, head_tiles, tx, ty);
     tile += gridDim.x;
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i)
@@ -305,7 +342,7 @@ bool jet_dense_fits(const JetSpec& js, int64_t K, int64_t N) {
 
 bool jet_dense_aligned(const JetDense& g) {
   return aligned16(g.X) && aligned16(g.W) && aligned16(g.bias) && aligned16(g.Z) && aligned16(g.Y) &&
-         aligned16(g.A) && aligned16(g.dA);
+         aligned16(g.A) && aligned16(g.dA) && aligned16(g.W2);
 }
 
 void jet_dense(const JetDense& g, cudaStream_t s) {

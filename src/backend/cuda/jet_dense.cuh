@@ -32,6 +32,11 @@ struct JetDense {
   // Backward: dA = the jet rule's transpose at A (the pre-activation below) applied to dZ W.
   const float* A = nullptr;
   float* dA = nullptr;
+  // Forward, optionally: the one-output layer after the activation (FusionPlan::jet_dense_head),
+  // U [rows, 1] = Y W2^T + bias2 (a scalar, nullable) on the value rows.
+  const float* W2 = nullptr;  // [N]
+  const float* bias2 = nullptr;
+  float* U = nullptr;
 };
 
 // Whether a layer of this jet, depth K and width N takes the fused kernel: jets of four

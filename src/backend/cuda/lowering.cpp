@@ -359,6 +359,7 @@ class Lowering {
     for (const auto& [ff, pr] : fusions_.fourier_seeded) links.emplace_back(ff, pr);
     for (const auto& [ff, seed] : fusions_.seed_into_fourier) links.emplace_back(ff, seed);
     for (const auto& [jet, d] : fusions_.jet_dense_forward) links.emplace_back(jet, d);
+    for (const auto& [jet, h] : fusions_.jet_dense_head) links.emplace_back(h, jet - 1);
     for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
@@ -603,6 +604,11 @@ class Lowering {
         for (const auto& [ff, pr] : fusions_.fourier_seeded)
           if (pr == i) {
             notes_ << "done by '" << p_.ops()[ff].name << "' (its Fourier jet kernel projects the inputs itself)";
+            return;
+          }
+        for (const auto& [jet, h] : fusions_.jet_dense_head)
+          if (h == i) {
+            notes_ << "done by '" << p_.ops()[jet - 1].name << "' (its jet dense kernel forms this one output from Y in registers)";
             return;
           }
         return dense_forward(i, op);
@@ -1092,8 +1098,14 @@ class Lowering {
     g.head = a.head, g.B = (rows(op.in[0]) - a.head) / a.jet.K(), g.js = a.jet, g.act = a.act;
     g.X = f(op.in[0]), g.W = f(op.in[1]), g.bias = f(op.in[2]);
     g.Z = f(op.out[0]), g.Y = f(jet.out[0]);
+    std::string head;
+    if (const auto it = fusions_.jet_dense_head.find(i + 1); it != fusions_.jet_dense_head.end()) {
+      const Op& h = p_.ops()[it->second];
+      g.W2 = f(h.in[1]), g.bias2 = f(h.in[2]), g.U = f(h.out[0]);
+      head = cat(" + the one-output layer '", h.name, "' from Y in registers");
+    }
     jet_dense_step(op, g, cat("jet dense kernel: ", rows(op.in[0]), "x", g.N, "x", g.K, " product + bias + ",
-                              activation_name(a.act), " jet of '", jet.name, "'"));
+                              activation_name(a.act), " jet of '", jet.name, "'", head));
   }
   // A jet layer's input gradient and the activation backward below it (jet_dense_backward).
   void jet_dense_backward(const Op& op, const Op& jet) {
