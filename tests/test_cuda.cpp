@@ -162,14 +162,15 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
 
 #ifdef STEPGRAPH_HAVE_CUDA
 // Weight gradients over tens of thousands of rows onto 128-wide layers (Fourier 4x128's over its
-// jet rows) on the row-slab kernel's 128 x 128 tiles, alone against fp64: float4 rows and not,
-// a k that ends inside a slab, bias gradients (row sums) over the first fifth of k.
+// jet rows) on the row-slab kernel's 128 x 128 tiles, and from 64 inputs (its first layer's) on
+// 128 x 64 tiles, alone against fp64: float4 rows and not, a k that ends inside a slab, bias
+// gradients (row sums) over the first fifth of k.
 TEST(Cuda, LongWeightGradientsOn128TilesMatchFp64) {
   REQUIRE_GPU();
   auto on_128_tiles = [](const cuda::DenseGemm& g) {
-    return !g.sliced && !cuda::own_gemm_tensor_cores(g) && g.splits > 1 && cuda::own_gemm_tile(g) == 128;
+    return !g.sliced && !cuda::own_gemm_tensor_cores(g) && g.splits > 1 && cuda::own_gemm_tile(g).rows == 128;
   };
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 128, 34000}, {130, 132, 34003}}) {
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 128, 34000}, {130, 132, 34003}, {128, 64, 34000}, {130, 60, 34003}}) {
     const int splits = cuda::own_gemm_splits(M, N, K, true);
     const ProductCase c{"weight gradient on 128-tiles", M, N, K, true, true, splits};
     EXPECT_LT(own_product_error(c, false, on_128_tiles), 3e-6) << M << " x " << N << " x " << K << ", " << splits << " splits";

@@ -73,6 +73,7 @@ int device_attribute(cudaDeviceAttr attr, int h200);
 int sm_count();
 
 inline int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
+inline int64_t tiles(int64_t M, int64_t N, GemmTile t) { return ((M + t.rows - 1) / t.rows) * ((N + t.cols - 1) / t.cols); }
 // Split products onto at most 256 outputs run on split_gemm_small_kernel.
 inline bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }
 

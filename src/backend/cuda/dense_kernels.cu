@@ -123,11 +123,11 @@ __global__ void __launch_bounds__(kThreads) dense_gemm_kernel(DenseGemm g0, Dens
 // A split product laid out as a weight gradient (A(m, k) = dZ[k, m] with m fastest, B(k, n) =
 // X[k, n] with n fastest): both operands' rows are contiguous, so each slab of BK rows goes into
 // shared memory as it lies in memory (float4 loads when widths and pointers allow), with no
-// transpose. A T x T output tile (T = 64 or 128) is spread over 16 x 16 threads, each holding
-// (T/16) x (T/16) outputs in groups of 4 rows and 4 columns 64 apart, read from shared memory
-// as float4 (a warp's reads then cover consecutive words: no bank conflicts). The next slab is
-// loaded into registers while the current one is multiplied. Each block writes the raw partial
-// sums of its k-range (blockIdx.y); split_reduce_kernel adds them.
+// transpose. A TM x TN output tile (128 x 128, 128 x 64 or 64 x 64) is spread over 16 x 16
+// threads, each holding (TM/16) x (TN/16) outputs in groups of 4 rows and 4 columns 64 apart,
+// read from shared memory as float4 (a warp's reads then cover consecutive words: no bank
+// conflicts). The next slab is loaded into registers while the current one is multiplied. Each
+// block writes the raw partial sums of its k-range (blockIdx.y); split_reduce_kernel adds them.
 template <bool VEC>
 __device__ __forceinline__ float4 load_row4(const float* p, int64_t k, int64_t ld, int64_t c, int64_t lim, bool in) {
   if constexpr (VEC) {
@@ -140,55 +140,64 @@ __device__ __forceinline__ float4 load_row4(const float* p, int64_t k, int64_t l
   }
 }
 
-template <int T>
+template <int TM, int TN>
 struct RowsTile {
-  static constexpr int BK = 2048 / T;                  // 32 or 16 rows: 2 float4 of A and of B per thread
-  static constexpr int TPT = T / 16;                   // outputs per thread in each direction
-  static constexpr int kLoads = BK * T / 4 / kThreads;
+  static constexpr int BK = 2048 / TM;  // 32 or 16 rows: 2 float4 of A per thread (and of B at TN = TM)
+  static constexpr int TPM = TM / 16, TPN = TN / 16;  // outputs per thread in each direction
+  static constexpr int kLoadsA = BK * TM / 4 / kThreads, kLoadsB = BK * TN / 4 / kThreads;
   // Offset of a thread's i-th row (or column) within the tile: groups of 4, 64 apart.
   __device__ static int at(int t, int i) { return (i / 4) * 64 + t * 4 + i % 4; }
 };
 
-template <int T, bool VEC>
-__global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_kernel(DenseGemm g) {
+template <int TM, int TN, bool VEC>
+__global__ void __launch_bounds__(kThreads, TM == 128 ? 2 : 1) split_gemm_rows_kernel(DenseGemm g) {
   PDL_PROLOGUE();
-  using R = RowsTile<T>;
-  constexpr int BK = R::BK, TPT = R::TPT, kLoads = R::kLoads;
-  __shared__ __align__(16) float As[2][BK][T];  // As[k][m]
-  __shared__ __align__(16) float Bs[2][BK][T];  // Bs[k][n]
-  const int64_t n_tiles = (g.N + T - 1) / T;
+  using R = RowsTile<TM, TN>;
+  constexpr int BK = R::BK, TPM = R::TPM, TPN = R::TPN, kLoadsA = R::kLoadsA, kLoadsB = R::kLoadsB;
+  __shared__ __align__(16) float As[2][BK][TM];  // As[k][m]
+  __shared__ __align__(16) float Bs[2][BK][TN];  // Bs[k][n]
+  const int64_t n_tiles = (g.N + TN - 1) / TN;
   const int64_t tn = blockIdx.x % n_tiles, tm = blockIdx.x / n_tiles;
-  const int64_t m0 = tm * T, n0 = tn * T;
+  const int64_t m0 = tm * TM, n0 = tn * TN;
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   int64_t k_begin = 0, k_end = 0;
   split_range<BK>(g, blockIdx.y, &k_begin, &k_end);
   // The bias gradient (row sums of A over its first rowsum_k values of k) in the first column
   // tile's blocks: thread tid sums row tid % T over the slab rows k = tid / T, + G, ... (all
   // threads, reads of consecutive words), and the G groups add up at the end.
-  constexpr int G = kThreads / T;
+  constexpr int G = kThreads / TM;
   const bool do_rowsum = g.rowsum != nullptr && tn == 0;
-  float acc[TPT][TPT];
+  float acc[TPM][TPN];
 #pragma unroll
-  for (int i = 0; i < TPT; ++i)
+  for (int i = 0; i < TPM; ++i)
 #pragma unroll
-    for (int j = 0; j < TPT; ++j) acc[i][j] = 0.0f;
+    for (int j = 0; j < TPN; ++j) acc[i][j] = 0.0f;
   float rs = 0.0f;
-  float4 ra[kLoads], rb[kLoads];
+  // A's and B's loads (and reads below) interleave as far as both go: ptxas schedules the
+  // square tiles' loops as it did before the 128 x 64 tile (grouped, the 128 x 128 tile's
+  // backward measured 11 us slower per Fourier layer).
+  constexpr int kLoads = kLoadsA > kLoadsB ? kLoadsA : kLoadsB;
+  float4 ra[kLoadsA], rb[kLoadsB];
   auto load = [&](int64_t k0) {
 #pragma unroll
     for (int r = 0; r < kLoads; ++r) {
-      const int e = tid + r * kThreads, kk = e / (T / 4), c = (e % (T / 4)) * 4;
-      const bool in = k0 + kk < k_end;
-      ra[r] = load_row4<VEC>(g.A, k0 + kk, g.sak, m0 + c, g.M, in);
-      rb[r] = load_row4<VEC>(g.B, k0 + kk, g.sbk, n0 + c, g.N, in);
+      const int e = tid + r * kThreads;
+      if (r < kLoadsA) {
+        const int kk = e / (TM / 4), c = (e % (TM / 4)) * 4;
+        ra[r] = load_row4<VEC>(g.A, k0 + kk, g.sak, m0 + c, g.M, k0 + kk < k_end);
+      }
+      if (r < kLoadsB) {
+        const int kk = e / (TN / 4), c = (e % (TN / 4)) * 4;
+        rb[r] = load_row4<VEC>(g.B, k0 + kk, g.sbk, n0 + c, g.N, k0 + kk < k_end);
+      }
     }
   };
   auto store = [&](int buf) {
 #pragma unroll
     for (int r = 0; r < kLoads; ++r) {
-      const int e = tid + r * kThreads, kk = e / (T / 4), c = (e % (T / 4)) * 4;
-      *reinterpret_cast<float4*>(&As[buf][kk][c]) = ra[r];
-      *reinterpret_cast<float4*>(&Bs[buf][kk][c]) = rb[r];
+      const int e = tid + r * kThreads;
+      if (r < kLoadsA) *reinterpret_cast<float4*>(&As[buf][e / (TM / 4)][(e % (TM / 4)) * 4]) = ra[r];
+      if (r < kLoadsB) *reinterpret_cast<float4*>(&Bs[buf][e / (TN / 4)][(e % (TN / 4)) * 4]) = rb[r];
     }
   };
   if (k_begin < k_end) {
@@ -203,23 +212,27 @@ __global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_ke
     if (do_rowsum) {
       const int64_t left = g.rowsum_k - k0;
       const int rdepth = left < 0 ? 0 : left < BK ? static_cast<int>(left) : BK;
-      for (int kk = tid / T; kk < rdepth; kk += G) rs += As[buf][kk][tid % T];
+      for (int kk = tid / TM; kk < rdepth; kk += G) rs += As[buf][kk][tid % TM];
     }
     // Rows past k_end were loaded as zeros: the whole slab is multiplied.
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
-      float a[TPT], b[TPT];
+      float a[TPM], b[TPN];
 #pragma unroll
-      for (int q = 0; q < TPT / 4; ++q) {
-        const float4 a4 = *reinterpret_cast<const float4*>(&As[buf][kk][q * 64 + ty * 4]);
-        const float4 b4 = *reinterpret_cast<const float4*>(&Bs[buf][kk][q * 64 + tx * 4]);
-        a[q * 4] = a4.x, a[q * 4 + 1] = a4.y, a[q * 4 + 2] = a4.z, a[q * 4 + 3] = a4.w;
-        b[q * 4] = b4.x, b[q * 4 + 1] = b4.y, b[q * 4 + 2] = b4.z, b[q * 4 + 3] = b4.w;
+      for (int q = 0; q < (TPM > TPN ? TPM : TPN) / 4; ++q) {
+        if (q < TPM / 4) {
+          const float4 a4 = *reinterpret_cast<const float4*>(&As[buf][kk][q * 64 + ty * 4]);
+          a[q * 4] = a4.x, a[q * 4 + 1] = a4.y, a[q * 4 + 2] = a4.z, a[q * 4 + 3] = a4.w;
+        }
+        if (q < TPN / 4) {
+          const float4 b4 = *reinterpret_cast<const float4*>(&Bs[buf][kk][q * 64 + tx * 4]);
+          b[q * 4] = b4.x, b[q * 4 + 1] = b4.y, b[q * 4 + 2] = b4.z, b[q * 4 + 3] = b4.w;
+        }
       }
 #pragma unroll
-      for (int i = 0; i < TPT; ++i)
+      for (int i = 0; i < TPM; ++i)
 #pragma unroll
-        for (int j = 0; j < TPT; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < TPN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
     if (more) store(buf ^ 1);  // that buffer's last readers passed the barrier below
     __syncthreads();
@@ -229,11 +242,11 @@ __global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_ke
   // N % 4 == 0; the scratch is 256-byte aligned), so a warp writes whole 64-byte runs.
   float* P = g.partial + blockIdx.y * g.M * g.N;
 #pragma unroll
-  for (int i = 0; i < TPT; ++i) {
+  for (int i = 0; i < TPM; ++i) {
     const int64_t m = m0 + R::at(ty, i);
     if (m >= g.M) continue;
 #pragma unroll
-    for (int j = 0; j < TPT; j += 4) {
+    for (int j = 0; j < TPN; j += 4) {
       const int64_t n = n0 + R::at(tx, j);
       if (VEC && n + 3 < g.N) {
         *reinterpret_cast<float4*>(P + m * g.N + n) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
@@ -248,10 +261,10 @@ __global__ void __launch_bounds__(kThreads, T == 128 ? 2 : 1) split_gemm_rows_ke
   float* sums = &As[0][0][0];  // free: every thread is past the loop's last barrier
   sums[tid] = rs;
   __syncthreads();
-  if (tid >= T || m0 + tid >= g.M) return;
+  if (tid >= TM || m0 + tid >= g.M) return;
   float r = 0.0f;
 #pragma unroll
-  for (int q = 0; q < G; ++q) r += sums[q * T + tid];
+  for (int q = 0; q < G; ++q) r += sums[q * TM + tid];
   g.partial[g.splits * g.M * g.N + blockIdx.y * g.M + m0 + tid] = r;
 }
 
@@ -355,10 +368,14 @@ bool rows_vec4(const DenseGemm& g) {
   return g.M % 4 == 0 && g.N % 4 == 0 && g.sak % 4 == 0 && g.sbk % 4 == 0 && aligned16(g.A) && aligned16(g.B);
 }
 // The row-slab kernel's tile: 128 x 128 (8 x 8 outputs per thread) for outputs of at least that
-// size, 64 x 64 below, and when k is too short to give 128-tiles two waves of blocks.
-int rows_tile(int64_t M, int64_t N, int64_t K) {
-  if (M < 128 || N < 128) return 64;
-  return K / 128 * tiles(M, N, 128) >= 2 * sm_count() ? 128 : 64;
+// size; 128 x 64 (8 x 4) onto fewer than 128 columns, so each slab row of A is read by one block
+// (a Fourier first layer's 128 x 64 weight gradient over 67584 jet rows, H200: 39 -> ~31 us);
+// 64 x 64 below, and when k is too short to give the larger tiles two waves of blocks.
+GemmTile rows_tile(int64_t M, int64_t N, int64_t K) {
+  const GemmTile small{64, 64};
+  if (M < 128) return small;
+  const GemmTile t{128, N >= 128 ? 128 : 64};
+  return K / 128 * tiles(M, N, t) >= 2 * sm_count() ? t : small;
 }
 
 }  // namespace
@@ -466,8 +483,8 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
   // 10 x 256 x 1024 output layer 8 -> 32 splits, 232.7 -> 228.6; custom_heat's 32 x 32 x 4608
   // 36 -> 144, 87.8 -> 81.8).
   const int64_t waves = rows ? 2 : 1;
-  const int tile = rows ? rows_tile(M, N, K) : 64;
-  const int64_t t = tiles(M, N, tile), want = (waves * sm_count() + t - 1) / t, most = K / (rows && tile == 64 ? 32 : 128);
+  const GemmTile tile = rows ? rows_tile(M, N, K) : GemmTile{64, 64};
+  const int64_t t = tiles(M, N, tile), want = (waves * sm_count() + t - 1) / t, most = K / (rows && tile.rows == 64 ? 32 : 128);
   const int64_t s = want < most ? want : most;
   return s < 2 ? 1 : static_cast<int>(s);
 }
@@ -483,13 +500,14 @@ int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
 
 bool own_gemm_sliced(const DenseGemm& g) { return !tc_layout(g) && sliced_layout(g) && sliced_gemm(g.M, g.N, g.K); }
 
-int own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
-  if (tc_layout(a)) return kTcTile;
-  if (a.sliced) return kSlicedRows;
-  if (a.splits > 1) return small_output(a.M, a.N) ? 0 : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : 64;
+GemmTile own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
+  if (tc_layout(a)) return {kTcTile, kTcTile};
+  if (a.sliced) return {kSlicedRows, kSlicedCols};
+  if (a.splits > 1) return small_output(a.M, a.N) ? GemmTile{} : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : GemmTile{64, 64};
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
   int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
-  return t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
+  const int t = t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
+  return {t, t};
 }
 
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
@@ -515,11 +533,12 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
     if (small_output(g.M, g.N)) {
       launch_pdl(split_gemm_small_kernel, static_cast<unsigned>(g.splits), kSmallOutputs, 0, s, g);
     } else if (rows_layout(g)) {
-      const int t = rows_tile(g.M, g.N, g.K);
+      const GemmTile t = rows_tile(g.M, g.N, g.K);
       const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, t)), static_cast<unsigned>(g.splits));
       const bool v = rows_vec4(g);
-      if (t == 128) launch_pdl(v ? split_gemm_rows_kernel<128, true> : split_gemm_rows_kernel<128, false>, grid, kThreads, 0, s, g);
-      else launch_pdl(v ? split_gemm_rows_kernel<64, true> : split_gemm_rows_kernel<64, false>, grid, kThreads, 0, s, g);
+      if (t.cols == 128) launch_pdl(v ? split_gemm_rows_kernel<128, 128, true> : split_gemm_rows_kernel<128, 128, false>, grid, kThreads, 0, s, g);
+      else if (t.rows == 128) launch_pdl(v ? split_gemm_rows_kernel<128, 64, true> : split_gemm_rows_kernel<128, 64, false>, grid, kThreads, 0, s, g);
+      else launch_pdl(v ? split_gemm_rows_kernel<64, 64, true> : split_gemm_rows_kernel<64, 64, false>, grid, kThreads, 0, s, g);
     } else {
       const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, 64)), static_cast<unsigned>(g.splits));
       launch_pdl(dense_gemm_kernel<64>, grid, kThreads, 0, s, g, g, static_cast<int>(grid.x));
@@ -527,7 +546,7 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
     KERNEL_LAUNCH_CHECK();
     return launch_reduce(g, s);
   }
-  const int t = own_gemm_tile(g, second);
+  const int t = own_gemm_tile(g, second).rows;
   const int64_t t0 = tiles(g.M, g.N, t), total = t0 + (second ? tiles(second->M, second->N, t) : 0);
   SG_REQUIRE(total <= (int64_t{1} << 31) - 1, "dense kernel: too many tiles (", total, ")");
   const DenseGemm& g1 = second ? *second : g;

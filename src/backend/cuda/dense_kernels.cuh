@@ -77,9 +77,12 @@ bool tf32_tensor_cores();
 int64_t own_gemm_counters(const DenseGemm& g);
 // Floats of scratch a split product needs (0 without splits).
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
-// Tile size the launcher will use (for explain; 0: one thread per output, a split product onto at
-// most 256 outputs).
-int own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
+// Output tile the launcher will use, rows x columns (for explain; 0 x 0: one thread per output,
+// a split product onto at most 256 outputs).
+struct GemmTile {
+  int rows = 0, cols = 0;
+};
+GemmTile own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
 // One launch; with `second`, two independent products in the same launch.
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s);
 

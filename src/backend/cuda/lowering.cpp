@@ -1151,11 +1151,12 @@ class Lowering {
     }
     notes_ << what << " " << d.M << "x" << d.N << "x" << d.K;
     if (s2) notes_ << " + " << s2->M << "x" << s2->N << "x" << s2->K;
-    const int tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
-    notes_ << (tile ? cat(" tile ", tile) : std::string(", one thread per output"));
+    const GemmTile tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
+    notes_ << (!tile.rows ? std::string(", one thread per output")
+               : tile.rows == tile.cols ? cat(" tile ", tile.rows) : cat(" tile ", tile.rows, "x", tile.cols));
     if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
     if (d.sliced)
-      notes_ << " x " << kSlicedCols << ", k-ranges of " << kSlicedDepth << " in shared memory, k over " << kSlicedWarps << " warps";
+      notes_ << ", k-ranges of " << kSlicedDepth << " in shared memory, k over " << kSlicedWarps << " warps";
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum" << (d.counters ? " by each tile's last block" : "");
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
