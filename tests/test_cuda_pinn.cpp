@@ -189,6 +189,47 @@ TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
   EXPECT_EQ(graph->capture_count(), 1);
 }
 
+// Fixed points and frozen Fourier features (the invariant prefix, ir.h) run once, before the
+// first step, and stay out of the graph. Eager steps and graph replays still agree bit for bit
+// and match the CPU, which computes them every step; a checkpoint load that rewrites the
+// constant B computes them again.
+TEST(Cuda, FixedPointsAndFrozenFeaturesRunOnceOutsideTheGraph) {
+  REQUIRE_GPU();
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 600;
+  p.terms[1].points = 90;
+  auto make = [&](Device device, ExecMode mode, uint64_t seed) {
+    TrainerOptions o;
+    o.mode = mode;
+    auto t = std::make_unique<Trainer>(
+        sequential({std::make_shared<FourierFeatures>(8, 1.0, false), dense(64, Activation::Tanh), dense(1)}),
+        pinn::make_step(p), std::make_shared<Adam>(1e-3), device, seed, o);
+    t->compile_custom();
+    return t;
+  };
+  auto graph = make(Device::CUDA, ExecMode::Graph, 9), eager = make(Device::CUDA, ExecMode::Eager, 9);
+  auto cpu = make(Device::CPU, ExecMode::Eager, 9);
+  const std::string explain = graph->explain();
+  size_t once = 0;
+  for (size_t at = explain.find("[once:"); at != std::string::npos; at = explain.find("[once:", at + 1)) ++once;
+  EXPECT_EQ(once, 3u) << "the two samplers and the features kernel (projection and seed jet folded in)\n" << explain;
+  for (int s = 0; s < 5; ++s) {
+    for (Trainer* t : {graph.get(), eager.get(), cpu.get()}) t->launch();
+    EXPECT_TRUE(near(graph->loss(), cpu->loss(), 1e-5, 1e-4)) << "step " << s << ": " << graph->loss() << " vs CPU " << cpu->loss();
+  }
+  expect_bitwise_same_steps({graph.get(), eager.get()}, 20);
+  EXPECT_EQ(graph->capture_count(), 1);
+  // Another seed draws another B. Loading its checkpoint rewrites B: the graph trainer must
+  // recompute its features and then step exactly as the trainer it was saved from.
+  auto other = make(Device::CUDA, ExecMode::Graph, 10);
+  for (int s = 0; s < 3; ++s) other->launch();
+  const std::string path = std::string(SG_TEST_TMPDIR) + "/fixed_features.safetensors";
+  other->save(path);
+  graph->load(path);
+  eager->load(path);
+  expect_bitwise_same_steps({other.get(), graph.get(), eager.get()}, 5);
+}
+
 TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {
   REQUIRE_GPU();
   // 8750 points (35000 jet rows of u, u_x, u_y and the Laplacian, after the boundary's 256 value rows): the jet layers' plain

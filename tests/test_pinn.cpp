@@ -85,6 +85,45 @@ TEST(Pinn, CollocationPointsLieWhereAskedAndResample) {
   for (int f : faces) EXPECT_GT(f, 20);
 }
 
+// Fixed points, and what follows from them and constants alone (the seed jet, a frozen
+// Fourier projection and its features), are the same every step: the invariant prefix, whose
+// outputs the memory plan keeps whole so a backend may compute them once.
+TEST(Pinn, FixedPointsAndWhatFollowsFromThemFormTheInvariantPrefix) {
+  auto prefix_of = [](bool resample, bool trainable) {
+    pinn::Problem p = pinn::builtin_problem("poisson2d");
+    p.terms[0].points = 40;
+    p.terms[1].points = 12;
+    if (resample) p.resample_every = 5;
+    Trainer t(sequential({std::make_shared<FourierFeatures>(4, 1.0, trainable), dense(16, Activation::Tanh), dense(1)}),
+              pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CPU, 3);
+    t.compile_custom();
+    const Program& pr = t.program();
+    const size_t n = invariant_prefix(pr);
+    std::string names;
+    for (size_t i = 0; i < n; ++i) names += (i ? ", " : "") + pr.ops()[i].name;
+    // No other transient tensor shares memory with what the prefix wrote, at any point of the step.
+    const MemoryPlan& plan = t.plan();
+    for (size_t i = 0; i < n; ++i)
+      for (TensorId a : pr.ops()[i].out) {
+        if (a == kNone || plan.at[a].region == Placement::Region::Persistent) continue;
+        EXPECT_EQ(plan.at[a].first, 0);
+        EXPECT_EQ(plan.at[a].last, static_cast<int>(pr.ops().size()) - 1);
+        for (size_t b = 0; b < pr.num_tensors(); ++b) {
+          const Placement &x = plan.at[a], &y = plan.at[b];
+          if (static_cast<TensorId>(b) == a || y.region == Placement::Region::Persistent || !y.bytes) continue;
+          EXPECT_FALSE(x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes)
+              << pr.tensor(a).name << " shares memory with " << pr.tensor(static_cast<TensorId>(b)).name;
+        }
+      }
+    return names;
+  };
+  EXPECT_EQ(prefix_of(false, false), "sample residual, sample boundary, jet residual, 0.project, 0.sincos")
+      << "fixed points, frozen Fourier features";
+  // A trained B: its projection changes every step; the points and their seed jet do not.
+  EXPECT_EQ(prefix_of(false, true), "sample residual, sample boundary, jet residual");
+  EXPECT_EQ(prefix_of(true, false), "");  // resampled points
+}
+
 TEST(Pinn, ProblemErrorsNameThePathAndCharacter) {
   auto expect_error = [](const char* json_text, const char* want) {
     try {

@@ -88,6 +88,9 @@ class Executable {
   // communicator's deadline: a rank that fails or hangs becomes an Error naming this rank and the
   // collective, never a hang. Without collectives: nothing (host reads synchronize anyway).
   virtual void wait_collectives() {}
+  // The step-invariant prefix (ir.h invariant_prefix): backends that run it once (CUDA) run it
+  // again before the next step after this call. Call it when a constant it reads was rewritten.
+  virtual void recompute_invariants() {}
   // Per-op notes from lowering: kernels, fused epilogues, chosen algorithms and timings.
   virtual std::string describe() const { return ""; }
   // Times each op alone (`reps` runs between device events, after a warm-up): (op name, us).

@@ -280,6 +280,14 @@ class Program {
   std::vector<Op> ops_;
 };
 
+// How many leading ops compute the same outputs every step: fixed collocation points
+// (SamplePoints with every = 0) and the pure ops over them and constants (a seed jet, a frozen
+// Fourier projection and its features). Backends may run these ops once, before the first step,
+// and leave them out of the step; the memory plan keeps their outputs whole (never reused), so
+// the values survive from step to step. Constants written later (a checkpoint load) call for
+// Executable::recompute_invariants. 0 for programs that start with a batch or a trained weight.
+size_t invariant_prefix(const Program& p);
+
 // A readable listing: one line per op with its tensors' names and shapes.
 std::string print_program(const Program& p);
 

@@ -17,7 +17,8 @@ struct Placement {
   Region region = Region::Transient;
   size_t offset = 0;
   size_t bytes = 0;
-  int first = 0, last = 0;  // live over ops [first, last]; inputs and live_out: whole step
+  int first = 0, last = 0;  // live over ops [first, last]; inputs, live_out and the outputs of
+                            // the invariant prefix (ir.h): the whole step
 };
 
 struct MemoryPlan {

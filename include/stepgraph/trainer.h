@@ -108,7 +108,9 @@ class Trainer {
   void set_batch_device(const void* X, const void* y, int64_t rows);
   // Where a tensor of the current step lives on the device ("input", "target", "loss", the
   // model output, parameters by name): for zero-copy views (DLPack). Valid until the next
-  // compile/invalidate. The model output's name is output_name().
+  // compile/invalidate. The model output's name is output_name(). A physics-informed step
+  // computes its fixed points and what follows from them and constants once (ir.h
+  // invariant_prefix): after writing a constant here, call invalidate().
   void* device_ptr(const std::string& tensor) const;
   std::string output_name() const;
   void launch();

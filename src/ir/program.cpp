@@ -140,6 +140,46 @@ int Program::producer(TensorId t) const {
   return -1;
 }
 
+size_t invariant_prefix(const Program& p) {
+  const std::vector<Op>& ops = p.ops();
+  std::vector<bool> fixed(p.num_tensors(), false);
+  for (size_t t = 0; t < p.num_tensors(); ++t) fixed[t] = p.tensor(static_cast<TensorId>(t)).role == Role::Constant;
+  size_t n = 0;
+  for (; n < ops.size(); ++n) {
+    const Op& op = ops[n];
+    bool same = false;
+    switch (op.kind) {
+      case OpKind::SamplePoints: same = op.attr<SampleAttrs>().every == 0; break;  // ignores its step input
+      case OpKind::JetInput:
+      case OpKind::FourierFeatures:
+      case OpKind::Dense:
+      case OpKind::JetActivation:
+        same = true;
+        for (TensorId t : op.in) same = same && (t == kNone || fixed[t]);
+        break;
+      default: break;
+    }
+    for (uint8_t acc : op.accumulate) same = same && !acc;
+    if (!same) break;
+    for (TensorId t : op.out)
+      if (t != kNone) fixed[t] = true;
+  }
+  // A prefix output that a later op writes again is not the same every step: end the prefix at
+  // its producer (and again, until no such write is left).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = n; i < ops.size() && !changed; ++i)
+      for (TensorId t : ops[i].out) {
+        const int w = t == kNone || p.tensor(t).role == Role::Constant ? -1 : p.producer(t);
+        if (w >= 0 && static_cast<size_t>(w) < n) {
+          n = static_cast<size_t>(w), changed = true;
+          break;
+        }
+      }
+  }
+  return n;
+}
+
 void Program::add_op(Op op) {
   if (op.accumulate.empty()) op.accumulate.assign(op.out.size(), 0);
   SG_ASSERT(op.accumulate.size() == op.out.size());

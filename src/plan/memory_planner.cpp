@@ -119,6 +119,17 @@ MemoryPlan plan_memory(const Program& p) {
     }
   }
   plan.persistent_bytes = persistent;
+  // The step-invariant prefix's outputs (ir.h invariant_prefix) may be computed once and read in
+  // every later step: like results, they are never reused within the step.
+  std::vector<bool> kept(p.num_tensors(), false);
+  const size_t fixed_ops = invariant_prefix(p);
+  for (size_t i = 0; i < fixed_ops; ++i)
+    for (TensorId t : p.ops()[i].out)
+      if (t != kNone && plan.at[t].region != Placement::Region::Persistent) {
+        kept[t] = true;
+        plan.at[t].first = 0;
+        plan.at[t].last = end;
+      }
 
   // Walk the ops: place what starts here, then free what ends here.
   FirstFit alloc;
@@ -132,7 +143,7 @@ MemoryPlan plan_memory(const Program& p) {
     for (TensorId t : starts[i]) plan.at[t].offset = alloc.allocate(plan.at[t].bytes);
     for (TensorId t : ends[i]) {
       const TensorInfo& info = p.tensor(t);
-      if (info.role == Role::Input || info.live_out) continue;
+      if (info.role == Role::Input || info.live_out || kept[t]) continue;
       alloc.release(plan.at[t].offset, plan.at[t].bytes);
     }
   }

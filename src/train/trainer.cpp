@@ -604,6 +604,11 @@ void Trainer::write_tensor(const std::string& name, const HostArray& a) {
   SG_ASSERT(it != persistent_->slots.end());
   SG_ASSERT(a.dtype() == it->second.info.dtype && a.shape() == it->second.info.shape);
   backend_->upload(persistent_->buffer.data() + it->second.offset, a.raw(), a.nbytes());
+  if (it->second.info.role != Role::Constant) return;
+  // What the step-invariant prefix computed from the old value is stale (a checkpoint load).
+  for (auto* vs : {&train_variants_, &eval_variants_})
+    for (auto& kv : *vs) kv.second->exe->recompute_invariants();
+  if (resident_variant_) resident_variant_->exe->recompute_invariants();
 }
 
 std::map<std::string, HostArray> Trainer::params() const {

@@ -32,6 +32,9 @@ struct Step {
   int stream = 0;
   int wait_for = -1;
   bool record = false;
+  // Part of the step-invariant prefix (ir.h invariant_prefix): enqueued on the step's stream
+  // before the first run or capture (and after recompute_invariants), never in the step itself.
+  bool once = false;
 };
 
 class CudaBackend : public Backend {

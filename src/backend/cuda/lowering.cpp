@@ -155,6 +155,7 @@ class CudaExecutable : public Executable {
   }
 
   void run() override {
+    run_invariants();
     if (coll_) coll_->before_launch();
     enqueue_all(be_.stream());
     if (coll_) coll_->after_launch(be_.stream());
@@ -163,10 +164,12 @@ class CudaExecutable : public Executable {
   bool can_capture() const override { return true; }
   void capture() override {
     if (coll_) coll_->wait_all();  // capture starts from an idle device
+    run_invariants();  // before the capture: the graph holds only what changes from step to step
     graph_.capture(key_, [&](void* s) { enqueue_all(static_cast<cudaStream_t>(s)); });
   }
   bool is_captured() const override { return graph_.is_captured(); }
   void replay() override {
+    run_invariants();
     if (coll_) coll_->before_launch();
     graph_.launch();
     if (coll_) coll_->after_launch(be_.stream());
@@ -174,6 +177,7 @@ class CudaExecutable : public Executable {
   void wait_collectives() override {
     if (coll_) coll_->wait_all();
   }
+  void recompute_invariants() override { invariants_done_ = false; }
   size_t graph_nodes() const override { return graph_.num_nodes(); }
   std::string describe() const override { return notes_; }
   std::vector<std::pair<std::string, double>> profile(int reps) override {
@@ -183,9 +187,14 @@ class CudaExecutable : public Executable {
     CUDA_CHECK(cudaEventCreate(&e1));
     std::vector<std::pair<std::string, double>> out;
     // Consecutive steps of one op (its kernels and library calls) are timed together.
+    run_invariants();
     for (size_t i = 0; i < steps_.size();) {
       size_t j = i;
       while (j < steps_.size() && steps_[j].name == steps_[i].name) ++j;
+      if (steps_[i].once) {  // not part of a step
+        i = j;
+        continue;
+      }
       for (size_t k = i; k < j; ++k) steps_[k].enqueue(s);  // warm-up
       CUDA_CHECK(cudaEventRecord(e0, s));
       for (int r = 0; r < reps; ++r)
@@ -203,6 +212,20 @@ class CudaExecutable : public Executable {
   }
 
  private:
+  // The step-invariant prefix, in order on the step's stream (what follows on either stream is
+  // ordered after it: the side stream forks from the step's stream).
+  void run_invariants() {
+    if (invariants_done_) return;
+    for (const Step& st : steps_) {
+      if (!st.once) continue;
+      try {
+        st.enqueue(be_.stream());
+      } catch (const Error& e) {
+        throw Error(cat("op '", st.name, "': ", e.what()));
+      }
+    }
+    invariants_done_ = true;
+  }
   void enqueue_all(cudaStream_t s) {
     // Concurrent branches: the side stream forks from s at the start (in a capture that makes it
     // part of the graph), waits and records as plan_streams decided, and s joins it at the end.
@@ -212,9 +235,10 @@ class CudaExecutable : public Executable {
     }
     for (size_t k = 0; k < steps_.size(); ++k) {
       const Step& st = steps_[k];
+      if (st.once) continue;
       const cudaStream_t x = side_ && st.stream == 1 ? side_ : s;
       try {
-        if (side_ && st.wait_for >= 0) CUDA_CHECK(cudaStreamWaitEvent(x, events_[st.wait_for], 0));
+        if (side_ && st.wait_for >= 0 && !steps_[st.wait_for].once) CUDA_CHECK(cudaStreamWaitEvent(x, events_[st.wait_for], 0));
         st.enqueue(x);
         if (side_ && st.record) CUDA_CHECK(cudaEventRecord(events_[k], x));
       } catch (const Error& e) {
@@ -236,6 +260,7 @@ class CudaExecutable : public Executable {
   cudaStream_t side_ = nullptr;         // concurrent branches (Lowering::plan_streams)
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
   std::vector<cudaEvent_t> events_;     // per step with Step::record
+  bool invariants_done_ = false;        // the Step::once steps ran for the values now in memory
   StepGraph graph_;
 };
 
@@ -387,12 +412,20 @@ class Lowering {
     refuse_cpu_only_ops();
     if (fuse_) fusions_ = plan_fusions(p_, ptrs_, /*jet_dense=*/!tc_);
     plan_collectives();
+    const char* once = std::getenv("SG_ONCE");  // 0: the invariant prefix runs every step too
+    const size_t fixed_ops = once && std::string(once) == "0" ? 0 : invariant_prefix(p_);
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
       join_before(static_cast<int>(i), op);
       notes_ << "  " << i << " " << op_kind_name(op.kind) << " '" << op.name << "': ";
       current_op_ = static_cast<int>(i);
+      const size_t before = steps_.size();
       lower(static_cast<int>(i), op);
+      if (i < fixed_ops && steps_.size() > before) {
+        for (size_t k = before; k < steps_.size(); ++k) steps_[k].once = true;
+        notes_ << " [once: its output is the same every step, so it runs before the first step and "
+                  "stays out of the graph]";
+      }
       notes_ << "\n";
       fork_after(static_cast<int>(i));
     }

@@ -21,9 +21,14 @@ bool plan_streams(const Program& p, const std::vector<void*>& ptrs, std::vector<
   const auto& ops = p.ops();
   const size_t n = ops.size();
   std::vector<int> first_step(n, -1), last_step(n, -1);
+  std::vector<bool> once(n, false);  // ran before the step (Step::once): no part of it
   for (size_t k = 0; k < steps.size(); ++k) {
     const int o = steps[k].op;
     if (o < 0) return false;  // a step outside any op: leave the step serial
+    if (steps[k].once) {
+      once[o] = true;
+      continue;
+    }
     if (first_step[o] < 0) first_step[o] = static_cast<int>(k);
     last_step[o] = static_cast<int>(k);
   }
@@ -49,7 +54,7 @@ bool plan_streams(const Program& p, const std::vector<void*>& ptrs, std::vector<
   // An op whose work another launch does without a recorded fusion (the schedule inside the
   // optimizer launch) belongs with the next op that launches anything.
   for (size_t i = 0; i < n; ++i) {
-    if (first_step[i] >= 0 || !partners[i].empty()) continue;
+    if (first_step[i] >= 0 || once[i] || !partners[i].empty()) continue;
     size_t j = i + 1;
     while (j < n && first_step[j] < 0) ++j;
     if (j < n) link(static_cast<int>(i), static_cast<int>(j));

@@ -14,7 +14,8 @@
 
 namespace sg::cuda {
 
-// Sets Step::stream, wait_for and record for the lowered `steps` of `p` (each Step::op set).
+// Sets Step::stream, wait_for and record for the lowered `steps` of `p` (each Step::op set;
+// Step::once steps run before the step and take no part).
 // Each op's footprint is the memory of its tensors at their planned addresses `ptrs` (inputs it
 // may change in place, temporaries, count as writes), joined with its `links` (pairs of ops one
 // launch does the work of: fusions), plus one shared resource for `workspace_users` (ops with
