@@ -103,6 +103,10 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
     EXPECT_NE(explain.find("from the activation's jet recomputed here"), std::string::npos) << explain;
     // And the last jet dense kernel forms the one-output layer's forward.
     EXPECT_NE(explain.find("forms this one output from Y in registers"), std::string::npos) << explain;
+    // Each loss kernel after the first adds its term onto the total (2 or 3 terms).
+    size_t sums = 0;
+    for (size_t at = explain.find("also the sum 'loss total'"); at != std::string::npos; at = explain.find("also the sum", at + 1)) ++sums;
+    EXPECT_EQ(sums, p.terms.size() - 1) << explain;
   }
 }
 

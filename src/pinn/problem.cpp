@@ -417,11 +417,12 @@ StepBuilder make_step(const Problem& prob) {
     }
     cs.num_forward_ops = pr.ops().size();
     cs.loss = g.tensor("loss", {1}, Role::Activation);
-    // With several terms each loss op writes only its own term (and its own rows of dU) and the
-    // total is summed after them: terms in different passes share nothing, so the CUDA step can
-    // run such a pass's whole chain (points, network, loss, backward) concurrently.
+    // With several terms each loss op writes only its own term (and its own rows of dU), and an
+    // Add after it sums it onto the earlier terms: terms in different passes share nothing, so
+    // the CUDA step can run such a pass's whole chain (points, network, loss, backward)
+    // concurrently, and each Add right after its loss is done by that loss's kernel.
     const bool one = sets.size() == 1;
-    std::vector<TensorId> term_tensors;
+    TensorId sum = kNone;  // loss = term 0 + term 1 + ... in order (partial sums in their own scalars)
     for (size_t k = 0; k < sets.size(); ++k) {
       const Term& t = prob.terms[k];
       TensorId term = g.tensor("loss." + t.label, {1}, Role::Activation);
@@ -440,16 +441,15 @@ StepBuilder make_step(const Problem& prob) {
       op.attrs = a;
       pr.add_op(std::move(op));
       cs.terms.push_back({t.label, term});
-      term_tensors.push_back(term);
-    }
-    // loss = term 0 + term 1 + ... in order (partial sums in their own scalars).
-    TensorId sum = one ? cs.loss : term_tensors[0];
-    for (size_t k = 1; k < term_tensors.size(); ++k) {
-      const TensorId out = k + 1 == term_tensors.size() ? cs.loss : g.tensor(cat("loss.sum.", k), {1}, Role::Activation);
+      if (k == 0) {
+        sum = term;
+        continue;
+      }
+      const TensorId out = k + 1 == sets.size() ? cs.loss : g.tensor(cat("loss.sum.", k), {1}, Role::Activation);
       Op add;
       add.kind = OpKind::Add;
       add.name = "loss total";
-      add.in = {sum, term_tensors[k]};
+      add.in = {sum, term};
       add.out = {out};
       pr.add_op(std::move(add));
       sum = out;

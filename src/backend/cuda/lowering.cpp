@@ -386,6 +386,7 @@ class Lowering {
     for (const auto& [jet, d] : fusions_.jet_dense_forward) links.emplace_back(jet, d);
     for (const auto& [jet, h] : fusions_.jet_dense_head) links.emplace_back(h, jet - 1);
     for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
+    for (const auto& [add, loss] : loss_sum_) links.emplace_back(add, loss);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -624,7 +625,7 @@ class Lowering {
         }
         return add_step(op, [=](cudaStream_t s) { jet_activation_backward(dY, from, A, dA, a.head, B, H, a.jet, a.act, acc, s); });
       }
-      case OpKind::ExpressionLoss: return expression_loss_op(op);
+      case OpKind::ExpressionLoss: return expression_loss_op(i, op);
       case OpKind::SamplePoints: {
         const int32_t* step = i32(in[0]);
         float* X = f(out[0]);
@@ -647,6 +648,10 @@ class Lowering {
         return dense_forward(i, op);
       case OpKind::DenseBackward: return dense_backward(i, op);
       case OpKind::Add: {
+        if (const auto it = loss_sum_.find(i); it != loss_sum_.end()) {
+          notes_ << "done by '" << p_.ops()[it->second].name << "' (its expression loss kernel adds its term)";
+          return;
+        }
         const float *a = f(in[0]), *b = f(in[1]);
         float* y = f(out[0]);
         const int64_t n = count(out[0]);
@@ -741,7 +746,7 @@ class Lowering {
   }
 
   // The tape and variable table go to the device once; the kernel stages them in shared memory.
-  void expression_loss_op(const Op& op) {
+  void expression_loss_op(int i, const Op& op) {
     const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
     const std::vector<pinn::TapeInstr> tape = a.expr->tape();
     SG_REQUIRE(a.vars.size() <= 64, "op '", op.name, "': ", a.vars.size(), " expression variables (at most 64)");
@@ -767,6 +772,18 @@ class Lowering {
     const bool acc = op.accumulate[0];
     notes_ << "expression loss kernel: " << e.n << "-instruction tape in fp64, " << e.blocks
            << " blocks, deterministic reduction";
+    // The next op sums this term onto the earlier ones (the loss total): a one-element Add that
+    // this kernel's last block does.
+    const auto& ops = p_.ops();
+    if (static_cast<size_t>(i) + 1 < ops.size()) {
+      const Op& add = ops[i + 1];
+      if (add.kind == OpKind::Add && add.in[1] == op.out[1] && add.in[0] != op.out[1] && count(add.out[0]) == 1 &&
+          !add.accumulate[0]) {
+        e.sum_in = f(add.in[0]), e.sum = f(add.out[0]);
+        loss_sum_[i + 1] = i;
+        notes_ << "; also the sum '" << add.name << "'";
+      }
+    }
     add_step(op, [=](cudaStream_t s) { expression_loss(e, U, X, total, term, dU, M, d, O, K, w, acc, s); });
   }
 
@@ -1321,6 +1338,7 @@ class Lowering {
   std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
   std::map<int, JetDY> skinny_grads_;     // skinny dense backward -> its dW/db, formed by a jet backward
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
+  std::map<int, int> loss_sum_;           // Add op -> the expression loss op whose kernel does it
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;
   std::unique_ptr<Collectives> coll_;               // data parallel (opt_.comm)

@@ -452,6 +452,7 @@ __global__ void __launch_bounds__(kExprBlock) expression_loss_kernel(
     const double v = scale * all;
     *term = static_cast<float>(v);
     if (total) *total = acc ? static_cast<float>(*total + v) : static_cast<float>(v);
+    if (e.sum) *e.sum = *e.sum_in + static_cast<float>(v);
   }
 }
 

@@ -70,6 +70,10 @@ struct ExprLossDevice {
   double* partials = nullptr;
   unsigned* counter = nullptr;
   int blocks = 0;
+  // The Add op after the loss that sums the terms (sum = sum_in + term, in fp32 like that op),
+  // done by the kernel's last block instead of a launch of its own; sum null: none.
+  const float* sum_in = nullptr;
+  float* sum = nullptr;
 };
 // Blocks (and partials) an expression loss over M points uses.
 int expression_loss_blocks(int64_t M);
