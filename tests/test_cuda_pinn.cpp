@@ -107,6 +107,8 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
     size_t sums = 0;
     for (size_t at = explain.find("also the sum 'loss total'"); at != std::string::npos; at = explain.find("also the sum", at + 1)) ++sums;
     EXPECT_EQ(sums, p.terms.size() - 1) << explain;
+    // And the first two terms (one network pass) share a launch.
+    EXPECT_NE(explain.find("(one launch for both terms)"), std::string::npos) << explain;
   }
 }
 

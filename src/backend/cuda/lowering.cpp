@@ -387,6 +387,7 @@ class Lowering {
     for (const auto& [jet, h] : fusions_.jet_dense_head) links.emplace_back(h, jet - 1);
     for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
     for (const auto& [add, loss] : loss_sum_) links.emplace_back(add, loss);
+    for (const auto& [b, a] : merged_loss_) links.emplace_back(b, a);
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -649,7 +650,7 @@ class Lowering {
       case OpKind::DenseBackward: return dense_backward(i, op);
       case OpKind::Add: {
         if (const auto it = loss_sum_.find(i); it != loss_sum_.end()) {
-          notes_ << "done by '" << p_.ops()[it->second].name << "' (its expression loss kernel adds its term)";
+          notes_ << "done by '" << p_.ops()[it->second].name << "' (its expression loss launch adds the sum)";
           return;
         }
         const float *a = f(in[0]), *b = f(in[1]);
@@ -746,15 +747,17 @@ class Lowering {
   }
 
   // The tape and variable table go to the device once; the kernel stages them in shared memory.
-  void expression_loss_op(int i, const Op& op) {
+  // Term op i, launched by op `launcher`'s step (i itself, or the term before it).
+  ExprTerm expression_term(int i, const Op& op, int launcher) {
     const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
     const std::vector<pinn::TapeInstr> tape = a.expr->tape();
     SG_REQUIRE(a.vars.size() <= 64, "op '", op.name, "': ", a.vars.size(), " expression variables (at most 64)");
-    const int64_t M = dim(op.in[1], 0), d = dim(op.in[1], 1), O = dim(op.in[0], 1);
-    ExprLossDevice e;
+    ExprTerm t;
+    t.M = dim(op.in[1], 0), t.d = dim(op.in[1], 1), t.O = dim(op.in[0], 1);
+    ExprLossDevice& e = t.e;
     e.n = static_cast<int>(tape.size());
     e.nvars = static_cast<int>(a.vars.size());
-    e.blocks = expression_loss_blocks(M);
+    e.blocks = expression_loss_blocks(t.M);
     auto* dtape = reinterpret_cast<pinn::TapeInstr*>(own(tape.size() * sizeof(pinn::TapeInstr)));
     auto* dvars = reinterpret_cast<ExprVar*>(own(std::max<size_t>(1, a.vars.size()) * sizeof(ExprVar)));
     be_.upload(dtape, tape.data(), tape.size() * sizeof(pinn::TapeInstr));
@@ -765,13 +768,12 @@ class Lowering {
     e.tape = dtape;
     e.vars = dvars;
     // This term's rows of U (and dU): a network pass may be shared by several terms.
-    const float *U = f(op.in[0]) + a.row0 * O, *X = f(op.in[1]);
-    float *total = f(op.out[0]), *term = f(op.out[1]), *dU = f(op.out[2]) + a.row0 * O;
-    const int K = a.K;
-    const double w = a.weight;
-    const bool acc = op.accumulate[0];
-    notes_ << "expression loss kernel: " << e.n << "-instruction tape in fp64, " << e.blocks
-           << " blocks, deterministic reduction";
+    t.U = f(op.in[0]) + a.row0 * t.O, t.X = f(op.in[1]);
+    t.total = f(op.out[0]), t.term = f(op.out[1]), t.dU = f(op.out[2]) + a.row0 * t.O;
+    t.K = a.K;
+    t.weight = a.weight;
+    t.accumulate_total = op.accumulate[0];
+    notes_ << e.n << "-instruction tape in fp64, " << e.blocks << " blocks";
     // The next op sums this term onto the earlier ones (the loss total): a one-element Add that
     // this kernel's last block does.
     const auto& ops = p_.ops();
@@ -780,11 +782,34 @@ class Lowering {
       if (add.kind == OpKind::Add && add.in[1] == op.out[1] && add.in[0] != op.out[1] && count(add.out[0]) == 1 &&
           !add.accumulate[0]) {
         e.sum_in = f(add.in[0]), e.sum = f(add.out[0]);
-        loss_sum_[i + 1] = i;
-        notes_ << "; also the sum '" << add.name << "'";
+        loss_sum_[i + 1] = launcher;
+        notes_ << ", also the sum '" << add.name << "'";
       }
     }
-    add_step(op, [=](cudaStream_t s) { expression_loss(e, U, X, total, term, dU, M, d, O, K, w, acc, s); });
+    return t;
+  }
+  void expression_loss_op(int i, const Op& op) {
+    if (const auto it = merged_loss_.find(i); it != merged_loss_.end()) {
+      notes_ << "done by '" << p_.ops()[it->second].name << "' (one launch for both terms)";
+      return;
+    }
+    notes_ << "expression loss kernel: ";
+    const ExprTerm first = expression_term(i, op, i);
+    // The next op another term of the same network pass (a boundary term riding in the
+    // residual's pass): both in one launch, their blocks side by side.
+    const auto& ops = p_.ops();
+    const Op* next = static_cast<size_t>(i) + 1 < ops.size() ? &ops[i + 1] : nullptr;
+    if (next && next->kind == OpKind::ExpressionLoss && next->in[0] == op.in[0] && next->out[0] == kNone &&
+        op.out[0] == kNone) {
+      notes_ << "; and '" << next->name << "': ";
+      auto second = std::make_shared<ExprTerm>(expression_term(i + 1, *next, i));
+      merged_loss_[i + 1] = i;
+      unsigned* done = reinterpret_cast<unsigned*>(own(sizeof(unsigned)));
+      notes_ << "; one launch, deterministic reductions";
+      return add_step(op, [=](cudaStream_t s) { expression_loss(first, second.get(), done, s); });
+    }
+    notes_ << ", deterministic reduction";
+    add_step(op, [=](cudaStream_t s) { expression_loss(first, nullptr, nullptr, s); });
   }
 
   ColumnSumScratch column_sum_scratch(int64_t rows, int64_t cols) {
@@ -1339,6 +1364,7 @@ class Lowering {
   std::map<int, JetDY> skinny_grads_;     // skinny dense backward -> its dW/db, formed by a jet backward
   std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
   std::map<int, int> loss_sum_;           // Add op -> the expression loss op whose kernel does it
+  std::map<int, int> merged_loss_;        // expression loss op -> the one whose launch does it too
   std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;
   std::unique_ptr<Collectives> coll_;               // data parallel (opt_.comm)

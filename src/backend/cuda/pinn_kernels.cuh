@@ -79,9 +79,25 @@ struct ExprLossDevice {
 int expression_loss_blocks(int64_t M);
 // Largest tape the kernel takes (compile_expression's limit).
 constexpr int kMaxTape = 256;
-// term = weight * mean_m r(m)^2, total (+)= term, dU = d term / dU (see ExpressionLoss in ir.h).
-void expression_loss(const ExprLossDevice& e, const float* U, const float* X, float* total, float* term, float* dU,
-                     int64_t M, int64_t d, int64_t O, int K, double weight, bool accumulate_total, cudaStream_t s);
+// One term of an expression loss (see ExpressionLoss in ir.h): its device data, its tensors
+// (U and dU from the term's first row) and shape.
+struct ExprTerm {
+  ExprLossDevice e;
+  const float* U = nullptr;
+  const float* X = nullptr;
+  float* total = nullptr;
+  float* term = nullptr;
+  float* dU = nullptr;
+  int64_t M = 0, d = 0, O = 0;
+  int K = 1;
+  double weight = 1.0;
+  bool accumulate_total = false;
+};
+// term = weight * mean_m r(m)^2, total (+)= term, dU = d term / dU: for `first`, and for
+// `second` too if not null, side by side in one launch (their blocks split the grid). With two
+// terms the fused sums (ExprLossDevice::sum) wait for both: the block that finishes the later
+// term does them, in term order, told by `done` (a counter that is zero at rest).
+void expression_loss(const ExprTerm& first, const ExprTerm* second, unsigned* done, cudaStream_t s);
 
 void sample_points(const int32_t* step, float* X, int64_t M, int64_t d, const SampleAttrs& a, cudaStream_t s);
 

@@ -37,26 +37,31 @@ __device__ T block_sum(T v) {
 // Stores this block's total (valid in thread 0) in partials[blockIdx.x]. Returns true in every
 // thread of the block that finishes last, with *all (thread 0) the sum of all partials in block
 // order; that block also resets the counter (zero at rest, so graph replays can reuse it).
+// The same over blocks [0, nblocks) of a part of the grid (this block is `block` of them).
 template <class T>
-__device__ bool sum_across_blocks(T block_total, T* partials, unsigned* counter, T* all) {
+__device__ bool sum_across_blocks(T block_total, T* partials, unsigned* counter, T* all, int block, int nblocks) {
   __shared__ bool last;
   if (threadIdx.x == 0) {
-    partials[blockIdx.x] = block_total;
+    partials[block] = block_total;
     __threadfence();
     const unsigned done = atomicAdd(counter, 1u);
-    last = done == gridDim.x - 1;
+    last = done == static_cast<unsigned>(nblocks) - 1;
   }
   __syncthreads();
   if (!last) return false;
   __threadfence();
   T t = T(0);
-  for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += blockDim.x) t += static_cast<volatile T*>(partials)[i];
+  for (int i = threadIdx.x; i < nblocks; i += blockDim.x) t += static_cast<volatile T*>(partials)[i];
   t = block_sum(t);
   if (threadIdx.x == 0) {
     *all = t;
     *counter = 0u;
   }
   return true;
+}
+template <class T>
+__device__ bool sum_across_blocks(T block_total, T* partials, unsigned* counter, T* all) {
+  return sum_across_blocks(block_total, partials, counter, all, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 }  // namespace sg::cuda
