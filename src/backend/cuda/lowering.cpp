@@ -238,7 +238,8 @@ class CudaExecutable : public Executable {
       if (st.once) continue;
       const cudaStream_t x = side_ && st.stream == 1 ? side_ : s;
       try {
-        if (side_ && st.wait_for >= 0 && !steps_[st.wait_for].once) CUDA_CHECK(cudaStreamWaitEvent(x, events_[st.wait_for], 0));
+        if (side_ && st.wait_for >= 0 && !steps_[st.wait_for].once)
+          CUDA_CHECK(cudaStreamWaitEvent(x, events_[st.wait_for], 0));
         st.enqueue(x);
         if (side_ && st.record) CUDA_CHECK(cudaEventRecord(events_[k], x));
       } catch (const Error& e) {

@@ -427,9 +427,6 @@ __global__ void __launch_bounds__(kBlock, 4) fourier_backward_kernel(const float
 
 constexpr int kExprBlock = 128;
 
-// One thread per point (grid-stride), the tape and variable table staged in shared memory; the
-// per-instruction scratch (CAP values and adjoints) lives in each thread's local memory, so
-// CAP follows the tape's length (see expression_loss).
 // Two terms share a launch: blocks [0, blocks0) take the first, the rest the second.
 struct ExprLaunch {
   ExprTerm t[2];
@@ -437,6 +434,10 @@ struct ExprLaunch {
   int n = 1, blocks0 = 0;
   unsigned* done = nullptr;
 };
+
+// One thread per point (grid-stride over its term's blocks), the tape and variable table staged
+// in shared memory; the per-instruction scratch (CAP values and adjoints) lives in each thread's
+// local memory, so CAP follows the longer tape (see expression_loss).
 
 template <int CAP>
 __global__ void __launch_bounds__(kExprBlock) expression_loss_kernel(ExprLaunch L) {
