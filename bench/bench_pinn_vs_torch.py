@@ -40,7 +40,8 @@ CONFIG_DIR = HERE / "pinn_configs"  # not bench/configs/: other scripts glob tha
 LR = 1e-3
 CUDA_LIB = "/usr/local/cuda/lib64"
 POINTS_NOTE = ("points fixed on both sides: torch draws them once; the stepgraph configs have no "
-               "resample_every, so its in-step sampling kernel redraws step 0's points every step")
+               "resample_every, so stepgraph draws them once too, before the first step, with the "
+               "frozen Fourier features that follow from them (its invariant prefix, outside the graph)")
 
 
 @dataclasses.dataclass(frozen=True)
