@@ -328,11 +328,13 @@ __global__ void __launch_bounds__(kSmallOutputs) split_gemm_small_kernel(DenseGe
 // Sums the splits' partials, then the epilogue. A block takes 32 consecutive outputs, and its
 // warp w adds splits w, w + W, ... in order, so each load of a warp is 128 contiguous bytes (eight
 // lanes per output, each over its own splits, read half of every 32-byte sector); then the W
-// warps' sums combine in a fixed order (deterministic). W = 8, or 32 for a few outputs over many
-// splits (a one-output layer's weight gradient over hundreds of blocks' partials), where eight
-// warps per block left most of the GPU idle and each warp a long chain of loads (a 1 x 128
-// weight gradient over 528 partials: 10 us, H200).
-constexpr int kReduceWarps = 8, kTallReduceWarps = 32;
+// warps' sums combine in a fixed order (deterministic). W = 8; 16 from 128 splits on, where eight
+// warps per block filled half the SMs' warp slots and each warp waited on a chain of 33 loads
+// from memory (a 128 x 128 weight gradient over 264 partials: 7.2 -> 6 us, H200); or 32 for a
+// few outputs over many splits (a one-output layer's weight gradient over hundreds of blocks'
+// partials), where eight warps per block left most of the GPU idle (a 1 x 128 weight gradient
+// over 528 partials: 10 us, H200).
+constexpr int kReduceWarps = 8, kWideReduceWarps = 16, kTallReduceWarps = 32;
 template <int W>
 __global__ void __launch_bounds__(32 * W) split_reduce_kernel(DenseGemm g) {
   static_assert(W % 4 == 0, "the warps' sums go into four accumulators");
@@ -412,6 +414,8 @@ void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   const int64_t n = g.M * g.N + (g.rowsum ? g.M : 0), blocks = (n + 31) / 32;
   if (2 * blocks <= sm_count() && g.splits >= 4 * kTallReduceWarps)
     launch_pdl(split_reduce_kernel<kTallReduceWarps>, static_cast<unsigned>(blocks), 32 * kTallReduceWarps, 0, s, g);
+  else if (g.splits >= 128)
+    launch_pdl(split_reduce_kernel<kWideReduceWarps>, static_cast<unsigned>(blocks), 32 * kWideReduceWarps, 0, s, g);
   else
     launch_pdl(split_reduce_kernel<kReduceWarps>, static_cast<unsigned>(blocks), 32 * kReduceWarps, 0, s, g);
   KERNEL_LAUNCH_CHECK();
