@@ -164,6 +164,7 @@ size_t invariant_prefix(const Program& p) {
     for (TensorId t : op.out)
       if (t != kNone) fixed[t] = true;
   }
+  if (n == 0) return 0;  // most programs: a batch or a trained weight comes first
   // A prefix output that a later op writes again is not the same every step: end the prefix at
   // its producer (and again, until no such write is left).
   for (bool changed = true; changed;) {
