@@ -384,30 +384,36 @@ __global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched,
 }
 
 // This step's schedule values: computed here when fused, else read from the schedule op's output.
+// Once per block, by its first thread: the double-precision powers are ~400 instructions, and
+// with every thread computing them they were most of an optimizer launch's instructions
+// (mlp_8x256's 909 blocks: IPC 2.2 for 13 MB of traffic). Every thread of the block must call it.
 __device__ SchedValues current_sched(const float* hyper, const float* sched, const FusedSchedule& fs, bool fused) {
-  if (fused) return schedule_at(*fs.step + 1, hyper, fs.attrs);
-  return {sched[sched::kLr], sched[sched::kBias1], sched[sched::kBias2], sched[sched::kStep]};
+  __shared__ SchedValues sv;
+  if (threadIdx.x == 0)
+    sv = fused ? schedule_at(*fs.step + 1, hyper, fs.attrs)
+               : SchedValues{sched[sched::kLr], sched[sched::kBias1], sched[sched::kBias2], sched[sched::kStep]};
+  __syncthreads();
+  return sv;
 }
 
-// The last block of a fused launch advances the step (every block has read it by then).
-__device__ void finish_fused_schedule(const float* hyper, const FusedSchedule& fs, bool fused) {
+// The last block of a fused launch advances the step (every block has read it by then) and
+// stores the schedule values every block derived from it (`sv`, this step's).
+__device__ void finish_fused_schedule(const SchedValues& sv, const FusedSchedule& fs, bool fused) {
   if (!fused) return;
   __syncthreads();
   if (threadIdx.x != 0) return;
   __threadfence();
   if (atomicAdd(fs.counter, 1u) != gridDim.x - 1) return;
-  __threadfence();
-  const int32_t t = *static_cast<volatile int32_t*>(fs.step) + 1;
-  store_sched(fs.sched, schedule_at(t, hyper, fs.attrs));
-  *fs.step = t;
+  store_sched(fs.sched, sv);
+  *fs.step = *fs.step + 1;  // the step sv was derived from (no block writes it before this one)
   *fs.counter = 0u;
 }
 
-__global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
+__global__ void sgd_kernel(const ChunkRef* chunks, const float* hyper,
                            const float* sched, SgdAttrs a, FusedSchedule fs, bool fused) {
   PDL_PROLOGUE();
   const ChunkRef c = chunks[blockIdx.x];
-  const ParamDesc d = descs[c.tensor];
+  const ParamDesc& d = c.d;
   const SchedValues sv = current_sched(hyper, sched, fs, fused);
   const float lr = sv.lr, wd = hyper[hyper::kWeightDecay];
   const bool first = sv.step <= 1.0f;
@@ -422,15 +428,15 @@ __global__ void sgd_kernel(const ParamDesc* descs, const ChunkRef* chunks, const
     }
     d.p[i] -= lr * g;
   }
-  finish_fused_schedule(hyper, fs, fused);
+  finish_fused_schedule(sv, fs, fused);
 }
 
 // As PyTorch's AdamW / Adam: step_size = lr / bc1, denom = sqrt(v) / sqrt(bc2) + eps.
-__global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, const float* hyper,
+__global__ void adam_kernel(const ChunkRef* chunks, const float* hyper,
                             const float* sched, AdamAttrs a, FusedSchedule fs, bool fused) {
   PDL_PROLOGUE();
   const ChunkRef c = chunks[blockIdx.x];
-  const ParamDesc d = descs[c.tensor];
+  const ParamDesc& d = c.d;
   const int64_t end = c.start + kOptimChunk < d.n ? c.start + kOptimChunk : d.n;
   // Every element's loads are issued before the schedule math and any store (stores through
   // these pointers would otherwise order the next element's loads after them).
@@ -460,7 +466,7 @@ __global__ void adam_kernel(const ParamDesc* descs, const ChunkRef* chunks, cons
     d.v[i] = vk;
     d.p[i] = pk - step_size * mk / (sqrtf(vk) / bc2_sqrt + eps);
   }
-  finish_fused_schedule(hyper, fs, fused);
+  finish_fused_schedule(sv, fs, fused);
 }
 
 }  // namespace
@@ -583,16 +589,16 @@ void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAtt
   KERNEL_LAUNCH_CHECK();
 }
 
-void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+void sgd_update(const ChunkRef* chunks, int num_chunks, const float* hyper,
                 const float* sched, const SgdAttrs& a, const FusedSchedule* fs, cudaStream_t s) {
-  launch_pdl(sgd_kernel, static_cast<unsigned>(num_chunks), kBlock, 0, s, descs, chunks, hyper, sched, a,
+  launch_pdl(sgd_kernel, static_cast<unsigned>(num_chunks), kBlock, 0, s, chunks, hyper, sched, a,
                                                                   fs ? *fs : FusedSchedule{}, fs != nullptr);
   KERNEL_LAUNCH_CHECK();
 }
 
-void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+void adam_update(const ChunkRef* chunks, int num_chunks, const float* hyper,
                  const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s) {
-  launch_pdl(adam_kernel, static_cast<unsigned>(num_chunks), kBlock, 0, s, descs, chunks, hyper, sched, a,
+  launch_pdl(adam_kernel, static_cast<unsigned>(num_chunks), kBlock, 0, s, chunks, hyper, sched, a,
                                                                    fs ? *fs : FusedSchedule{}, fs != nullptr);
   KERNEL_LAUNCH_CHECK();
 }

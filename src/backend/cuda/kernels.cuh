@@ -96,8 +96,10 @@ struct ParamDesc {
   float* v;  // second moment (Adam)
   int64_t n;
 };
+// One block's chunk: its tensor's pointers with it, so a block reads one record, not a chunk
+// and then the descriptor it names (two dependent loads at the head of the launch).
 struct ChunkRef {
-  int32_t tensor;
+  ParamDesc d;
   int64_t start;
 };
 constexpr int64_t kOptimChunk = 512;  // elements per block: many blocks, two iterations each
@@ -110,9 +112,9 @@ struct FusedSchedule {
   ScheduleAttrs attrs;
 };
 // `fs` null: lr and bias corrections are read from `sched` (written by the schedule op).
-void sgd_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+void sgd_update(const ChunkRef* chunks, int num_chunks, const float* hyper,
                 const float* sched, const SgdAttrs& a, const FusedSchedule* fs, cudaStream_t s);
-void adam_update(const ParamDesc* descs, const ChunkRef* chunks, int num_chunks, const float* hyper,
+void adam_update(const ChunkRef* chunks, int num_chunks, const float* hyper,
                  const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s);
 
 // *out = max |X[k]| over n elements (0 when n is 0); a NaN anywhere gives NaN, as on the CPU (a

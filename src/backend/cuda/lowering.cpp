@@ -1096,7 +1096,6 @@ class Lowering {
     const bool adam = op.kind == OpKind::AdamUpdate;
     const int64_t n = adam ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
     const bool has_m = adam || op.attr<SgdAttrs>().momentum != 0.0;
-    std::vector<ParamDesc> descs;
     std::vector<ChunkRef> chunks;
     for (int64_t k = 0; k < n; ++k) {
       ParamDesc d{};
@@ -1105,12 +1104,9 @@ class Lowering {
       d.m = has_m ? f(op.in[2 + 2 * n + k]) : nullptr;
       d.v = adam ? f(op.in[2 + 3 * n + k]) : nullptr;
       d.n = count(op.in[2 + k]);
-      for (int64_t start = 0; start < d.n; start += kOptimChunk) chunks.push_back({static_cast<int32_t>(k), start});
-      descs.push_back(d);
+      for (int64_t start = 0; start < d.n; start += kOptimChunk) chunks.push_back({d, start});
     }
-    auto* ddesc = reinterpret_cast<ParamDesc*>(own(descs.size() * sizeof(ParamDesc)));
     auto* dchunk = reinterpret_cast<ChunkRef*>(own(chunks.size() * sizeof(ChunkRef)));
-    be_.upload(ddesc, descs.data(), descs.size() * sizeof(ParamDesc));
     be_.upload(dchunk, chunks.data(), chunks.size() * sizeof(ChunkRef));
     be_.synchronize();
     const int nchunks = static_cast<int>(chunks.size());
@@ -1121,10 +1117,10 @@ class Lowering {
     fused_schedule_.reset();
     if (adam) {
       const AdamAttrs a = op.attr<AdamAttrs>();
-      return add_step(op, [=](cudaStream_t s) { adam_update(ddesc, dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
+      return add_step(op, [=](cudaStream_t s) { adam_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
     }
     const SgdAttrs a = op.attr<SgdAttrs>();
-    add_step(op, [=](cudaStream_t s) { sgd_update(ddesc, dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
+    add_step(op, [=](cudaStream_t s) { sgd_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
   }
 
   CudaBackend& be_;
