@@ -92,6 +92,25 @@ TEST(Cuda, PinnJetsLossesAndSamplingMatchCpu) {
     Built b = pinn_program(heat, *model, Adam(1e-3));
     compare_backends(b.p, b.specs, 55, cat("2D heat with a Laplacian, width ", width), 2, 1e-4);
   }
+  // Tanh over a jet with one second-order component in 1, 3 and 4 inputs: the vectorized jet
+  // kernels' TANH1 forms (2 inputs: the built-in problems below). Width 32 takes the last jet
+  // backward with the one-output layer's dW on the side, width 24 the one without.
+  for (const char* spec : {R"J({"coordinates": ["x"], "domain": [[0, 1]], "residual": "u_xx + sin(x)",
+                               "conditions": [{"on": "boundary", "residual": "u"}], "interior_points": 1500})J",
+                           R"J({"coordinates": ["x", "y", "z"], "domain": [[0, 1], [0, 1], [0, 1]],
+                               "residual": "u_xx + u_yy + u_zz - x*y", "conditions": [{"on": "boundary", "residual": "u"}],
+                               "interior_points": 1000})J",
+                           R"J({"coordinates": ["t", "x", "y", "z"], "domain": [[0, 1], [0, 1], [0, 1], [0, 1]],
+                               "residual": "u_t - u_xx - u_yy - u_zz", "conditions": [{"on": "t=0", "residual": "u - x*y*z"}],
+                               "interior_points": 1000})J"}) {
+    const pinn::Problem p = pinn::parse_problem(nlohmann::json::parse(spec));
+    for (int64_t width : {32, 24}) {
+      auto model = sequential({dense(width, Activation::Tanh), dense(width, Activation::Tanh), dense(1)});
+      Built b = pinn_program(p, *model, Adam(1e-3));
+      const std::string explain = compare_backends(b.p, b.specs, 57, cat(p.dim(), "D tanh jets, width ", width), 2, 1e-4);
+      EXPECT_EQ(explain.find("from the activation's jet recomputed here") != std::string::npos, width == 32) << explain;
+    }
+  }
   for (const char* name : {"poisson2d", "heat1d", "burgers1d"}) {
     pinn::Problem p = pinn::builtin_problem(name);
     for (auto& t : p.terms) t.points = std::min<int64_t>(t.points, 1000);

@@ -164,16 +164,17 @@ SG_HD void pair_product_backward(const JetSpec& js, int p, const T* a1, T c, T* 
 // y = g(a) for one point and one column; a and y hold the K components. D: js.d when known at
 // compile time, else -1. NP: a compile-time bound on js.npairs (arrays of 1 + D + NP stay in
 // registers on the GPU; the caller dispatches on npairs).
-template <class T, int D = -1, int NP = kMaxJetPairs>
+// EXACT: js.npairs is NP (known at compile time), so the pair loop needs no run-time bound.
+template <class T, int D = -1, int NP = kMaxJetPairs, bool EXACT = false>
 SG_HD void jet_apply(const JetSpec& js, T g0, T g1, T g2, const T* a, T* y) {
   const int d = D < 0 ? js.d : D;
   y[0] = g0;
   for (int i = 0; i < d; ++i) y[1 + i] = g1 * a[1 + i];
-  for (int p = 0; p < NP && p < js.npairs; ++p) y[1 + d + p] = g2 * pair_product<D>(js, p, a + 1) + g1 * a[1 + d + p];
+  for (int p = 0; p < NP && (EXACT || p < js.npairs); ++p) y[1 + d + p] = g2 * pair_product<D>(js, p, a + 1) + g1 * a[1 + d + p];
 }
 
 // da = (dy/da)^T dy for one point and one column.
-template <class T, int D = -1, int NP = kMaxJetPairs>
+template <class T, int D = -1, int NP = kMaxJetPairs, bool EXACT = false>
 SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, const T* dy, T* da) {
   const int d = D < 0 ? js.d : D;
   T d0 = dy[0] * g1;
@@ -181,7 +182,7 @@ SG_HD void jet_apply_backward(const JetSpec& js, T g1, T g2, T g3, const T* a, c
     d0 += dy[1 + i] * g2 * a[1 + i];
     da[1 + i] = dy[1 + i] * g1;
   }
-  for (int p = 0; p < NP && p < js.npairs; ++p) {
+  for (int p = 0; p < NP && (EXACT || p < js.npairs); ++p) {
     const T dyp = dy[1 + d + p];
     d0 += dyp * (g3 * pair_product<D>(js, p, a + 1) + g2 * a[1 + d + p]);
     pair_product_backward<D>(js, p, a + 1, dyp * g2, da + 1);
