@@ -244,20 +244,22 @@ __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const fl
   constexpr int S = fused_w_stride<CMAX>();
   extern __shared__ __align__(16) float Ws[];  // [I][S]
   PDL_PROLOGUE();  // before any read: the kernel before may be the optimizer writing W
-  const int In = static_cast<int>(I);  // (CMAX + 4) * I fits in 48 KB
-  for (int e = threadIdx.x; e < C * In; e += blockDim.x) {  // reads in W's order (coalesced)
-    const int c = e / In, k = e - c * In;
-    Ws[k * S + c] = W[e];
-  }
-  for (int e = threadIdx.x; e < (CMAX - C) * In; e += blockDim.x) {  // the padding classes
-    const int c = e / In, k = e - c * In;
-    Ws[k * S + C + c] = 0.0f;
-  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float b = bias && lane < C ? bias[lane] : 0.0f;
+  // Thread k stages input k's weights of every class (padding classes zero): its CMAX loads are
+  // all in flight at once (each is coalesced across the threads), then CMAX / 4 float4 stores.
+  // An element-per-thread loop with a division had one load's latency per element in series.
+  for (int64_t k = threadIdx.x; k < I; k += blockDim.x) {
+    float w[CMAX];
+#pragma unroll
+    for (int c = 0; c < CMAX; ++c) w[c] = c < C ? __ldg(W + c * I + k) : 0.0f;
+#pragma unroll
+    for (int c = 0; c < CMAX; c += 4)
+      *reinterpret_cast<float4*>(Ws + k * S + c) = make_float4(w[c], w[c + 1], w[c + 2], w[c + 3]);
+  }
   const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;  // rows of X, valid label rows
   const int64_t counted = counted_targets(labels, V, ignore_negative, count);
   const float scale = mean ? 1.0f / static_cast<float>(counted > 0 ? counted : 1) : 1.0f;
-  const float b = bias && lane < C ? bias[lane] : 0.0f;
   __syncthreads();  // Ws complete
   float row_loss = 0.0f;
   for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + warp; row < N; row += int64_t(gridDim.x) * kRowsPerBlock) {
