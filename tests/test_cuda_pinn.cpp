@@ -187,25 +187,6 @@ std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p, int
   return t;
 }
 
-// Launches every trainer `steps` times: each step's loss, and the state at the end, must equal
-// the first trainer's bit for bit.
-void expect_bitwise_same_steps(const std::vector<Trainer*>& ts, int steps) {
-  for (int s = 0; s < steps; ++s) {
-    for (Trainer* t : ts) t->launch();
-    const float l0 = ts[0]->loss();
-    for (size_t k = 1; k < ts.size(); ++k) {
-      const float lk = ts[k]->loss();
-      ASSERT_EQ(std::memcmp(&l0, &lk, 4), 0) << "step " << s << ", trainer " << k << ": " << l0 << " vs " << lk;
-    }
-  }
-  const auto a = ts[0]->state();
-  for (size_t k = 1; k < ts.size(); ++k) {
-    const auto b = ts[k]->state();
-    for (auto& [name, v] : a)
-      EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs (trainer " << k << ")";
-  }
-}
-
 TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
   REQUIRE_GPU();
   pinn::Problem p = mixed_problem(700, 100);

@@ -124,6 +124,44 @@ TEST(Pinn, FixedPointsAndWhatFollowsFromThemFormTheInvariantPrefix) {
   EXPECT_EQ(prefix_of(true, false), "");  // resampled points
 }
 
+// The CPU reference runs that prefix once too: the same steps bit for bit as running it every
+// step (SG_ONCE=0), a step does not recompute it (a poisoned feature stays), and a checkpoint load
+// that rewrites the Fourier matrix computes it again.
+TEST(Pinn, TheCpuComputesTheInvariantPrefixOnce) {
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 60;
+  p.terms[1].points = 16;
+  auto make = [&](uint64_t seed) {
+    auto t = std::make_unique<Trainer>(
+        sequential({std::make_shared<FourierFeatures>(4, 1.0, false), dense(16, Activation::Tanh), dense(1)}),
+        pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CPU, seed);
+    t->compile_custom();
+    return t;
+  };
+  auto once = make(9);
+  ::setenv("SG_ONCE", "0", 1);
+  auto every = make(9);
+  ::unsetenv("SG_ONCE");
+  expect_bitwise_same_steps({once.get(), every.get()}, 3);
+
+  // The features (0.out) are computed before the first step only: a NaN written there stays.
+  auto poisoned = make(9);
+  poisoned->launch();
+  static_cast<float*>(poisoned->device_ptr("0.out"))[0] = std::numeric_limits<float>::quiet_NaN();
+  poisoned->launch();
+  EXPECT_TRUE(std::isnan(poisoned->loss())) << "the features were recomputed in the step";
+
+  // Another seed draws another B; loading its checkpoint recomputes the features (and so clears
+  // the poison), after which the trainers step exactly as the one it was saved from.
+  auto other = make(10);
+  for (int s = 0; s < 2; ++s) other->launch();
+  const std::string path = std::string(SG_TEST_TMPDIR) + "/cpu_fixed_features.safetensors";
+  other->save(path);
+  once->load(path);
+  poisoned->load(path);
+  expect_bitwise_same_steps({other.get(), once.get(), poisoned.get()}, 3);
+}
+
 TEST(Pinn, ProblemErrorsNameThePathAndCharacter) {
   auto expect_error = [](const char* json_text, const char* want) {
     try {

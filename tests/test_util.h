@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <string>
@@ -17,8 +18,28 @@
 #include "stepgraph/nn.h"
 #include "stepgraph/plan.h"
 #include "stepgraph/rng.h"
+#include "stepgraph/trainer.h"
 
 namespace sg::test {
+
+// Launches every trainer `steps` times: each step's loss, and the state at the end, must equal
+// the first trainer's bit for bit.
+inline void expect_bitwise_same_steps(const std::vector<Trainer*>& ts, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    for (Trainer* t : ts) t->launch();
+    const float l0 = ts[0]->loss();
+    for (size_t k = 1; k < ts.size(); ++k) {
+      const float lk = ts[k]->loss();
+      ASSERT_EQ(std::memcmp(&l0, &lk, 4), 0) << "step " << s << ", trainer " << k << ": " << l0 << " vs " << lk;
+    }
+  }
+  const auto a = ts[0]->state();
+  for (size_t k = 1; k < ts.size(); ++k) {
+    const auto b = ts[k]->state();
+    for (auto& [name, v] : a)
+      EXPECT_EQ(std::memcmp(v.raw(), b.at(name).raw(), v.nbytes()), 0) << name << " differs (trainer " << k << ")";
+  }
+}
 
 inline HostArray random_f32(Shape s, uint64_t seed, double scale = 1.0) {
   HostArray a(DType::F32, std::move(s));

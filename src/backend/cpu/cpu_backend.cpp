@@ -35,16 +35,23 @@ cpu::ConvShape pool_shape(const Program& p, TensorId X, TensorId Y, const PoolAt
   return s;
 }
 
+// The first `once` steps are the step-invariant prefix (ir.h invariant_prefix): run before the
+// first step and after recompute_invariants, not in every step (their outputs' memory is never
+// reused, so the values stay).
 class CpuExecutable : public Executable {
  public:
-  explicit CpuExecutable(std::vector<std::function<void()>> steps) : steps_(std::move(steps)) {}
+  CpuExecutable(std::vector<std::function<void()>> steps, size_t once) : steps_(std::move(steps)), once_(once) {}
   void run() override {
-    for (auto& s : steps_) s();
+    for (size_t i = invariants_done_ ? once_ : 0; i < steps_.size(); ++i) steps_[i]();
+    invariants_done_ = true;
   }
+  void recompute_invariants() override { invariants_done_ = false; }
   size_t num_ops() const override { return steps_.size(); }
 
  private:
   std::vector<std::function<void()>> steps_;
+  size_t once_;
+  bool invariants_done_ = false;
 };
 
 class CpuBackend : public Backend {
@@ -71,7 +78,9 @@ class CpuBackend : public Backend {
         SG_REQUIRE(t.role != Role::Gradient, "data-parallel training (NCCL all-reduce) runs on the CUDA backend only");
     std::vector<std::function<void()>> steps;
     for (const Op& op : p.ops()) steps.push_back(lower_op(p, op, ptrs));
-    return std::make_unique<CpuExecutable>(std::move(steps));
+    const char* every = std::getenv("SG_ONCE");  // 0: the invariant prefix runs every step too
+    const size_t once = every && std::string(every) == "0" ? 0 : invariant_prefix(p);
+    return std::make_unique<CpuExecutable>(std::move(steps), once);
   }
 
  private:
