@@ -228,12 +228,7 @@ TEST(Cuda, FixedPointsAndFrozenFeaturesRunOnceOutsideTheGraph) {
   // Another seed draws another B. Loading its checkpoint rewrites B: the graph trainer must
   // recompute its features and then step exactly as the trainer it was saved from.
   auto other = make(Device::CUDA, ExecMode::Graph, 10);
-  for (int s = 0; s < 3; ++s) other->launch();
-  const std::string path = std::string(SG_TEST_TMPDIR) + "/fixed_features.safetensors";
-  other->save(path);
-  graph->load(path);
-  eager->load(path);
-  expect_bitwise_same_steps({other.get(), graph.get(), eager.get()}, 5);
+  expect_same_steps_after_load(*other, {graph.get(), eager.get()}, "fixed_features.safetensors", 3, 5);
 }
 
 TEST(Cuda, Tf32x3ProductsKeepFp32Accuracy) {

@@ -154,12 +154,7 @@ TEST(Pinn, TheCpuComputesTheInvariantPrefixOnce) {
   // Another seed draws another B; loading its checkpoint recomputes the features (and so clears
   // the poison), after which the trainers step exactly as the one it was saved from.
   auto other = make(10);
-  for (int s = 0; s < 2; ++s) other->launch();
-  const std::string path = std::string(SG_TEST_TMPDIR) + "/cpu_fixed_features.safetensors";
-  other->save(path);
-  once->load(path);
-  poisoned->load(path);
-  expect_bitwise_same_steps({other.get(), once.get(), poisoned.get()}, 3);
+  expect_same_steps_after_load(*other, {once.get(), poisoned.get()}, "cpu_fixed_features.safetensors", 2, 3);
 }
 
 TEST(Pinn, ProblemErrorsNameThePathAndCharacter) {

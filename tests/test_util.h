@@ -41,6 +41,21 @@ inline void expect_bitwise_same_steps(const std::vector<Trainer*>& ts, int steps
   }
 }
 
+// `source` takes `warm` steps and is saved to `file` (under SG_TEST_TMPDIR); each trainer of
+// `loaded` loads that checkpoint, and then all of them step `steps` times bit for bit alike.
+inline void expect_same_steps_after_load(Trainer& source, const std::vector<Trainer*>& loaded, const std::string& file,
+                                         int warm, int steps) {
+  for (int s = 0; s < warm; ++s) source.launch();
+  const std::string path = std::string(SG_TEST_TMPDIR) + "/" + file;
+  source.save(path);
+  std::vector<Trainer*> all = {&source};
+  for (Trainer* t : loaded) {
+    t->load(path);
+    all.push_back(t);
+  }
+  expect_bitwise_same_steps(all, steps);
+}
+
 inline HostArray random_f32(Shape s, uint64_t seed, double scale = 1.0) {
   HostArray a(DType::F32, std::move(s));
   Rng r(seed);
