@@ -57,8 +57,10 @@ struct DenseGemm {
 // row slabs as float4.
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // The k-sliced kernel's shape (dense_sliced.cu): output tiles of kSlicedRows x kSlicedCols, each
-// block staging up to kSlicedDepth values of k at once, its kSlicedWarps warps splitting them.
-constexpr int kSlicedRows = 32, kSlicedCols = 64, kSlicedDepth = 256, kSlicedWarps = 16;
+// block staging up to kSlicedDepth values of k at once, its sliced_warps warps splitting them: 8
+// where both operands have k as the unit stride (a forward product), else 16.
+constexpr int kSlicedRows = 32, kSlicedCols = 64, kSlicedDepth = 256;
+constexpr int sliced_warps(bool a_kfast, bool b_kfast) { return a_kfast && b_kfast ? 8 : 16; }
 // Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
 // 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
 // at most 16 blocks where that gives more), k >= 256 (SG_SLICED=0: never).

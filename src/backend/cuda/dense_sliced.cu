@@ -7,11 +7,12 @@
 // are split over k across blocks, with the ordered split sum of dense_kernels.cu, or staged in
 // rounds) into shared memory with cp.async in four chunks of 64, all in flight at once: the
 // arithmetic on a chunk overlaps the loads of the next. Each operand stays as it lies in global
-// memory ([r][k] when k is the unit stride, [k][r] otherwise). Sixteen warps each multiply every
-// 16th group of four k into the whole tile, a thread holding 8 x 8 outputs: 32 FMAs per float4
-// read from shared memory. (At 4 x 4 per thread the float4 reads, four wavefronts each, took
-// twice the FMAs' issue time: ncu 17.5 us at 1.47 GHz on 1024 x 256 x 256.) The warps' tiles are
-// added in warp order and the usual epilogue applied: deterministic, like every own kernel.
+// memory ([r][k] when k is the unit stride, [k][r] otherwise). Sixteen warps (eight for a forward
+// product) each multiply their own groups of four k of every chunk into the whole tile, a thread
+// holding 8 x 8 outputs: 32 FMAs per float4 read from shared memory. (At 4 x 4 per thread the
+// float4 reads, four wavefronts each, took twice the FMAs' issue time: ncu 17.5 us at 1.47 GHz on
+// 1024 x 256 x 256.) The warps' tiles are added in warp order and the usual epilogue applied:
+// deterministic, like every own kernel.
 #include <algorithm>
 #include <cstdint>
 
@@ -25,8 +26,8 @@ using namespace detail;
 
 namespace {
 
-constexpr int kBM = kSlicedRows, kBN = kSlicedCols, kGroups = kSlicedWarps, kThreads = kGroups * 32;  // a group is one warp
-constexpr int kChunk = 64, kChunks = kSlicedDepth / kChunk;              // cp.async commit groups
+constexpr int kBM = kSlicedRows, kBN = kSlicedCols;
+constexpr int kChunk = 64, kChunks = kSlicedDepth / kChunk;  // cp.async commit groups
 
 // A thread's 8 rows of the tile (A's reads of one k are a broadcast per 8 lanes either way). An
 // m-fast A ([k][r]) reads them as two float4 runs half the tile apart; a k-fast A takes rows
@@ -40,15 +41,14 @@ __device__ __forceinline__ int row_of(int ty, int i) {
 // One operand's R x kSlicedDepth tile in shared memory: element (r, k) at at(r, k). KFAST: [r][k],
 // a row padded to 260 floats so the 8 lanes of a float4 phase reading rows tx + 8j hit distinct
 // banks; else [k][r], padded by 4.
-template <int R, bool KFAST>
+template <int R, bool KFAST, int kThreads>
 struct Operand {
   static constexpr int LD = KFAST ? kSlicedDepth + 4 : R + 4;
   static constexpr int kFloats = KFAST ? R * LD : kSlicedDepth * LD;
   __device__ static int at(int r, int k) { return KFAST ? r * LD + k : k * LD + r; }
   // Rows [r0, r0 + R) of an operand, element (r, k) at p[r*sr + k*sk]: each thread's 16-byte
-  // copies (1 for A, 2 for B per chunk) along the unit stride, their sources worked out once per
-  // round; chunk c of the round from k0 moves them k0 + c * kChunk values of k on. Zeros outside
-  // [0, rows) x [k0, k0 + left).
+  // copies along the unit stride, their sources worked out once per round; chunk c of the round
+  // from k0 moves them k0 + c * kChunk values of k on. Zeros outside [0, rows) x [k0, k0 + left).
   static constexpr int kVec = R * kChunk / 4 / kThreads;
   const float* src[kVec];
   int dst[kVec], k_of[kVec];
@@ -89,12 +89,98 @@ __device__ __forceinline__ int col_of(int tx, int j) {
   return BK ? tx + 8 * j : (j / 4) * (kBN / 2) + tx * 4 + j % 4;
 }
 
+// A thread's operand values for four consecutive k: b[j][kk] = B(k + kk, column j), a[i][kk] =
+// A(row i, k + kk); float4 reads along k where it is the unit stride, else along the rows.
+template <bool BK, class OB>
+__device__ __forceinline__ void load_b(const float* Bs, int tx, int k, float (&b)[8][4]) {
+#pragma unroll
+  for (int j = 0; j < 8; j += BK ? 1 : 4)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk += BK ? 4 : 1) {
+      const float4 v = *reinterpret_cast<const float4*>(Bs + OB::at(col_of<BK>(tx, j), k + kk));
+      if (BK) b[j][0] = v.x, b[j][1] = v.y, b[j][2] = v.z, b[j][3] = v.w;
+      else b[j][kk] = v.x, b[j + 1][kk] = v.y, b[j + 2][kk] = v.z, b[j + 3][kk] = v.w;
+    }
+}
+template <bool AK, bool BK, class OA, class OB>
+__device__ __forceinline__ void load_frag(const float* As, const float* Bs, int ty, int tx, int k, float (&a)[8][4],
+                                          float (&b)[8][4]) {
+  load_b<BK, OB>(Bs, tx, k, b);
+#pragma unroll
+  for (int i = 0; i < 8; i += AK ? 1 : 4)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk += AK ? 4 : 1) {
+      const float4 v = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, i), k + kk));
+      if (AK) a[i][0] = v.x, a[i][1] = v.y, a[i][2] = v.z, a[i][3] = v.w;
+      else a[i][kk] = v.x, a[i + 1][kk] = v.y, a[i + 2][kk] = v.z, a[i + 3][kk] = v.w;
+    }
+}
+
+// Four values of k multiplied into a thread's 8 x 8 outputs, B's values held and A's read as used
+// (fewest registers: the 16-warp kernel's 128).
+template <bool AK, bool BK, class OA, class OB>
+__device__ __forceinline__ void multiply_streaming(const float* As, const float* Bs, int ty, int tx, int k,
+                                                   float (&acc)[8][8]) {
+  float b[8][4];
+  load_b<BK, OB>(Bs, tx, k, b);
+  if (AK) {  // a row's four k at once
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float4 a = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, i), k));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        acc[i][j] = fmaf(a.x, b[j][0], acc[i][j]);
+        acc[i][j] = fmaf(a.y, b[j][1], acc[i][j]);
+        acc[i][j] = fmaf(a.z, b[j][2], acc[i][j]);
+        acc[i][j] = fmaf(a.w, b[j][3], acc[i][j]);
+      }
+    }
+  } else {  // a k's eight rows at once
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 0), k + kk));
+      const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 4), k + kk));
+      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j][kk], acc[i][j]);
+    }
+  }
+}
+
+// The same from values already read (load_frag).
+__device__ __forceinline__ void multiply_frag(const float (&a)[8][4], const float (&b)[8][4], float (&acc)[8][8]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
+}
+
+// Warps per block, by layout (sliced_warps in dense_kernels.cuh). With 8 warps each takes two
+// groups of four k per chunk, the second group's values read while the first is multiplied, and
+// the block adds 8 tiles instead of 16 at the end. Measured on an H200, mlp_8x256 (each
+// 1024 x 256 x 256 product alone, eager): the forward (both operands k-fast) 9.7 -> 8.4 us, and
+// the whole step 215.5 -> 205.6 us per step (graph). The input gradient (A k-fast, B n-fast) took
+// 12.1 us against 9.2 with 8 warps, and 8 warps on the weight gradients too gave the step only
+// 211.9: those keep 16. Fewer warps lose: 4, one per scheduler, spent half their cycles waiting
+// for instructions (ncu) and took 14-18 us.
+template <bool AK, bool BK>
+constexpr int warps() {
+  return sliced_warps(AK, BK);
+}
+
+// One block: a 32 x 64 output tile, W = sliced_warps warps each multiplying its own groups of four
+// k of every 64-deep chunk into the whole tile, a thread holding 8 x 8 outputs.
 // AK: A's k is the unit stride (A[m*sam + k]: activations, dZ); otherwise m is (a weight
 // gradient's dZ^T). BK: B's k is the unit stride (W as [out][in] in the forward); otherwise n is.
 template <bool AK, bool BK>
-__global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
-  using OA = Operand<kBM, AK>;
-  using OB = Operand<kBN, BK>;
+__global__ void __launch_bounds__(warps<AK, BK>() * 32, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
+  constexpr int W = warps<AK, BK>(), kThreads = W * 32, S = kChunk / 4 / W;
+  using OA = Operand<kBM, AK, kThreads>;
+  using OB = Operand<kBN, BK, kThreads>;
   extern __shared__ __align__(16) float smem[];
   float* As = smem;
   float* Bs = smem + OA::kFloats;
@@ -116,66 +202,56 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlicedDepth) {
     if (k0 > k_begin) __syncthreads();  // the previous round's readers are done
     const int left = k_end - k0 < kSlicedDepth ? static_cast<int>(k_end - k0) : kSlicedDepth;
-    // Per round, not held across the arithmetic (registers: 8 x 8 accumulators per thread).
-    const OA la(g.A, g.sam, g.sak, m0, g.M, tid);
-    const OB lb(g.B, g.sbn, g.sbk, n0, g.N, tid);
+    {  // per round, not held across the arithmetic (registers: 8 x 8 accumulators per thread)
+      const OA la(g.A, g.sam, g.sak, m0, g.M, tid);
+      const OB lb(g.B, g.sbn, g.sbk, n0, g.N, tid);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      la.load_chunk(As, g.A, g.sak, k0, left, c);
-      lb.load_chunk(Bs, g.B, g.sbk, k0, left, c);
-      cp_async_commit();
+      for (int c = 0; c < kChunks; ++c) {
+        la.load_chunk(As, g.A, g.sak, k0, left, c);
+        lb.load_chunk(Bs, g.B, g.sbk, k0, left, c);
+        cp_async_commit();
+      }
     }
     const int64_t rleft = g.rowsum_k - k0;
+    auto row_sum = [&](int k) {
+      if (do_rowsum)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          if (k + kk < rleft) rs += As[OA::at(lane, k + kk)];
+    };
     auto chunk = [&](int c) {
       if (c == 0) cp_async_wait<kChunks - 1>();
       else if (c == 1) cp_async_wait<kChunks - 2>();
       else if (c == 2) cp_async_wait<kChunks - 3>();
       else cp_async_wait<0>();
       __syncthreads();  // chunk c is in shared memory for every thread
-      if (c * kChunk >= left) return;        // past k_end: all zeros (the same for every warp)
-      const int k = c * kChunk + group * 4;  // this warp's four k (zeros past k_end)
-      if (do_rowsum)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          if (k + kk < rleft) rs += As[OA::at(lane, k + kk)];
-      float b[8][4];  // b[j][kk] = B(k + kk, col j)
-#pragma unroll
-      for (int j = 0; j < 8; j += BK ? 1 : 4)
-#pragma unroll
-        for (int kk = 0; kk < 4; kk += BK ? 4 : 1) {
-          const float4 v = *reinterpret_cast<const float4*>(Bs + OB::at(col_of<BK>(tx, j), k + kk));
-          if (BK) b[j][0] = v.x, b[j][1] = v.y, b[j][2] = v.z, b[j][3] = v.w;
-          else b[j][kk] = v.x, b[j + 1][kk] = v.y, b[j + 2][kk] = v.z, b[j + 3][kk] = v.w;
-        }
-      if (AK) {  // a row's four k at once
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float4 a = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, i), k));
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            acc[i][j] = fmaf(a.x, b[j][0], acc[i][j]);
-            acc[i][j] = fmaf(a.y, b[j][1], acc[i][j]);
-            acc[i][j] = fmaf(a.z, b[j][2], acc[i][j]);
-            acc[i][j] = fmaf(a.w, b[j][3], acc[i][j]);
-          }
-        }
-      } else {  // a k's eight rows at once
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 0), k + kk));
-          const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 4), k + kk));
-          const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j][kk], acc[i][j]);
+      if (c * kChunk >= left) return;             // past k_end: all zeros (the same for every warp)
+      const int kw = c * kChunk + group * 4 * S;  // this warp's 4S values of k (zeros past k_end)
+      if constexpr (S == 1) {
+        row_sum(kw);
+        multiply_streaming<AK, BK, OA, OB>(As, Bs, ty, tx, kw, acc);
+      } else {
+        static_assert(S % 2 == 0, "groups of k in pairs");
+        float a0[8][4], b0[8][4], a1[8][4], b1[8][4];
+        load_frag<AK, BK, OA, OB>(As, Bs, ty, tx, kw, a0, b0);
+        // Rolled: long unrolled code starves the warps of instructions (ncu, 4 warps per block:
+        // half the cycles waiting to fetch).
+#pragma unroll 1
+        for (int t = 0; t < S; t += 2) {
+          const int k = kw + 4 * t;
+          load_frag<AK, BK, OA, OB>(As, Bs, ty, tx, k + 4, a1, b1);
+          row_sum(k);
+          multiply_frag(a0, b0, acc);
+          if (t + 2 < S) load_frag<AK, BK, OA, OB>(As, Bs, ty, tx, k + 8, a0, b0);
+          row_sum(k + 4);
+          multiply_frag(a1, b1, acc);
         }
       }
     };
-    // The forward's layout (both operands k-fast) keeps the chunk loop rolled: unrolled, ptxas
-    // spilled 208 bytes and the 1024 x 256 x 256 product took 11.0 instead of 10.0 us; the
-    // other layouts are faster unrolled (weight gradient 9.0 against 10.8 us, no spills).
-    if constexpr (AK && BK) {
+    // Rolled for the forward's layout at 16 warps (unrolled, ptxas spilled 208 bytes and the
+    // 1024 x 256 x 256 product took 11.0 instead of 10.0 us) and at 8; the other 16-warp layout
+    // is faster unrolled.
+    if constexpr (W < 16 || (AK && BK)) {
 #pragma unroll 1
       for (int c = 0; c < kChunks; ++c) chunk(c);
     } else {
@@ -185,11 +261,11 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
   }
 
   // Every warp's tile goes to shared memory (over the operands) at once; then each thread adds
-  // the 16 tiles' values of its 4 outputs in warp order and applies the epilogue. Row sums
-  // likewise.
-  constexpr int LDR = tile_stride<AK, BK>();
-  float* red = smem;                        // [kGroups][kBM][LDR]
-  float* rsum = smem + kGroups * kBM * LDR;
+  // the W tiles' values of its outputs (kV runs of 4) in warp order and applies the epilogue.
+  // Row sums likewise.
+  constexpr int LDR = tile_stride<AK, BK>(), kV = kBM * kBN / 4 / kThreads;
+  float* red = smem;  // [W][kBM][LDR]
+  float* rsum = smem + W * kBM * LDR;
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -202,25 +278,32 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
   }
   if (do_rowsum) rsum[tid] = rs;
   __syncthreads();
-  static_assert(kBM * kBN == 4 * kThreads, "a thread finishes 4 consecutive outputs");
-  const int r = tid / (kBN / 4), c = (tid % (kBN / 4)) * 4;
-  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float4 v[kV];
+  int64_t m[kV], n[kV];
+  bool out_in[kV];
 #pragma unroll
-  for (int s = 0; s < kGroups; ++s) {
-    const float4 o = *reinterpret_cast<const float4*>(red + (s * kBM + r) * LDR + c);
-    v[0] += o.x, v[1] += o.y, v[2] += o.z, v[3] += o.w;
+  for (int q = 0; q < kV; ++q) {
+    const int e = tid + q * kThreads, r = e / (kBN / 4), c = (e % (kBN / 4)) * 4;
+    v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < W; ++s) {
+      const float4 o = *reinterpret_cast<const float4*>(red + (s * kBM + r) * LDR + c);
+      v[q].x += o.x, v[q].y += o.y, v[q].z += o.z, v[q].w += o.w;
+    }
+    m[q] = m0 + r, n[q] = n0 + c;
+    out_in[q] = m[q] < g.M && n[q] < g.N;  // N % 4 == 0: the 4 outputs are in or out together
   }
-  const int64_t m = m0 + r, n = n0 + c;
-  const bool out_in = m < g.M && n < g.N;  // N % 4 == 0: the 4 outputs are in or out together
   float rsv = 0.0f;
   if (do_rowsum && tid < 32)
-    for (int q = 0; q < kGroups; ++q) rsv += rsum[q * 32 + tid];
+    for (int q = 0; q < W; ++q) rsv += rsum[q * 32 + tid];
   const bool row_in = do_rowsum && tid < 32 && m0 + tid < g.M;
   if (g.splits > 1) {
     // Raw partial sums; with counters the tile's last block to finish adds them in split order
     // (deterministic) and applies the epilogue, otherwise split_reduce_kernel does.
     const int64_t rows_at = g.splits * g.M * g.N;
-    if (out_in) *reinterpret_cast<float4*>(g.partial + (blockIdx.y * g.M + m) * g.N + n) = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+    for (int q = 0; q < kV; ++q)
+      if (out_in[q]) *reinterpret_cast<float4*>(g.partial + (blockIdx.y * g.M + m[q]) * g.N + n[q]) = v[q];
     if (row_in) g.partial[rows_at + blockIdx.y * g.M + m0 + tid] = rsv;
     if (!g.counters) return;
     __shared__ bool last;
@@ -230,29 +313,36 @@ __global__ void __launch_bounds__(kThreads, 1) sliced_gemm_kernel(DenseGemm g, b
     __syncthreads();
     if (!last) return;
     __threadfence();
-    v[0] = v[1] = v[2] = v[3] = rsv = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kV; ++q) v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    rsv = 0.0f;
     for (int sp = 0; sp < g.splits; ++sp) {  // L2 reads (__ldcg): other blocks wrote them
-      if (out_in) {
-        const float4 o = __ldcg(reinterpret_cast<const float4*>(g.partial + (sp * g.M + m) * g.N + n));
-        v[0] += o.x, v[1] += o.y, v[2] += o.z, v[3] += o.w;
-      }
+#pragma unroll
+      for (int q = 0; q < kV; ++q)
+        if (out_in[q]) {
+          const float4 o = __ldcg(reinterpret_cast<const float4*>(g.partial + (sp * g.M + m[q]) * g.N + n[q]));
+          v[q].x += o.x, v[q].y += o.y, v[q].z += o.z, v[q].w += o.w;
+        }
       if (row_in) rsv += __ldcg(g.partial + rows_at + sp * g.M + m0 + tid);
     }
     if (tid == 0) g.counters[tile] = 0u;  // ready for the next launch
   }
-  if (out_in) {
-    if (vec_out) store_output4(g, m, n, make_float4(v[0], v[1], v[2], v[3]));
-    else
-      for (int u = 0; u < 4; ++u) store_output(g, m, n + u, v[u]);
-  }
+#pragma unroll
+  for (int q = 0; q < kV; ++q)
+    if (out_in[q]) {
+      if (vec_out) store_output4(g, m[q], n[q], v[q]);
+      else
+        for (int u = 0; u < 4; ++u) store_output(g, m[q], n[q] + u, (&v[q].x)[u]);
+    }
   if (row_in) store_rowsum(g, m0 + tid, rsv);
 }
 
 // The operands, or the warps' tiles and row sums after them, whichever is larger.
 template <bool AK, bool BK>
 size_t smem_bytes() {
-  const int operands = Operand<kBM, AK>::kFloats + Operand<kBN, BK>::kFloats;
-  const int sums = kGroups * kBM * tile_stride<AK, BK>() + kThreads;
+  constexpr int kThreads = warps<AK, BK>() * 32;
+  const int operands = Operand<kBM, AK, kThreads>::kFloats + Operand<kBN, BK, kThreads>::kFloats;
+  const int sums = warps<AK, BK>() * kBM * tile_stride<AK, BK>() + kThreads;
   return sizeof(float) * (operands > sums ? operands : sums);
 }
 
@@ -265,7 +355,7 @@ void launch(const DenseGemm& g, cudaStream_t s) {
   }();
   (void)attr;
   const dim3 grid(static_cast<unsigned>(sliced_tiles(g.M, g.N)), static_cast<unsigned>(g.splits));
-  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, kThreads, smem_bytes<AK, BK>(), s, g, output_vec4(g));
+  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, warps<AK, BK>() * 32, smem_bytes<AK, BK>(), s, g, output_vec4(g));
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -1012,7 +1012,7 @@ class Lowering {
                : tile.rows == tile.cols ? cat(" tile ", tile.rows) : cat(" tile ", tile.rows, "x", tile.cols));
     if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
     if (d.sliced)
-      notes_ << ", k-ranges of " << kSlicedDepth << " in shared memory, k over " << kSlicedWarps << " warps";
+      notes_ << ", k-ranges of " << kSlicedDepth << " in shared memory, k over " << sliced_warps(d.sak == 1, d.sbk == 1) << " warps";
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum" << (d.counters ? " by each tile's last block" : "");
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
