@@ -113,8 +113,8 @@ void launch_tc(const DenseGemm& g, cudaStream_t s);
 // The k-sliced kernel for medium products (dense_sliced.cu; its shape in dense_kernels.cuh).
 // sliced_layout: operands it loads as float4.
 int64_t sliced_tiles(int64_t M, int64_t N);
-// Whether the current device gives a block the kernel's ~150 KB of shared memory (the warps'
-// tiles of the forward layout, rows padded to 72 floats).
+// Whether the current device gives a block the kernel's ~140 KB of shared memory (the 16 warps'
+// tiles of an m-fast A and k-fast B layout, rows padded to 68 floats).
 bool sliced_fits();
 bool sliced_layout(const DenseGemm& g);
 void launch_sliced(const DenseGemm& g, cudaStream_t s);
