@@ -89,31 +89,29 @@ __device__ __forceinline__ int col_of(int tx, int j) {
   return BK ? tx + 8 * j : (j / 4) * (kBN / 2) + tx * 4 + j % 4;
 }
 
-// A thread's operand values for four consecutive k: b[j][kk] = B(k + kk, column j), a[i][kk] =
-// A(row i, k + kk); float4 reads along k where it is the unit stride, else along the rows.
+// A thread's values of one operand for four consecutive k: x[r][kk] = (index(r), k + kk) for its 8
+// rows of A (row_of) or columns of B (col_of); float4 reads along k where it is the unit stride,
+// else along the rows.
+template <bool KFAST, class O, class Index>
+__device__ __forceinline__ void load_4k(const float* S, Index index, int k, float (&x)[8][4]) {
+#pragma unroll
+  for (int r = 0; r < 8; r += KFAST ? 1 : 4)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk += KFAST ? 4 : 1) {
+      const float4 v = *reinterpret_cast<const float4*>(S + O::at(index(r), k + kk));
+      if (KFAST) x[r][0] = v.x, x[r][1] = v.y, x[r][2] = v.z, x[r][3] = v.w;
+      else x[r][kk] = v.x, x[r + 1][kk] = v.y, x[r + 2][kk] = v.z, x[r + 3][kk] = v.w;
+    }
+}
 template <bool BK, class OB>
 __device__ __forceinline__ void load_b(const float* Bs, int tx, int k, float (&b)[8][4]) {
-#pragma unroll
-  for (int j = 0; j < 8; j += BK ? 1 : 4)
-#pragma unroll
-    for (int kk = 0; kk < 4; kk += BK ? 4 : 1) {
-      const float4 v = *reinterpret_cast<const float4*>(Bs + OB::at(col_of<BK>(tx, j), k + kk));
-      if (BK) b[j][0] = v.x, b[j][1] = v.y, b[j][2] = v.z, b[j][3] = v.w;
-      else b[j][kk] = v.x, b[j + 1][kk] = v.y, b[j + 2][kk] = v.z, b[j + 3][kk] = v.w;
-    }
+  load_4k<BK, OB>(Bs, [tx](int j) { return col_of<BK>(tx, j); }, k, b);
 }
 template <bool AK, bool BK, class OA, class OB>
 __device__ __forceinline__ void load_frag(const float* As, const float* Bs, int ty, int tx, int k, float (&a)[8][4],
                                           float (&b)[8][4]) {
   load_b<BK, OB>(Bs, tx, k, b);
-#pragma unroll
-  for (int i = 0; i < 8; i += AK ? 1 : 4)
-#pragma unroll
-    for (int kk = 0; kk < 4; kk += AK ? 4 : 1) {
-      const float4 v = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, i), k + kk));
-      if (AK) a[i][0] = v.x, a[i][1] = v.y, a[i][2] = v.z, a[i][3] = v.w;
-      else a[i][kk] = v.x, a[i + 1][kk] = v.y, a[i + 2][kk] = v.z, a[i + 3][kk] = v.w;
-    }
+  load_4k<AK, OA>(As, [ty](int i) { return row_of<AK>(ty, i); }, k, a);
 }
 
 // Four values of k multiplied into a thread's 8 x 8 outputs, B's values held and A's read as used
