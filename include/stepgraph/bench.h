@@ -39,16 +39,20 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
 struct VerifyResult {
   int64_t steps = 0;
   double graph_vs_eager = 0;  // largest relative difference (losses and final state): 0 expected
-  double gpu_vs_cpu = 0;      // largest relative difference to the CPU reference
-  std::string graph_vs_eager_at, gpu_vs_cpu_at;  // where: "loss at step S" or a state tensor's name
+  double gpu_vs_cpu = 0;      // largest relative difference to the CPU reference, per step
+  // Where: "loss at step S", a state tensor's name (graph vs eager: the final state), or a state
+  // tensor "NAME at step S" (the CPU after step S from the graph's state before it).
+  std::string graph_vs_eager_at, gpu_vs_cpu_at;
   double tolerance = 0;
   bool ok = false;
   nlohmann::json to_json() const;
 };
 
-// Runs the same batches through CUDA eager, CUDA graph and the CPU backend for `steps` steps and
-// compares losses every step and the whole state at the end. Throws when either difference is
-// above `tolerance` (relative L2 per tensor; graph vs eager is expected to be bitwise equal).
+// Runs the same batches through CUDA eager, CUDA graph and the CPU backend for `steps` steps.
+// Eager and graph run free: their losses every step and their final states must be bitwise equal.
+// The CPU starts every step from the graph's state (a temporary checkpoint), and its loss and
+// whole state after the step are compared with the graph's (relative L2 per tensor). ok is false
+// when graph and eager differ or a CPU difference is above `tolerance`.
 VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps, double tolerance);
 
 // One op timed alone (`stepgraph bench-op sdpa`): cuDNN's fused scaled dot-product attention in

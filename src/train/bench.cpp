@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include "stepgraph/rng.h"
@@ -201,18 +203,36 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   auto note = [](double& worst, std::string& at, double d, const std::string& where) {
     if (d > worst || at.empty()) worst = std::max(worst, d), at = where;
   };
+  // Eager and graph run free (they must stay bitwise equal however long they run). The CPU
+  // reference starts every step from the graph trainer's state, through a checkpoint, so each
+  // step's comparison measures that step's arithmetic: two free-running trajectories drift apart
+  // after a few Adam steps (a gradient near zero whose sign differs moves its weight by 2 lr).
+  const std::filesystem::path sync = std::filesystem::temp_directory_path() /
+                                     ("stepgraph_verify_" + std::to_string(std::random_device{}()) + "_" +
+                                      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
+                                      ".safetensors");
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } remove_sync{sync};
   for (int64_t s = 0; s < steps; ++s) {
     const Dataset b = cfg.problem ? Dataset{} : gather(data, sampler->indices(s));
+    if (s > 0) {
+      graph.save(sync.string());
+      cpu.load(sync.string());
+    }
     const double le = step(eager, b), lg = step(graph, b), lc = step(cpu, b);
-    const std::string where = "loss at step " + std::to_string(s + 1);
-    note(r.graph_vs_eager, r.graph_vs_eager_at, std::fabs(lg - le) / std::max(std::fabs(le), 1e-12), where);
-    note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, std::fabs(lg - lc) / std::max(std::fabs(lc), 1e-12), where);
+    const std::string at = " at step " + std::to_string(s + 1);
+    note(r.graph_vs_eager, r.graph_vs_eager_at, std::fabs(lg - le) / std::max(std::fabs(le), 1e-12), "loss" + at);
+    note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, std::fabs(lg - lc) / std::max(std::fabs(lc), 1e-12), "loss" + at);
+    const auto sg_ = graph.state(), sc = cpu.state();
+    for (const auto& [name, a] : sc) note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, rel_l2(a, sg_.at(name)), name + at);
   }
-  auto se = eager.state(), sg_ = graph.state(), sc = cpu.state();
-  for (const auto& [name, a] : sc) {
-    note(r.graph_vs_eager, r.graph_vs_eager_at, rel_l2(se.at(name), sg_.at(name)), name);
-    note(r.gpu_vs_cpu, r.gpu_vs_cpu_at, rel_l2(a, sg_.at(name)), name);
-  }
+  const auto se = eager.state(), sg_ = graph.state();
+  for (const auto& [name, a] : sg_) note(r.graph_vs_eager, r.graph_vs_eager_at, rel_l2(se.at(name), a), name);
   r.ok = r.graph_vs_eager <= 1e-6 && r.gpu_vs_cpu <= tolerance;
   return r;
 }
