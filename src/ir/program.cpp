@@ -1,3 +1,5 @@
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 
 #include "stepgraph/ir.h"
@@ -179,6 +181,11 @@ size_t invariant_prefix(const Program& p) {
       }
   }
   return n;
+}
+
+size_t once_prefix(const Program& p) {
+  const char* once = std::getenv("SG_ONCE");
+  return once && std::string(once) == "0" ? 0 : invariant_prefix(p);
 }
 
 void Program::add_op(Op op) {

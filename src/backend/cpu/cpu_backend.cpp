@@ -78,9 +78,7 @@ class CpuBackend : public Backend {
         SG_REQUIRE(t.role != Role::Gradient, "data-parallel training (NCCL all-reduce) runs on the CUDA backend only");
     std::vector<std::function<void()>> steps;
     for (const Op& op : p.ops()) steps.push_back(lower_op(p, op, ptrs));
-    const char* every = std::getenv("SG_ONCE");  // 0: the invariant prefix runs every step too
-    const size_t once = every && std::string(every) == "0" ? 0 : invariant_prefix(p);
-    return std::make_unique<CpuExecutable>(std::move(steps), once);
+    return std::make_unique<CpuExecutable>(std::move(steps), once_prefix(p));
   }
 
  private:

@@ -165,18 +165,14 @@ __device__ __forceinline__ void multiply_frag(const float (&a)[8][4], const floa
 // 12.1 us against 9.2 with 8 warps, and 8 warps on the weight gradients too gave the step only
 // 211.9: those keep 16. Fewer warps lose: 4, one per scheduler, spent half their cycles waiting
 // for instructions (ncu) and took 14-18 us.
-template <bool AK, bool BK>
-constexpr int warps() {
-  return sliced_warps(AK, BK);
-}
-
+//
 // One block: a 32 x 64 output tile, W = sliced_warps warps each multiplying its own groups of four
 // k of every 64-deep chunk into the whole tile, a thread holding 8 x 8 outputs.
 // AK: A's k is the unit stride (A[m*sam + k]: activations, dZ); otherwise m is (a weight
 // gradient's dZ^T). BK: B's k is the unit stride (W as [out][in] in the forward); otherwise n is.
 template <bool AK, bool BK>
-__global__ void __launch_bounds__(warps<AK, BK>() * 32, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
-  constexpr int W = warps<AK, BK>(), kThreads = W * 32, S = kChunk / 4 / W;
+__global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
+  constexpr int W = sliced_warps(AK, BK), kThreads = W * 32, S = kChunk / 4 / W;
   using OA = Operand<kBM, AK, kThreads>;
   using OB = Operand<kBN, BK, kThreads>;
   extern __shared__ __align__(16) float smem[];
@@ -338,9 +334,9 @@ __global__ void __launch_bounds__(warps<AK, BK>() * 32, 1) sliced_gemm_kernel(De
 // The operands, or the warps' tiles and row sums after them, whichever is larger.
 template <bool AK, bool BK>
 size_t smem_bytes() {
-  constexpr int kThreads = warps<AK, BK>() * 32;
+  constexpr int kThreads = sliced_warps(AK, BK) * 32;
   const int operands = Operand<kBM, AK, kThreads>::kFloats + Operand<kBN, BK, kThreads>::kFloats;
-  const int sums = warps<AK, BK>() * kBM * tile_stride<AK, BK>() + kThreads;
+  const int sums = sliced_warps(AK, BK) * kBM * tile_stride<AK, BK>() + kThreads;
   return sizeof(float) * (operands > sums ? operands : sums);
 }
 
@@ -353,7 +349,7 @@ void launch(const DenseGemm& g, cudaStream_t s) {
   }();
   (void)attr;
   const dim3 grid(static_cast<unsigned>(sliced_tiles(g.M, g.N)), static_cast<unsigned>(g.splits));
-  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, warps<AK, BK>() * 32, smem_bytes<AK, BK>(), s, g, output_vec4(g));
+  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, sliced_warps(AK, BK) * 32, smem_bytes<AK, BK>(), s, g, output_vec4(g));
   KERNEL_LAUNCH_CHECK();
 }
 

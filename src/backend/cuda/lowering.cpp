@@ -195,8 +195,7 @@ class Lowering {
     refuse_cpu_only_ops();
     if (fuse_) fusions_ = plan_fusions(p_, ptrs_, /*jet_dense=*/!tc_);
     plan_collectives();
-    const char* once = std::getenv("SG_ONCE");  // 0: the invariant prefix runs every step too
-    const size_t fixed_ops = once && std::string(once) == "0" ? 0 : invariant_prefix(p_);
+    const size_t fixed_ops = once_prefix(p_);
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
       join_before(static_cast<int>(i), op);
