@@ -201,9 +201,41 @@ TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
   // The first layer (k = 252) stays on cuBLASLt; the others and every weight gradient are sliced.
   const std::string ex = compare_backends(b.p, b.specs, 43, "batch 1000, 252 -> 3 x 256 relu -> 10", 2, 1e-4);
   EXPECT_NE(ex.find("k over 8 warps"), std::string::npos) << ex;   // the forward products
-  EXPECT_NE(ex.find("k over 16 warps"), std::string::npos) << ex;  // the gradients
+  EXPECT_NE(ex.find("k over 16 warps"), std::string::npos) << ex;  // the first layer's dW
+  EXPECT_NE(ex.find("on 64x64 tiles side by side"), std::string::npos) << ex;  // the other gradients
   EXPECT_NE(ex.find("ordered sum by each tile's last block"), std::string::npos) << ex;
 }
+
+#ifdef STEPGRAPH_HAVE_CUDA
+// A layer's two gradient products in one launch on 64 x 64 tiles (sliced_pair), against fp64: the
+// weight gradient's k split with each tile's last block adding the partials (twice, so the
+// counters must reset), the bias gradient on the side, rows and columns that end inside a tile,
+// an input gradient over k = 260 in two rounds.
+TEST(Cuda, PairedGradientProductsMatchFp64) {
+  REQUIRE_GPU();
+  struct Pair {
+    ProductCase w, x;
+  };
+  for (const Pair& c : {Pair{{"weight gradient 256x256x1024", 256, 256, 1024, true, true, 4},
+                             {"input gradient 1024x256x256", 1024, 256, 256, false, true, 1}},
+                        Pair{{"weight gradient 260x252x1000", 260, 252, 1000, true, true, 3},
+                             {"input gradient 1000x252x260", 1000, 252, 260, false, true, 1}}}) {
+    OwnProduct w(c.w, false), x(c.x, false);
+    ASSERT_TRUE(w.g.sliced && x.g.sliced && cuda::sliced_pair(w.g, x.g)) << c.w.what;
+    EXPECT_EQ(w.g.splits, c.w.splits) << c.w.what;
+    EXPECT_EQ(x.g.splits, c.x.splits) << c.x.what;
+    EXPECT_EQ(cuda::own_gemm_tile(w.g).rows, 64);
+    w.add_counters(), x.add_counters();
+    for (int launch = 0; launch < 2; ++launch) {
+      w.reset(), x.reset();
+      cuda::dense_gemm(w.g, &x.g, nullptr);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LT(w.error(), 3e-6) << c.w.what;
+    EXPECT_LT(x.error(), 3e-6) << c.x.what;
+  }
+}
+#endif
 
 #ifdef STEPGRAPH_HAVE_CUDA
 // The SM count the dense rules size their grids by: the device's, or an H200's 132 without one.
@@ -230,6 +262,34 @@ TEST(DenseRules, WhichProductsTakeTheKSlicedKernel) {
   EXPECT_FALSE(cuda::sliced_gemm(64, 64, 41984));    // Poisson 4x64's weight gradient: 66 splits
   EXPECT_FALSE(cuda::sliced_gemm(128, 128, 67584));  // Fourier 4x128's: above 2^28 multiply-adds
   EXPECT_FALSE(cuda::sliced_gemm(64, 128, 256));     // the seed MLP: small (the small-layer kernel)
+}
+
+// Which layers' gradient products run as one launch (host logic, an H200's 132 SMs): an MLP's
+// 256-wide layers at batch 1024 (dW on 16 tiles x 4 splits, dX on 16 x 4 tiles: 128 blocks); not
+// the products in the other order, not at tf32x3 on tensor cores, not where one is not sliced.
+TEST(DenseRules, WhichGradientProductsShareALaunch) {
+  if (const int sms = rules_sm_count(); sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
+  auto planned = [](int64_t M, int64_t N, int64_t K, bool weight_gradient) {
+    cuda::DenseGemm g;
+    g.M = M, g.N = N, g.K = K;
+    if (weight_gradient) g.sam = 1, g.sak = M, g.sbn = 1, g.sbk = N;  // dZ^T X
+    else g.sam = K, g.sak = 1, g.sbn = 1, g.sbk = N;                   // dZ W
+    g.sliced = cuda::own_gemm_sliced(g);
+    return g;
+  };
+  cuda::DenseGemm w = planned(256, 256, 1024, true), x = planned(1024, 256, 256, false);
+  cuda::DenseGemm w2 = w, x2 = x;
+  EXPECT_FALSE(cuda::sliced_pair(x2, w2));  // the first is the weight gradient
+  EXPECT_FALSE(x2.paired || w2.paired);
+  w2.tf32x3 = true;
+  EXPECT_FALSE(cuda::sliced_pair(w2, x2));
+  ASSERT_TRUE(cuda::sliced_pair(w, x));
+  EXPECT_TRUE(w.paired && x.paired);
+  EXPECT_EQ(w.splits, 4);
+  EXPECT_EQ(x.splits, 1);
+  cuda::DenseGemm tw = planned(128, 128, 4096, true), tx = planned(4096, 128, 128, false);  // tiny_gpt: k = 128
+  EXPECT_FALSE(tx.sliced);
+  EXPECT_FALSE(cuda::sliced_pair(tw, tx));
 }
 
 // How far the row-slab kernel splits a weight gradient's k (H200): two waves of blocks, each

@@ -112,11 +112,18 @@ void launch_tc(const DenseGemm& g, cudaStream_t s);
 
 // The k-sliced kernel for medium products (dense_sliced.cu; its shape in dense_kernels.cuh).
 // sliced_layout: operands it loads as float4.
-int64_t sliced_tiles(int64_t M, int64_t N);
+__host__ __device__ inline int64_t sliced_tiles(int64_t M, int64_t N, int rows = kSlicedRows) {
+  return ((M + rows - 1) / rows) * ((N + kSlicedCols - 1) / kSlicedCols);
+}
 // Whether the current device gives a block the kernel's ~140 KB of shared memory (the 16 warps'
-// tiles of an m-fast A and k-fast B layout, rows padded to 68 floats).
+// tiles of an m-fast A and k-fast B layout, rows padded to 68 floats; a paired launch's two
+// 64-row operand tiles).
 bool sliced_fits();
 bool sliced_layout(const DenseGemm& g);
 void launch_sliced(const DenseGemm& g, cudaStream_t s);
+// A layer's weight gradient w and input gradient x in one launch on 64 x 64 tiles (sliced_pair):
+// whether their layouts allow it (w: dZ^T X, A m-fast and B n-fast; x: dZ W, A k-fast and B n-fast).
+bool sliced_pair_layout(const DenseGemm& w, const DenseGemm& x);
+void launch_sliced_pair(const DenseGemm& w, const DenseGemm& x, cudaStream_t s);
 
 }  // namespace sg::cuda::detail

@@ -495,7 +495,25 @@ int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_core
 }
 
 int64_t own_gemm_counters(const DenseGemm& g) {
-  return g.splits > 1 && g.sliced ? sliced_tiles(g.M, g.N) : 0;
+  return g.splits > 1 && g.sliced ? sliced_tiles(g.M, g.N, g.paired ? kSlicedPairRows : kSlicedRows) : 0;
+}
+
+bool sliced_pair(DenseGemm& w, DenseGemm& x) {
+  if (const char* v = std::getenv("SG_SLICED_PAIR"); v && std::string(v) == "0") return false;
+  if (!w.sliced || !x.sliced || w.tf32x3 || x.tf32x3 || !sliced_pair_layout(w, x)) return false;
+  // Two products of 32 x 64 tiles each fill the GPU for a few microseconds of arithmetic and about
+  // as much fixed cost (loads, the warps' sum, the epilogue, the launch); on 64 x 64 tiles side by
+  // side they pay it once.
+  const int64_t half = sm_count() / 2;
+  auto splits = [half](const DenseGemm& g) {
+    return std::max<int64_t>(1, std::min(half / sliced_tiles(g.M, g.N, kSlicedPairRows), g.K / kSlicedDepth));
+  };
+  const int64_t sw = splits(w), sx = splits(x);
+  const int64_t blocks = sliced_tiles(w.M, w.N, kSlicedPairRows) * sw + sliced_tiles(x.M, x.N, kSlicedPairRows) * sx;
+  if (blocks > sm_count() || 2 * blocks < sm_count() || sw > 16 || sx > 16) return false;
+  w.splits = static_cast<int>(sw), x.splits = static_cast<int>(sx);
+  w.paired = x.paired = true;
+  return true;
 }
 
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
@@ -507,6 +525,7 @@ bool own_gemm_sliced(const DenseGemm& g) { return !tc_layout(g) && sliced_layout
 
 GemmTile own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
   if (tc_layout(a)) return {kTcTile, kTcTile};
+  if (a.paired) return {kSlicedPairRows, kSlicedCols};
   if (a.sliced) return {kSlicedRows, kSlicedCols};
   if (a.splits > 1) return small_output(a.M, a.N) ? GemmTile{} : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : GemmTile{64, 64};
   int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
@@ -516,6 +535,11 @@ GemmTile own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
 }
 
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
+  if (g.paired) {
+    SG_REQUIRE(second && second->paired && (g.splits == 1 || g.partial) && (second->splits == 1 || second->partial),
+               "dense kernel: a paired product needs its partner (sliced_pair) and its scratch");
+    return launch_sliced_pair(g, *second, s);
+  }
   // The tensor-core and k-sliced kernels take one product per launch.
   if (second && (tc_layout(g) || tc_layout(*second) || g.sliced || second->sliced)) {
     dense_gemm(g, nullptr, s);

@@ -46,6 +46,8 @@ struct DenseGemm {
   unsigned* counters = nullptr;
   // Runs on the k-sliced kernel: own_gemm_sliced(), decided when the product is planned.
   bool sliced = false;
+  // ... in one launch with the layer's other gradient product, on 64 x 64 tiles (sliced_pair).
+  bool paired = false;
   // precision tf32x3: 3xTF32 on tensor cores where the layout allows (own_gemm_tensor_cores).
   bool tf32x3 = false;
 };
@@ -61,12 +63,20 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
 // where both operands have k as the unit stride (a forward product), else 16.
 constexpr int kSlicedRows = 32, kSlicedCols = 64, kSlicedDepth = 256;
 constexpr int sliced_warps(bool a_kfast, bool b_kfast) { return a_kfast && b_kfast ? 8 : 16; }
+// A layer's two gradient products in one launch (sliced_pair): 64 x 64 tiles, each row half's k
+// split over 8 warps.
+constexpr int kSlicedPairRows = 64, kSlicedPairWarps = 8;
 // Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
 // 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
 // at most 16 blocks where that gives more), k >= 256 (SG_SLICED=0: never).
 bool sliced_gemm(int64_t M, int64_t N, int64_t K);
 // Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
 bool own_gemm_sliced(const DenseGemm& g);
+// Whether a layer's weight gradient w (dZ^T X) and input gradient x (dZ W), each planned for the
+// k-sliced kernel, run as one launch instead of two: each on 64 x 64 tiles over about half the
+// SMs, w's k split to fill its half (SG_SLICED_PAIR=0: never). If so, sets their splits and
+// `paired`; dense_gemm(w, &x) then launches both.
+bool sliced_pair(DenseGemm& w, DenseGemm& x);
 // How many k-ranges our kernel splits the product into (1: none).
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
 // Whether this product runs on the 3xTF32 tensor-core kernel: tf32x3 set (the lowering sets it

@@ -117,14 +117,14 @@ __device__ __forceinline__ void load_frag(const float* As, const float* Bs, int 
 // Four values of k multiplied into a thread's 8 x 8 outputs, B's values held and A's read as used
 // (fewest registers: the 16-warp kernel's 128).
 template <bool AK, bool BK, class OA, class OB>
-__device__ __forceinline__ void multiply_streaming(const float* As, const float* Bs, int ty, int tx, int k,
+__device__ __forceinline__ void multiply_streaming(const float* As, const float* Bs, int r0, int ty, int tx, int k,
                                                    float (&acc)[8][8]) {
   float b[8][4];
   load_b<BK, OB>(Bs, tx, k, b);
   if (AK) {  // a row's four k at once
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float4 a = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, i), k));
+      const float4 a = *reinterpret_cast<const float4*>(As + OA::at(r0 + row_of<AK>(ty, i), k));
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         acc[i][j] = fmaf(a.x, b[j][0], acc[i][j]);
@@ -136,8 +136,8 @@ __device__ __forceinline__ void multiply_streaming(const float* As, const float*
   } else {  // a k's eight rows at once
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 0), k + kk));
-      const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(row_of<AK>(ty, 4), k + kk));
+      const float4 lo = *reinterpret_cast<const float4*>(As + OA::at(r0 + row_of<AK>(ty, 0), k + kk));
+      const float4 hi = *reinterpret_cast<const float4*>(As + OA::at(r0 + row_of<AK>(ty, 4), k + kk));
       const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
       for (int i = 0; i < 8; ++i)
@@ -166,31 +166,43 @@ __device__ __forceinline__ void multiply_frag(const float (&a)[8][4], const floa
 // 211.9: those keep 16. Fewer warps lose: 4, one per scheduler, spent half their cycles waiting
 // for instructions (ncu) and took 14-18 us.
 //
-// One block: a 32 x 64 output tile, W = sliced_warps warps each multiplying its own groups of four
-// k of every 64-deep chunk into the whole tile, a thread holding 8 x 8 outputs.
+// A block's shape. RH = 1: a 32 x 64 output tile, W = sliced_warps warps each multiplying its own
+// groups of four k of every 64-deep chunk into the whole tile, a thread holding 8 x 8 outputs.
+// RH = 2 (a layer's two gradient products in one launch, sliced_pair): a 64 x 64 tile, its two
+// row halves each taken by 8 warps that split k, 16 warps in all.
+template <bool AK, bool BK, int RH>
+struct Shape {
+  static constexpr int W = RH == 1 ? sliced_warps(AK, BK) : kSlicedPairWarps;  // warps per row half
+  static constexpr int kThreads = W * 32 * RH, kRows = kBM * RH;
+  static constexpr int S = kChunk / 4 / W;  // groups of four k per warp and chunk
+};
+
+// One output tile of g (and one k-range, `split`, of a split product): the block's whole work.
 // AK: A's k is the unit stride (A[m*sam + k]: activations, dZ); otherwise m is (a weight
 // gradient's dZ^T). BK: B's k is the unit stride (W as [out][in] in the forward); otherwise n is.
-template <bool AK, bool BK>
-__global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
-  constexpr int W = sliced_warps(AK, BK), kThreads = W * 32, S = kChunk / 4 / W;
-  using OA = Operand<kBM, AK, kThreads>;
+template <bool AK, bool BK, int RH>
+__device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, int tile, int split) {
+  using Sh = Shape<AK, BK, RH>;
+  constexpr int W = Sh::W, kThreads = Sh::kThreads, kRows = Sh::kRows, S = Sh::S;
+  using OA = Operand<kRows, AK, kThreads>;
   using OB = Operand<kBN, BK, kThreads>;
   extern __shared__ __align__(16) float smem[];
   float* As = smem;
   float* Bs = smem + OA::kFloats;
-  const int n_tiles = static_cast<int>((g.N + kBN - 1) / kBN), tile = static_cast<int>(blockIdx.x);
-  const int64_t m0 = int64_t{tile / n_tiles} * kBM, n0 = int64_t{tile % n_tiles} * kBN;
+  const int n_tiles = static_cast<int>((g.N + kBN - 1) / kBN);
+  const int64_t m0 = int64_t{tile / n_tiles} * kRows, n0 = int64_t{tile % n_tiles} * kBN;
   int64_t k_begin = 0, k_end = g.K;
-  if (g.splits > 1) split_range<kSlicedDepth>(g, blockIdx.y, &k_begin, &k_end);
+  if (g.splits > 1) split_range<kSlicedDepth>(g, split, &k_begin, &k_end);
   const int tid = threadIdx.x, group = tid / 32, lane = tid % 32;
-  const int ty = lane / 8, tx = lane % 8;  // rows row_of(ty, i), columns col_of<BK>(tx, j)
+  const int r0 = RH == 1 ? 0 : group / W * kBM, kg = RH == 1 ? group : group % W;  // the warp's row half, its k
+  const int ty = lane / 8, tx = lane % 8;  // rows r0 + row_of(ty, i), columns col_of<BK>(tx, j)
   const bool do_rowsum = g.rowsum != nullptr && n0 == 0;
   float acc[8][8];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-  float rs = 0.0f;  // row m0 + lane over the group's k
+  float rs = 0.0f;  // row m0 + r0 + lane over the warp's k
   PDL_PROLOGUE();  // everything above reads only the arguments
 
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlicedDepth) {
@@ -211,7 +223,7 @@ __global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kern
       if (do_rowsum)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          if (k + kk < rleft) rs += As[OA::at(lane, k + kk)];
+          if (k + kk < rleft) rs += As[OA::at(r0 + lane, k + kk)];
     };
     auto chunk = [&](int c) {
       if (c == 0) cp_async_wait<kChunks - 1>();
@@ -219,11 +231,14 @@ __global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kern
       else if (c == 2) cp_async_wait<kChunks - 3>();
       else cp_async_wait<0>();
       __syncthreads();  // chunk c is in shared memory for every thread
-      if (c * kChunk >= left) return;             // past k_end: all zeros (the same for every warp)
-      const int kw = c * kChunk + group * 4 * S;  // this warp's 4S values of k (zeros past k_end)
-      if constexpr (S == 1) {
-        row_sum(kw);
-        multiply_streaming<AK, BK, OA, OB>(As, Bs, ty, tx, kw, acc);
+      if (c * kChunk >= left) return;          // past k_end: all zeros (the same for every warp)
+      const int kw = c * kChunk + kg * 4 * S;  // this warp's 4S values of k (zeros past k_end)
+      if constexpr (S == 1 || RH == 2) {  // 16 warps: 128 registers, B's values held, A's read as used
+#pragma unroll
+        for (int t = 0; t < S; ++t) {
+          row_sum(kw + 4 * t);
+          multiply_streaming<AK, BK, OA, OB>(As, Bs, r0, ty, tx, kw + 4 * t, acc);
+        }
       } else {
         static_assert(S % 2 == 0, "groups of k in pairs");
         float a0[8][4], b0[8][4], a1[8][4], b1[8][4];
@@ -255,11 +270,11 @@ __global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kern
   }
 
   // Every warp's tile goes to shared memory (over the operands) at once; then each thread adds
-  // the W tiles' values of its outputs (kV runs of 4) in warp order and applies the epilogue.
-  // Row sums likewise.
-  constexpr int LDR = tile_stride<AK, BK>(), kV = kBM * kBN / 4 / kThreads;
-  float* red = smem;  // [W][kBM][LDR]
-  float* rsum = smem + W * kBM * LDR;
+  // the W tiles of its row half for each of its outputs (kV runs of 4) in warp order and applies
+  // the epilogue. Row sums likewise.
+  constexpr int LDR = tile_stride<AK, BK>(), kV = kRows * kBN / 4 / kThreads;
+  float* red = smem;  // [RH * W][kBM][LDR]
+  float* rsum = smem + RH * W * kBM * LDR;
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -278,27 +293,28 @@ __global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kern
 #pragma unroll
   for (int q = 0; q < kV; ++q) {
     const int e = tid + q * kThreads, r = e / (kBN / 4), c = (e % (kBN / 4)) * 4;
+    const float* half = red + (r / kBM * W * kBM + r % kBM) * LDR + c;
     v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int s = 0; s < W; ++s) {
-      const float4 o = *reinterpret_cast<const float4*>(red + (s * kBM + r) * LDR + c);
+      const float4 o = *reinterpret_cast<const float4*>(half + s * kBM * LDR);
       v[q].x += o.x, v[q].y += o.y, v[q].z += o.z, v[q].w += o.w;
     }
     m[q] = m0 + r, n[q] = n0 + c;
     out_in[q] = m[q] < g.M && n[q] < g.N;  // N % 4 == 0: the 4 outputs are in or out together
   }
   float rsv = 0.0f;
-  if (do_rowsum && tid < 32)
-    for (int q = 0; q < W; ++q) rsv += rsum[q * 32 + tid];
-  const bool row_in = do_rowsum && tid < 32 && m0 + tid < g.M;
+  if (do_rowsum && tid < kRows)
+    for (int q = 0; q < W; ++q) rsv += rsum[(tid / kBM * W + q) * kBM + tid % kBM];
+  const bool row_in = do_rowsum && tid < kRows && m0 + tid < g.M;
   if (g.splits > 1) {
     // Raw partial sums; with counters the tile's last block to finish adds them in split order
     // (deterministic) and applies the epilogue, otherwise split_reduce_kernel does.
     const int64_t rows_at = g.splits * g.M * g.N;
 #pragma unroll
     for (int q = 0; q < kV; ++q)
-      if (out_in[q]) *reinterpret_cast<float4*>(g.partial + (blockIdx.y * g.M + m[q]) * g.N + n[q]) = v[q];
-    if (row_in) g.partial[rows_at + blockIdx.y * g.M + m0 + tid] = rsv;
+      if (out_in[q]) *reinterpret_cast<float4*>(g.partial + (split * g.M + m[q]) * g.N + n[q]) = v[q];
+    if (row_in) g.partial[rows_at + split * g.M + m0 + tid] = rsv;
     if (!g.counters) return;
     __shared__ bool last;
     __threadfence();
@@ -331,44 +347,79 @@ __global__ void __launch_bounds__(sliced_warps(AK, BK) * 32, 1) sliced_gemm_kern
   if (row_in) store_rowsum(g, m0 + tid, rsv);
 }
 
-// The operands, or the warps' tiles and row sums after them, whichever is larger.
 template <bool AK, bool BK>
-size_t smem_bytes() {
-  constexpr int kThreads = sliced_warps(AK, BK) * 32;
-  const int operands = Operand<kBM, AK, kThreads>::kFloats + Operand<kBN, BK, kThreads>::kFloats;
-  const int sums = sliced_warps(AK, BK) * kBM * tile_stride<AK, BK>() + kThreads;
+__global__ void __launch_bounds__(Shape<AK, BK, 1>::kThreads, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
+  sliced_tile<AK, BK, 1>(g, vec_out, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
+}
+
+// A layer's weight gradient w (dZ^T X: A m-fast, B n-fast) and input gradient x (dZ W: A k-fast,
+// B n-fast) in one launch: its first w_blocks blocks take w's 64 x 64 tiles (times its k splits),
+// the others x's.
+__global__ void __launch_bounds__(Shape<false, false, 2>::kThreads, 1)
+    sliced_pair_kernel(DenseGemm w, DenseGemm x, int w_blocks, bool w_vec, bool x_vec) {
+  const int b = static_cast<int>(blockIdx.x);
+  if (b < w_blocks) {
+    const int t = static_cast<int>(sliced_tiles(w.M, w.N, kSlicedPairRows));
+    sliced_tile<false, false, 2>(w, w_vec, b % t, b / t);
+  } else {
+    const int t = static_cast<int>(sliced_tiles(x.M, x.N, kSlicedPairRows));
+    sliced_tile<true, false, 2>(x, x_vec, (b - w_blocks) % t, (b - w_blocks) / t);
+  }
+}
+
+// The operands, or the warps' tiles and row sums after them, whichever is larger.
+template <bool AK, bool BK, int RH>
+constexpr size_t smem_bytes() {
+  using Sh = Shape<AK, BK, RH>;
+  const int operands = Operand<Sh::kRows, AK, Sh::kThreads>::kFloats + Operand<kBN, BK, Sh::kThreads>::kFloats;
+  const int sums = RH * Sh::W * kBM * tile_stride<AK, BK>() + Sh::kThreads;
   return sizeof(float) * (operands > sums ? operands : sums);
+}
+constexpr size_t kPairSmem = std::max(smem_bytes<false, false, 2>(), smem_bytes<true, false, 2>());
+
+// > 48 KB of dynamic shared memory needs the opt-in, once per kernel.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 template <bool AK, bool BK>
 void launch(const DenseGemm& g, cudaStream_t s) {
-  static const bool attr = [] {  // > 48 KB of dynamic shared memory needs the opt-in, once
-    CUDA_CHECK(cudaFuncSetAttribute(sliced_gemm_kernel<AK, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_bytes<AK, BK>())));
-    return true;
-  }();
+  static const bool attr = (allow_smem(sliced_gemm_kernel<AK, BK>, smem_bytes<AK, BK, 1>()), true);
   (void)attr;
   const dim3 grid(static_cast<unsigned>(sliced_tiles(g.M, g.N)), static_cast<unsigned>(g.splits));
-  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, sliced_warps(AK, BK) * 32, smem_bytes<AK, BK>(), s, g, output_vec4(g));
+  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, Shape<AK, BK, 1>::kThreads, smem_bytes<AK, BK, 1>(), s, g, output_vec4(g));
   KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 bool detail::sliced_fits() {
-  const size_t most = std::max({smem_bytes<true, true>(), smem_bytes<true, false>(), smem_bytes<false, true>(),
-                                smem_bytes<false, false>()});
+  const size_t most = std::max({smem_bytes<true, true, 1>(), smem_bytes<true, false, 1>(), smem_bytes<false, true, 1>(),
+                                smem_bytes<false, false, 1>(), kPairSmem});
   constexpr size_t kStatic = 16;  // the kernel's own flag, as ptxas reports it
   return static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most + kStatic;
 }
-
-int64_t detail::sliced_tiles(int64_t M, int64_t N) { return ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN); }
 
 bool detail::sliced_layout(const DenseGemm& g) {
   const bool a_ok = g.sak == 1 ? g.sam % 4 == 0 : g.sam == 1 && g.sak % 4 == 0;
   const bool b_ok = g.sbk == 1 ? g.sbn % 4 == 0 : g.sbn == 1 && g.sbk % 4 == 0;
   const bool k_ok = g.K % 4 == 0 || (g.sak != 1 && g.sbk != 1);  // k-fast operands load float4 along k
   return a_ok && b_ok && k_ok && g.M % 4 == 0 && g.N % 4 == 0 && aligned16(g.A) && aligned16(g.B);
+}
+
+bool detail::sliced_pair_layout(const DenseGemm& w, const DenseGemm& x) {
+  return w.sam == 1 && w.sbn == 1 && x.sak == 1 && x.sbn == 1 && sliced_layout(w) && sliced_layout(x);
+}
+
+void detail::launch_sliced_pair(const DenseGemm& w, const DenseGemm& x, cudaStream_t s) {
+  static const bool attr = (allow_smem(sliced_pair_kernel, kPairSmem), true);
+  (void)attr;
+  const int64_t w_blocks = sliced_tiles(w.M, w.N, kSlicedPairRows) * w.splits;
+  const int64_t blocks = w_blocks + sliced_tiles(x.M, x.N, kSlicedPairRows) * x.splits;
+  launch_pdl(sliced_pair_kernel, static_cast<unsigned>(blocks), Shape<false, false, 2>::kThreads, kPairSmem, s, w, x,
+             static_cast<int>(w_blocks), output_vec4(w), output_vec4(x));
+  KERNEL_LAUNCH_CHECK();
 }
 
 void detail::launch_sliced(const DenseGemm& g, cudaStream_t s) {

@@ -982,6 +982,10 @@ class Lowering {
   // A long reduction onto a small output is split over k, with its partial sums in scratch.
   void plan_split(DenseGemm& d) {
     if (d.partial) return;  // planned already
+    choose_kernel(d);
+    own_scratch(d);
+  }
+  void choose_kernel(DenseGemm& d) {
     const bool rows = d.sam == 1 && d.sbn == 1;
     d.tf32x3 = tc_;
     d.splits = own_gemm_splits(d.M, d.N, d.K, rows, d.tf32x3);
@@ -990,6 +994,8 @@ class Lowering {
       d.splits = own_gemm_splits(d.M, d.N, d.K, rows);
     }
     d.sliced = own_gemm_sliced(d);  // the kernel is chosen here, once, not at each launch
+  }
+  void own_scratch(DenseGemm& d) {
     if (d.splits > 1)
       d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
     if (const int64_t c = own_gemm_counters(d); c > 0)  // zeroed when owned
@@ -998,6 +1004,20 @@ class Lowering {
   void own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, const std::string& what) {
     std::optional<DenseGemm> s2;
     if (second) s2 = *second;
+    if (s2) {  // a layer's two gradient products on the k-sliced kernel: one launch (sliced_pair)
+      choose_kernel(d), choose_kernel(*s2);
+      if (sliced_pair(d, *s2)) {
+        own_scratch(d), own_scratch(*s2);
+        notes_ << what << " " << d.M << "x" << d.N << "x" << d.K << " + " << s2->M << "x" << s2->N << "x" << s2->K
+               << " on " << kSlicedPairRows << "x" << kSlicedCols << " tiles side by side (k-ranges of " << kSlicedDepth
+               << " in shared memory, each row half's k over " << kSlicedPairWarps << " warps";
+        for (const DenseGemm* g : {&d, &*s2})
+          if (g->splits > 1) notes_ << "; " << g->M << "x" << g->N << "x" << g->K << " k split " << g->splits << " ways + ordered sum by each tile's last block";
+        notes_ << "); ";
+        add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, &*s2, s); });
+        return;
+      }
+    }
     plan_split(d);
     if (s2) plan_split(*s2);
     if (s2 && (d.splits > 1 || s2->splits > 1)) {  // a split product runs in its own launches
