@@ -985,6 +985,7 @@ class Lowering {
     choose_kernel(d);
     own_scratch(d);
   }
+  // Which of our kernels runs the product, and its k splits.
   void choose_kernel(DenseGemm& d) {
     const bool rows = d.sam == 1 && d.sbn == 1;
     d.tf32x3 = tc_;
@@ -995,6 +996,7 @@ class Lowering {
     }
     d.sliced = own_gemm_sliced(d);  // the kernel is chosen here, once, not at each launch
   }
+  // The split partial sums and per-tile counters the chosen kernel needs, owned by the executable.
   void own_scratch(DenseGemm& d) {
     if (d.splits > 1)
       d.partial = reinterpret_cast<float*>(own(own_gemm_partial_floats(d.M, d.N, d.splits) * sizeof(float)));
@@ -1004,10 +1006,11 @@ class Lowering {
   void own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, const std::string& what) {
     std::optional<DenseGemm> s2;
     if (second) s2 = *second;
-    if (s2) {  // a layer's two gradient products on the k-sliced kernel: one launch (sliced_pair)
+    if (s2) {  // both products fresh: each kernel chosen once, then maybe one launch (sliced_pair)
       choose_kernel(d), choose_kernel(*s2);
-      if (sliced_pair(d, *s2)) {
-        own_scratch(d), own_scratch(*s2);
+      const bool paired = sliced_pair(d, *s2);
+      own_scratch(d), own_scratch(*s2);
+      if (paired) {
         notes_ << what << " " << d.M << "x" << d.N << "x" << d.K << " + " << s2->M << "x" << s2->N << "x" << s2->K
                << " on " << kSlicedPairRows << "x" << kSlicedCols << " tiles side by side (k-ranges of " << kSlicedDepth
                << " in shared memory, each row half's k over " << kSlicedPairWarps << " warps";
@@ -1017,9 +1020,9 @@ class Lowering {
         add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, &*s2, s); });
         return;
       }
+    } else {
+      plan_split(d);  // planned already when a split pair comes back here one product at a time
     }
-    plan_split(d);
-    if (s2) plan_split(*s2);
     if (s2 && (d.splits > 1 || s2->splits > 1)) {  // a split product runs in its own launches
       own_gemm(op, d, nullptr, what + " (1/2)");
       return own_gemm(op, *s2, nullptr, what + " (2/2)");
