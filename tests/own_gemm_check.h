@@ -56,6 +56,7 @@ class OwnProduct {
     if (acc_) g.dact = Activation::ReLU, g.dact_y = dY_;
     if (wgrad_) g.rowsum = dRow_, g.rowsum_k = c.K / 5;
     g.sliced = cuda::own_gemm_sliced(g);  // as the lowering plans it
+    g.fp64_tc = g.sliced && cuda::sliced_fp64_tensor_cores();
   }
   OwnProduct(const OwnProduct&) = delete;
   OwnProduct& operator=(const OwnProduct&) = delete;
@@ -129,9 +130,12 @@ class OwnProduct {
 };
 
 // Runs c after `taken` confirmed the kernel under test takes it, twice (the second launch on
-// reset outputs must find the split counters reset), and returns OwnProduct::error().
-inline double own_product_error(const ProductCase& c, bool tf32x3, const std::function<bool(const cuda::DenseGemm&)>& taken) {
+// reset outputs must find the split counters reset), and returns OwnProduct::error(). fp64_tc
+// false: the k-sliced kernel on fp32 FMAs even where the FP64 tensor cores would take it.
+inline double own_product_error(const ProductCase& c, bool tf32x3, const std::function<bool(const cuda::DenseGemm&)>& taken,
+                                bool fp64_tc = true) {
   OwnProduct p(c, tf32x3);
+  p.g.fp64_tc = p.g.fp64_tc && fp64_tc;
   p.add_counters();
   const bool ok = taken(p.g);
   EXPECT_TRUE(ok) << c.what << ": not taken by the kernel under test";

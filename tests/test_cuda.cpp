@@ -180,12 +180,15 @@ TEST(Cuda, LongWeightGradientsOn128TilesMatchFp64) {
 #endif
 
 // Medium layers (an MLP's 1024 x 256 x 256 products and their weight gradients) on the k-sliced
-// kernel: alone against fp64 in each layout and role (a long k staged in rounds, split over
-// blocks with the ordered sum, rows and columns that end inside a tile), then a whole step of a
-// 256-wide relu MLP against the CPU.
+// kernel, on fp32 FMAs and (compute capability 9.0) on the FP64 tensor cores: alone against fp64
+// in each layout and role (a long k staged in rounds, split over blocks with the ordered sum, rows
+// and columns that end inside a tile), then a whole step of a 256-wide relu MLP against the CPU.
+// The tensor cores' sums stay fp64 up to the output (one rounding per split): held to 3e-7 of sum |ab|, not
+// 3e-6.
 TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
   REQUIRE_GPU();
 #ifdef STEPGRAPH_HAVE_CUDA
+  const bool tc = cuda::sliced_fp64_tensor_cores();
   for (const ProductCase& c : {ProductCase{"forward, k = 300 in two rounds", 1000, 252, 300, false, false, 1},
                                ProductCase{"forward, k = 520 in three rounds", 1000, 252, 520, false, false, 1},
                                ProductCase{"input gradient, k = 260 in two rounds", 1000, 252, 260, false, true, 1},
@@ -193,15 +196,23 @@ TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
                                ProductCase{"both k-fast (8 warps), k split 3 ways", 1000, 252, 780, false, false, 3},
                                ProductCase{"weight gradient, k split 5 ways", 256, 252, 1030, true, true, 5},
                                ProductCase{"m-fast A, k-fast B", 300, 260, 600, true, false, 3}}) {
-    EXPECT_LT(own_product_error(c, false, cuda::own_gemm_sliced), 3e-6) << c.what;
+    EXPECT_LT(own_product_error(c, false, cuda::own_gemm_sliced, false), 3e-6) << c.what << " (fp32 FMAs)";
+    if (tc) EXPECT_LT(own_product_error(c, false, cuda::own_gemm_sliced), 3e-7) << c.what << " (FP64 tensor cores)";
   }
+  if (!tc) std::cout << "[ note ] this GPU or build has no FP64 tensor-core mma (compute capability 9.0): fp32 FMAs only\n";
+#else
+  const bool tc = false;
 #endif
   auto model = sequential({dense(256, Activation::ReLU), dense(256, Activation::ReLU), dense(256, Activation::ReLU), dense(10)});
   Built b = train_program(*model, SoftmaxCrossEntropy(), {1000, 252}, AdamW(1e-3));
   // The first layer (k = 252) stays on cuBLASLt; the others and every weight gradient are sliced.
   const std::string ex = compare_backends(b.p, b.specs, 43, "batch 1000, 252 -> 3 x 256 relu -> 10", 2, 1e-4);
-  EXPECT_NE(ex.find("k over 8 warps"), std::string::npos) << ex;   // the forward products
-  EXPECT_NE(ex.find("k over 16 warps"), std::string::npos) << ex;  // the first layer's dW
+  if (tc) {  // the forward products and the first layer's dW
+    EXPECT_NE(ex.find("on the FP64 tensor cores, 32x32 halves, k in 4 slices"), std::string::npos) << ex;
+  } else {
+    EXPECT_NE(ex.find("k over 8 warps"), std::string::npos) << ex;   // the forward products
+    EXPECT_NE(ex.find("k over 16 warps"), std::string::npos) << ex;  // the first layer's dW
+  }
   EXPECT_NE(ex.find("on 64x64 tiles side by side"), std::string::npos) << ex;  // the other gradients
   EXPECT_NE(ex.find("ordered sum by each tile's last block"), std::string::npos) << ex;
 }
@@ -210,7 +221,7 @@ TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
 // A layer's two gradient products in one launch on 64 x 64 tiles (sliced_pair), against fp64: the
 // weight gradient's k split with each tile's last block adding the partials (twice, so the
 // counters must reset), the bias gradient on the side, rows and columns that end inside a tile,
-// an input gradient over k = 260 in two rounds.
+// an input gradient over k = 260 in two rounds. A pair runs on fp32 FMAs, whatever the GPU.
 TEST(Cuda, PairedGradientProductsMatchFp64) {
   REQUIRE_GPU();
   struct Pair {
@@ -222,6 +233,7 @@ TEST(Cuda, PairedGradientProductsMatchFp64) {
                              {"input gradient 1000x252x260", 1000, 252, 260, false, true, 1}}}) {
     OwnProduct w(c.w, false), x(c.x, false);
     ASSERT_TRUE(w.g.sliced && x.g.sliced && cuda::sliced_pair(w.g, x.g)) << c.w.what;
+    EXPECT_FALSE(w.g.fp64_tc || x.g.fp64_tc) << c.w.what;
     EXPECT_EQ(w.g.splits, c.w.splits) << c.w.what;
     EXPECT_EQ(x.g.splits, c.x.splits) << c.x.what;
     EXPECT_EQ(cuda::own_gemm_tile(w.g).rows, 64);
@@ -283,8 +295,10 @@ TEST(DenseRules, WhichGradientProductsShareALaunch) {
   EXPECT_FALSE(x2.paired || w2.paired);
   w2.tf32x3 = true;
   EXPECT_FALSE(cuda::sliced_pair(w2, x2));
+  w.fp64_tc = x.fp64_tc = true;  // as planned on an H200
   ASSERT_TRUE(cuda::sliced_pair(w, x));
   EXPECT_TRUE(w.paired && x.paired);
+  EXPECT_FALSE(w.fp64_tc || x.fp64_tc);  // a pair runs on fp32 FMAs
   EXPECT_EQ(w.splits, 4);
   EXPECT_EQ(x.splits, 1);
   cuda::DenseGemm tw = planned(128, 128, 4096, true), tx = planned(4096, 128, 128, false);  // tiny_gpt: k = 128

@@ -14,11 +14,12 @@ namespace sg::cuda::detail {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The per-element epilogue: (+= old C) (+ bias) (Z = v) (v = act(v)) (v *= dact').
-__device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int64_t n, float v) {
+// The per-element epilogue: (+= old C) (+ bias) (Z = v) (v = act(v)) (v *= dact'). bias false:
+// the caller added it already (in fp64, before rounding: the FP64 tensor cores' forward).
+__device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int64_t n, float v, bool bias = true) {
   const int64_t idx = m * g.ldc + n;
   if (g.accumulate) v += g.C[idx];
-  if (g.bias && m < g.bias_rows) v += g.bias[n];
+  if (bias && g.bias && m < g.bias_rows) v += g.bias[n];
   if (g.Z) g.Z[idx] = v;
   if (g.act != Activation::None) v = act_forward<float>(g.act, v);
   if (g.dact != Activation::None)
@@ -27,7 +28,7 @@ __device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int6
 }
 // The same for four consecutive outputs (m, n .. n + 3) as float4 loads and stores: ldc, n and
 // the pointers 16-byte aligned (the caller checks).
-__device__ __forceinline__ void store_output4(const DenseGemm& g, int64_t m, int64_t n, float4 v) {
+__device__ __forceinline__ void store_output4(const DenseGemm& g, int64_t m, int64_t n, float4 v, bool bias = true) {
   const int64_t idx = m * g.ldc + n;
   float r[4] = {v.x, v.y, v.z, v.w};
   auto add = [&](const float* p) {
@@ -35,7 +36,7 @@ __device__ __forceinline__ void store_output4(const DenseGemm& g, int64_t m, int
     r[0] += o.x, r[1] += o.y, r[2] += o.z, r[3] += o.w;
   };
   if (g.accumulate) add(g.C + idx);
-  if (g.bias && m < g.bias_rows) add(g.bias + n);
+  if (bias && g.bias && m < g.bias_rows) add(g.bias + n);
   if (g.Z) *reinterpret_cast<float4*>(g.Z + idx) = make_float4(r[0], r[1], r[2], r[3]);
   if (g.act != Activation::None)
     for (float& x : r) x = act_forward<float>(g.act, x);

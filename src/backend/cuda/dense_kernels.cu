@@ -513,6 +513,7 @@ bool sliced_pair(DenseGemm& w, DenseGemm& x) {
   if (blocks > sm_count() || 2 * blocks < sm_count() || sw > 16 || sx > 16) return false;
   w.splits = static_cast<int>(sw), x.splits = static_cast<int>(sx);
   w.paired = x.paired = true;
+  w.fp64_tc = x.fp64_tc = false;
   return true;
 }
 

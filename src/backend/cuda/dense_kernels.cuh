@@ -50,6 +50,9 @@ struct DenseGemm {
   bool paired = false;
   // precision tf32x3: 3xTF32 on tensor cores where the layout allows (own_gemm_tensor_cores).
   bool tf32x3 = false;
+  // The k-sliced kernel on the FP64 tensor cores (sliced_fp64_tensor_cores): every product of two
+  // fp32 inputs exact in fp64 and summed in fp64 within a warp's k slice, decided when planned.
+  bool fp64_tc = false;
 };
 
 // Whether our kernel is the better choice for an M x N x K product: small and medium sizes, and
@@ -66,16 +69,27 @@ constexpr int sliced_warps(bool a_kfast, bool b_kfast) { return a_kfast && b_kfa
 // A layer's two gradient products in one launch (sliced_pair): 64 x 64 tiles, each row half's k
 // split over 8 warps.
 constexpr int kSlicedPairRows = 64, kSlicedPairWarps = 8;
+// On the FP64 tensor cores (sliced_fp64_tensor_cores) a block's 8 warps take the two 32 x 32
+// halves of its tile, each half's k split into this many slices.
+constexpr int kSlicedTcSlices = 4;
 // Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
 // 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
 // at most 16 blocks where that gives more), k >= 256 (SG_SLICED=0: never).
 bool sliced_gemm(int64_t M, int64_t N, int64_t K);
 // Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
 bool own_gemm_sliced(const DenseGemm& g);
+// Whether the k-sliced kernel's single products (not pairs) run on this device's FP64 tensor cores
+// (mma.sync m16n8k8 .f64: compute capability 9.0 and code built for it; SG_FP64_TC=0: never)
+// instead of fp32 FMAs: the fp32 inputs converted exactly, their products summed in fp64 along
+// each warp's slice of k (a forward product's slices too, so that its outputs round like the CPU
+// reference's double sums), so at least fp32's accuracy. On an H200 the FP64 tensor cores run
+// 67 TFLOPS (the FMA units' peak) with a 32nd of the instructions.
+bool sliced_fp64_tensor_cores();
 // Whether a layer's weight gradient w (dZ^T X) and input gradient x (dZ W), each planned for the
 // k-sliced kernel, run as one launch instead of two: each on 64 x 64 tiles over about half the
 // SMs, w's k split to fill its half (SG_SLICED_PAIR=0: never). If so, sets their splits and
-// `paired`; dense_gemm(w, &x) then launches both.
+// `paired` and clears fp64_tc (a pair runs on fp32 FMAs: on the FP64 tensor cores, 8 warps a
+// block, mlp_8x256's layer took 16.6 against 15.5 us); dense_gemm(w, &x) then launches both.
 bool sliced_pair(DenseGemm& w, DenseGemm& x);
 // How many k-ranges our kernel splits the product into (1: none).
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);

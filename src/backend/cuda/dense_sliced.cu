@@ -13,8 +13,18 @@
 // float4 reads, four wavefronts each, took twice the FMAs' issue time: ncu 17.5 us at 1.47 GHz on
 // 1024 x 256 x 256.) The warps' tiles are added in warp order and the usual epilogue applied:
 // deterministic, like every own kernel.
+//
+// On compute capability 9.0 a product alone (not a pair) runs on the FP64 tensor cores instead
+// (sliced_fp64_tensor_cores): the same loads, the fp32 operands converted exactly to fp64 as the
+// fragments are read, mma.sync m16n8k8 .f64 (1024 multiply-adds an instruction, against 32 for an
+// FFMA), fp64 sums along each warp's slice of k (a forward product's up to the output). On an
+// H200 mlp_8x256's forward products took 7.9 us against 8.4, the first layer's weight gradient
+// 8.9 against 9.8.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_common.cuh"
@@ -40,10 +50,11 @@ __device__ __forceinline__ int row_of(int ty, int i) {
 
 // One operand's R x kSlicedDepth tile in shared memory: element (r, k) at at(r, k). KFAST: [r][k],
 // a row padded to 260 floats so the 8 lanes of a float4 phase reading rows tx + 8j hit distinct
-// banks; else [k][r], padded by 4.
-template <int R, bool KFAST, int kThreads>
+// banks; else [k][r], padded by 4, or by 8 for the tensor cores' fragments (TC: a lane reads
+// (r0 + lane / 4, k0 + lane % 4), so k's stride must be 8 banks apart modulo 32).
+template <int R, bool KFAST, int kThreads, bool TC = false>
 struct Operand {
-  static constexpr int LD = KFAST ? kSlicedDepth + 4 : R + 4;
+  static constexpr int LD = KFAST ? kSlicedDepth + 4 : R + (TC ? 8 : 4);
   static constexpr int kFloats = KFAST ? R * LD : kSlicedDepth * LD;
   __device__ static int at(int r, int k) { return KFAST ? r * LD + k : k * LD + r; }
   // Rows [r0, r0 + R) of an operand, element (r, k) at p[r*sr + k*sk]: each thread's 16-byte
@@ -157,6 +168,44 @@ __device__ __forceinline__ void multiply_frag(const float (&a)[8][4], const floa
       for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
 }
 
+// D (16 x 8) += A (16 x 8) B (8 x 8) in fp64 on the tensor cores (mma.sync m16n8k8 .f64, compute
+// capability 9.0). Lane (g, t) = (lane / 4, lane % 4) holds A(g, t), A(g + 8, t), A(g, t + 4),
+// A(g + 8, t + 4); B(t, g), B(t + 4, g); D(g, 2t), D(g, 2t + 1), D(g + 8, 2t), D(g + 8, 2t + 1).
+__device__ __forceinline__ void mma_f64_16x8x8(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#endif
+}
+
+// A warp's 32 x 32 part of the tile (columns tc..tc + 31, all 32 rows) over k in [k0, k0 + K):
+// 2 x 4 fragments, every operand value converted to fp64 (exactly) as it is read. Banks: A and B
+// reads are conflict-free in each layout (Operand's TC padding).
+template <class OA, class OB, int K>
+__device__ __forceinline__ void multiply_fp64(const float* As, const float* Bs, int k0, int tc, int lane,
+                                              double (&d)[2][4][4]) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int k = k0; k < k0 + K; k += 8) {
+    double a[2][4], b[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = 16 * i + g;
+      a[i][0] = As[OA::at(r, k + t)], a[i][1] = As[OA::at(r + 8, k + t)];
+      a[i][2] = As[OA::at(r, k + t + 4)], a[i][3] = As[OA::at(r + 8, k + t + 4)];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = tc + 8 * j + g;
+      b[0] = Bs[OB::at(n, k + t)], b[1] = Bs[OB::at(n, k + t + 4)];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) mma_f64_16x8x8(d[i][j], a[i], b);
+    }
+  }
+}
+
 // Warps per block, by layout (sliced_warps in dense_kernels.cuh). With 8 warps each takes two
 // groups of four k per chunk, the second group's values read while the first is multiplied, and
 // the block adds 8 tiles instead of 16 at the end. Measured on an H200, mlp_8x256 (each
@@ -170,22 +219,31 @@ __device__ __forceinline__ void multiply_frag(const float (&a)[8][4], const floa
 // groups of four k of every 64-deep chunk into the whole tile, a thread holding 8 x 8 outputs.
 // RH = 2 (a layer's two gradient products in one launch, sliced_pair): a 64 x 64 tile, its two
 // row halves each taken by 8 warps that split k, 16 warps in all.
-template <bool AK, bool BK, int RH>
+//
+// On the FP64 tensor cores (TC, one product a launch) 8 warps take the two 32 x 32 halves of the
+// tile instead, each half's k split over 4 of them (kSlicedTcSlices slices of every chunk), a
+// warp holding 2 x 4 fragments of 16 x 8 in fp64: 8 multiply-adds of 1024 per 16 values read from
+// shared memory and converted (exact: every fp32 is a double). The slices' tiles are added in
+// slice order like the warps' above.
+template <bool AK, bool BK, int RH, bool TC = false>
 struct Shape {
-  static constexpr int W = RH == 1 ? sliced_warps(AK, BK) : kSlicedPairWarps;  // warps per row half
+  static_assert(!TC || RH == 1, "pairs run on fp32 FMAs (sliced_pair)");
+  static constexpr int W = TC ? 8 : RH == 1 ? sliced_warps(AK, BK) : kSlicedPairWarps;  // warps per row half
   static constexpr int kThreads = W * 32 * RH, kRows = kBM * RH;
   static constexpr int S = kChunk / 4 / W;  // groups of four k per warp and chunk
+  static constexpr int T = 2, kSlices = kThreads / 32 / T;  // TC: 32 x 32 parts, k slices of each
+  static_assert(!TC || (kSlices == kSlicedTcSlices && kChunk % (8 * kSlices) == 0), "TC: whole k8 steps per slice");
 };
 
 // One output tile of g (and one k-range, `split`, of a split product): the block's whole work.
 // AK: A's k is the unit stride (A[m*sam + k]: activations, dZ); otherwise m is (a weight
 // gradient's dZ^T). BK: B's k is the unit stride (W as [out][in] in the forward); otherwise n is.
-template <bool AK, bool BK, int RH>
+template <bool AK, bool BK, int RH, bool TC>
 __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, int tile, int split) {
-  using Sh = Shape<AK, BK, RH>;
+  using Sh = Shape<AK, BK, RH, TC>;
   constexpr int W = Sh::W, kThreads = Sh::kThreads, kRows = Sh::kRows, S = Sh::S;
-  using OA = Operand<kRows, AK, kThreads>;
-  using OB = Operand<kBN, BK, kThreads>;
+  using OA = Operand<kRows, AK, kThreads, TC>;
+  using OB = Operand<kBN, BK, kThreads, TC>;
   extern __shared__ __align__(16) float smem[];
   float* As = smem;
   float* Bs = smem + OA::kFloats;
@@ -196,13 +254,29 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
   const int tid = threadIdx.x, group = tid / 32, lane = tid % 32;
   const int r0 = RH == 1 ? 0 : group / W * kBM, kg = RH == 1 ? group : group % W;  // the warp's row half, its k
   const int ty = lane / 8, tx = lane % 8;  // rows r0 + row_of(ty, i), columns col_of<BK>(tx, j)
+  // TC: the warp's 32 x 32 half (columns tc) and its k slice.
+  constexpr int kSlices = Sh::kSlices, kSliceK = kChunk / kSlices;
+  const int slice = group / Sh::T, tc = group % Sh::T * 32, fg = lane / 4, ft = lane % 4;
   const bool do_rowsum = g.rowsum != nullptr && n0 == 0;
-  float acc[8][8];
+  float acc[8][8];       // unused on the tensor cores (the compiler drops it), as dacc on FMAs
+  double dacc[2][4][4];  // [16-row fragment][8-column fragment][its 4 values a lane]
+  if constexpr (TC) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-  float rs = 0.0f;  // row m0 + r0 + lane over the warp's k
+      for (int j = 0; j < 4; ++j) dacc[i][j][0] = dacc[i][j][1] = dacc[i][j][2] = dacc[i][j][3] = 0.0;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  }
+  // Row m0 + r0 + lane over the warp's k (TC: m0 + lane over the slice's, by the warps of the
+  // first 32 columns). A forward product's sums on the tensor cores stay fp64 up to the output,
+  // its bias included (kExact; see the slices' sum below).
+  constexpr bool kExact = TC && AK && BK;
+  using Acc = std::conditional_t<kExact, double, float>;
+  Acc rs = 0.0f;
   PDL_PROLOGUE();  // everything above reads only the arguments
 
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlicedDepth) {
@@ -225,13 +299,8 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
         for (int kk = 0; kk < 4; ++kk)
           if (k + kk < rleft) rs += As[OA::at(r0 + lane, k + kk)];
     };
-    auto chunk = [&](int c) {
-      if (c == 0) cp_async_wait<kChunks - 1>();
-      else if (c == 1) cp_async_wait<kChunks - 2>();
-      else if (c == 2) cp_async_wait<kChunks - 3>();
-      else cp_async_wait<0>();
-      __syncthreads();  // chunk c is in shared memory for every thread
-      if (c * kChunk >= left) return;          // past k_end: all zeros (the same for every warp)
+    // This warp's groups of four k of chunk c on fp32 FMAs.
+    auto multiply_fma = [&](int c) {
       const int kw = c * kChunk + kg * 4 * S;  // this warp's 4S values of k (zeros past k_end)
       if constexpr (S == 1 || RH == 2) {  // 16 warps: 128 registers, B's values held, A's read as used
 #pragma unroll
@@ -257,10 +326,28 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
         }
       }
     };
+    auto chunk = [&](int c) {
+      if (c == 0) cp_async_wait<kChunks - 1>();
+      else if (c == 1) cp_async_wait<kChunks - 2>();
+      else if (c == 2) cp_async_wait<kChunks - 3>();
+      else cp_async_wait<0>();
+      __syncthreads();  // chunk c is in shared memory for every thread
+      if (c * kChunk >= left) return;          // past k_end: all zeros (the same for every warp)
+      if constexpr (TC) {
+        const int ks = c * kChunk + slice * kSliceK;  // the slice's k in this chunk
+        if (do_rowsum && tc == 0)
+#pragma unroll
+          for (int k = ks; k < ks + kSliceK; ++k)
+            if (k < rleft) rs += As[OA::at(lane, k)];
+        multiply_fp64<OA, OB, kSliceK>(As, Bs, ks, tc, lane, dacc);
+      } else {
+        multiply_fma(c);
+      }
+    };
     // Rolled for the forward's layout at 16 warps (unrolled, ptxas spilled 208 bytes and the
     // 1024 x 256 x 256 product took 11.0 instead of 10.0 us) and at 8; the other 16-warp layout
     // is faster unrolled.
-    if constexpr (W < 16 || (AK && BK)) {
+    if constexpr (W < 16 || (AK && BK) || TC) {
 #pragma unroll 1
       for (int c = 0; c < kChunks; ++c) chunk(c);
     } else {
@@ -271,41 +358,77 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
 
   // Every warp's tile goes to shared memory (over the operands) at once; then each thread adds
   // the W tiles of its row half for each of its outputs (kV runs of 4) in warp order and applies
-  // the epilogue. Row sums likewise.
-  constexpr int LDR = tile_stride<AK, BK>(), kV = kRows * kBN / 4 / kThreads;
-  float* red = smem;  // [RH * W][kBM][LDR]
-  float* rsum = smem + RH * W * kBM * LDR;
+  // the epilogue. Row sums likewise. TC: each slice's tile, [kSlices][kRows][LDR], added in slice
+  // order; a forward product's in fp64 (kExact), so that an output is rounded to fp32 once, like
+  // the CPU reference's double sums (bias included) and a relu sees the same sign there: with
+  // fp32 sums of the slices --mode verify on mlp_8x256 failed at step 2 (2.05e-3 on
+  // grad.0.weight: one first-layer relu mask the other way than on the CPU). The gradient
+  // products keep fp32 sums (fp64 cost the first layer's weight gradient 1.1 us of its 8.9).
+  constexpr int LDR = TC ? kBN + 8 : tile_stride<AK, BK>(), kV = kRows * kBN / 4 / kThreads;
+  Acc* red = reinterpret_cast<Acc*>(smem);  // [RH * W][kBM][LDR]
+  Acc* rsum = red + (TC ? kSlices * kRows : RH * W * kBM) * LDR;
   __syncthreads();
+  if constexpr (TC) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    float* row = red + (group * kBM + row_of<AK>(ty, i)) * LDR;
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; j += BK ? 1 : 4) {
-      if (BK) row[col_of<BK>(tx, j)] = acc[i][j];
-      else *reinterpret_cast<float4*>(row + col_of<BK>(tx, j)) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+      for (int j = 0; j < 4; ++j) {
+        Acc* at = red + (slice * kRows + 16 * i + fg) * LDR + tc + 8 * j + 2 * ft;
+        const double(&d)[4] = dacc[i][j];
+        if constexpr (kExact) {
+          *reinterpret_cast<double2*>(at) = make_double2(d[0], d[1]);
+          *reinterpret_cast<double2*>(at + 8 * LDR) = make_double2(d[2], d[3]);
+        } else {
+          *reinterpret_cast<float2*>(at) = make_float2(static_cast<float>(d[0]), static_cast<float>(d[1]));
+          *reinterpret_cast<float2*>(at + 8 * LDR) = make_float2(static_cast<float>(d[2]), static_cast<float>(d[3]));
+        }
+      }
+    if (do_rowsum && tc == 0) rsum[slice * kRows + lane] = rs;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float* row = red + (group * kBM + row_of<AK>(ty, i)) * LDR;
+#pragma unroll
+      for (int j = 0; j < 8; j += BK ? 1 : 4) {
+        if (BK) row[col_of<BK>(tx, j)] = acc[i][j];
+        else *reinterpret_cast<float4*>(row + col_of<BK>(tx, j)) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+      }
     }
+    if (do_rowsum) rsum[tid] = rs;
   }
-  if (do_rowsum) rsum[tid] = rs;
   __syncthreads();
-  float4 v[kV];
+  // Four outputs' sums from 16 bytes (fp32) or 32 (fp64) at p.
+  auto add4 = [](Acc(&v)[4], const Acc* p) {
+    if constexpr (kExact) {
+      const double2 a = reinterpret_cast<const double2*>(p)[0], b = reinterpret_cast<const double2*>(p)[1];
+      v[0] += a.x, v[1] += a.y, v[2] += b.x, v[3] += b.y;
+    } else {
+      const float4 o = *reinterpret_cast<const float4*>(p);
+      v[0] += o.x, v[1] += o.y, v[2] += o.z, v[3] += o.w;
+    }
+  };
+  Acc v[kV][4];
   int64_t m[kV], n[kV];
   bool out_in[kV];
 #pragma unroll
   for (int q = 0; q < kV; ++q) {
     const int e = tid + q * kThreads, r = e / (kBN / 4), c = (e % (kBN / 4)) * 4;
-    const float* half = red + (r / kBM * W * kBM + r % kBM) * LDR + c;
-    v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // The partial tiles of output (r, c): W warps' of its row half, or TC the kSlices slices'.
+    const Acc* first = TC ? red + r * LDR + c : red + (r / kBM * W * kBM + r % kBM) * LDR + c;
+    constexpr int kParts = TC ? kSlices : W, kApart = (TC ? kRows : kBM) * LDR;
+    v[q][0] = v[q][1] = v[q][2] = v[q][3] = 0.0f;
 #pragma unroll
-    for (int s = 0; s < W; ++s) {
-      const float4 o = *reinterpret_cast<const float4*>(half + s * kBM * LDR);
-      v[q].x += o.x, v[q].y += o.y, v[q].z += o.z, v[q].w += o.w;
-    }
+    for (int s = 0; s < kParts; ++s) add4(v[q], first + s * kApart);
     m[q] = m0 + r, n[q] = n0 + c;
     out_in[q] = m[q] < g.M && n[q] < g.N;  // N % 4 == 0: the 4 outputs are in or out together
   }
-  float rsv = 0.0f;
-  if (do_rowsum && tid < kRows)
-    for (int q = 0; q < W; ++q) rsv += rsum[(tid / kBM * W + q) * kBM + tid % kBM];
+  Acc rsv = 0.0f;
+  if (do_rowsum && tid < kRows) {
+    if (TC)
+      for (int q = 0; q < kSlices; ++q) rsv += rsum[q * kRows + tid];
+    else
+      for (int q = 0; q < W; ++q) rsv += rsum[(tid / kBM * W + q) * kBM + tid % kBM];
+  }
   const bool row_in = do_rowsum && tid < kRows && m0 + tid < g.M;
   if (g.splits > 1) {
     // Raw partial sums; with counters the tile's last block to finish adds them in split order
@@ -313,8 +436,11 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
     const int64_t rows_at = g.splits * g.M * g.N;
 #pragma unroll
     for (int q = 0; q < kV; ++q)
-      if (out_in[q]) *reinterpret_cast<float4*>(g.partial + (split * g.M + m[q]) * g.N + n[q]) = v[q];
-    if (row_in) g.partial[rows_at + split * g.M + m0 + tid] = rsv;
+      if (out_in[q])
+        *reinterpret_cast<float4*>(g.partial + (split * g.M + m[q]) * g.N + n[q]) =
+            make_float4(static_cast<float>(v[q][0]), static_cast<float>(v[q][1]), static_cast<float>(v[q][2]),
+                        static_cast<float>(v[q][3]));
+    if (row_in) g.partial[rows_at + split * g.M + m0 + tid] = static_cast<float>(rsv);
     if (!g.counters) return;
     __shared__ bool last;
     __threadfence();
@@ -324,32 +450,39 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
     if (!last) return;
     __threadfence();
 #pragma unroll
-    for (int q = 0; q < kV; ++q) v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int q = 0; q < kV; ++q) v[q][0] = v[q][1] = v[q][2] = v[q][3] = 0.0f;
     rsv = 0.0f;
     for (int sp = 0; sp < g.splits; ++sp) {  // L2 reads (__ldcg): other blocks wrote them
 #pragma unroll
       for (int q = 0; q < kV; ++q)
         if (out_in[q]) {
           const float4 o = __ldcg(reinterpret_cast<const float4*>(g.partial + (sp * g.M + m[q]) * g.N + n[q]));
-          v[q].x += o.x, v[q].y += o.y, v[q].z += o.z, v[q].w += o.w;
+          v[q][0] += o.x, v[q][1] += o.y, v[q][2] += o.z, v[q][3] += o.w;
         }
       if (row_in) rsv += __ldcg(g.partial + rows_at + sp * g.M + m0 + tid);
     }
     if (tid == 0) g.counters[tile] = 0u;  // ready for the next launch
   }
+  // kExact: the bias too is added in fp64, before the one rounding (as the CPU reference does).
+  const bool bias_now = kExact && g.splits == 1 && !g.accumulate && g.bias;
 #pragma unroll
   for (int q = 0; q < kV; ++q)
     if (out_in[q]) {
-      if (vec_out) store_output4(g, m[q], n[q], v[q]);
+      if (bias_now && m[q] < g.bias_rows)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[q][u] += g.bias[n[q] + u];
+      const float4 o = make_float4(static_cast<float>(v[q][0]), static_cast<float>(v[q][1]), static_cast<float>(v[q][2]),
+                                   static_cast<float>(v[q][3]));
+      if (vec_out) store_output4(g, m[q], n[q], o, !bias_now);
       else
-        for (int u = 0; u < 4; ++u) store_output(g, m[q], n[q] + u, (&v[q].x)[u]);
+        for (int u = 0; u < 4; ++u) store_output(g, m[q], n[q] + u, (&o.x)[u], !bias_now);
     }
-  if (row_in) store_rowsum(g, m0 + tid, rsv);
+  if (row_in) store_rowsum(g, m0 + tid, static_cast<float>(rsv));
 }
 
-template <bool AK, bool BK>
-__global__ void __launch_bounds__(Shape<AK, BK, 1>::kThreads, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
-  sliced_tile<AK, BK, 1>(g, vec_out, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
+template <bool AK, bool BK, bool TC>
+__global__ void __launch_bounds__(Shape<AK, BK, 1, TC>::kThreads, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
+  sliced_tile<AK, BK, 1, TC>(g, vec_out, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
 }
 
 // A layer's weight gradient w (dZ^T X: A m-fast, B n-fast) and input gradient x (dZ W: A k-fast,
@@ -360,22 +493,23 @@ __global__ void __launch_bounds__(Shape<false, false, 2>::kThreads, 1)
   const int b = static_cast<int>(blockIdx.x);
   if (b < w_blocks) {
     const int t = static_cast<int>(sliced_tiles(w.M, w.N, kSlicedPairRows));
-    sliced_tile<false, false, 2>(w, w_vec, b % t, b / t);
+    sliced_tile<false, false, 2, false>(w, w_vec, b % t, b / t);
   } else {
     const int t = static_cast<int>(sliced_tiles(x.M, x.N, kSlicedPairRows));
-    sliced_tile<true, false, 2>(x, x_vec, (b - w_blocks) % t, (b - w_blocks) / t);
+    sliced_tile<true, false, 2, false>(x, x_vec, (b - w_blocks) % t, (b - w_blocks) / t);
   }
 }
 
 // The operands, or the warps' tiles and row sums after them, whichever is larger.
-template <bool AK, bool BK, int RH>
+template <bool AK, bool BK, int RH, bool TC>
 constexpr size_t smem_bytes() {
-  using Sh = Shape<AK, BK, RH>;
-  const int operands = Operand<Sh::kRows, AK, Sh::kThreads>::kFloats + Operand<kBN, BK, Sh::kThreads>::kFloats;
-  const int sums = RH * Sh::W * kBM * tile_stride<AK, BK>() + Sh::kThreads;
+  using Sh = Shape<AK, BK, RH, TC>;
+  const int operands = Operand<Sh::kRows, AK, Sh::kThreads, TC>::kFloats + Operand<kBN, BK, Sh::kThreads, TC>::kFloats;
+  const int sums = TC ? (AK && BK ? 2 : 1) * (Sh::kSlices * Sh::kRows * (kBN + 8) + Sh::kSlices * Sh::kRows)
+                      : RH * Sh::W * kBM * tile_stride<AK, BK>() + Sh::kThreads;
   return sizeof(float) * (operands > sums ? operands : sums);
 }
-constexpr size_t kPairSmem = std::max(smem_bytes<false, false, 2>(), smem_bytes<true, false, 2>());
+constexpr size_t kPairSmem = std::max(smem_bytes<false, false, 2, false>(), smem_bytes<true, false, 2, false>());
 
 // > 48 KB of dynamic shared memory needs the opt-in, once per kernel.
 template <class Kernel>
@@ -383,20 +517,31 @@ void allow_smem(Kernel kernel, size_t bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-template <bool AK, bool BK>
+template <bool AK, bool BK, bool TC>
 void launch(const DenseGemm& g, cudaStream_t s) {
-  static const bool attr = (allow_smem(sliced_gemm_kernel<AK, BK>, smem_bytes<AK, BK, 1>()), true);
+  static const bool attr = (allow_smem(sliced_gemm_kernel<AK, BK, TC>, smem_bytes<AK, BK, 1, TC>()), true);
   (void)attr;
   const dim3 grid(static_cast<unsigned>(sliced_tiles(g.M, g.N)), static_cast<unsigned>(g.splits));
-  launch_pdl(sliced_gemm_kernel<AK, BK>, grid, Shape<AK, BK, 1>::kThreads, smem_bytes<AK, BK, 1>(), s, g, output_vec4(g));
+  launch_pdl(sliced_gemm_kernel<AK, BK, TC>, grid, Shape<AK, BK, 1, TC>::kThreads, smem_bytes<AK, BK, 1, TC>(), s, g,
+             output_vec4(g));
   KERNEL_LAUNCH_CHECK();
+}
+template <bool TC>
+void launch_single(const DenseGemm& g, cudaStream_t s) {
+  const bool ak = g.sak == 1, bk = g.sbk == 1;
+  if (ak && bk) launch<true, true, TC>(g, s);
+  else if (ak) launch<true, false, TC>(g, s);
+  else if (bk) launch<false, true, TC>(g, s);
+  else launch<false, false, TC>(g, s);
 }
 
 }  // namespace
 
 bool detail::sliced_fits() {
-  const size_t most = std::max({smem_bytes<true, true, 1>(), smem_bytes<true, false, 1>(), smem_bytes<false, true, 1>(),
-                                smem_bytes<false, false, 1>(), kPairSmem});
+  const size_t most = std::max({smem_bytes<true, true, 1, false>(), smem_bytes<true, false, 1, false>(),
+                                smem_bytes<false, true, 1, false>(), smem_bytes<false, false, 1, false>(), kPairSmem,
+                                smem_bytes<true, true, 1, true>(), smem_bytes<true, false, 1, true>(),
+                                smem_bytes<false, true, 1, true>(), smem_bytes<false, false, 1, true>()});
   constexpr size_t kStatic = 16;  // the kernel's own flag, as ptxas reports it
   return static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most + kStatic;
 }
@@ -413,6 +558,7 @@ bool detail::sliced_pair_layout(const DenseGemm& w, const DenseGemm& x) {
 }
 
 void detail::launch_sliced_pair(const DenseGemm& w, const DenseGemm& x, cudaStream_t s) {
+  SG_REQUIRE(!w.fp64_tc && !x.fp64_tc, "dense kernel: a pair runs on fp32 FMAs (sliced_pair clears fp64_tc)");
   static const bool attr = (allow_smem(sliced_pair_kernel, kPairSmem), true);
   (void)attr;
   const int64_t w_blocks = sliced_tiles(w.M, w.N, kSlicedPairRows) * w.splits;
@@ -423,11 +569,24 @@ void detail::launch_sliced_pair(const DenseGemm& w, const DenseGemm& x, cudaStre
 }
 
 void detail::launch_sliced(const DenseGemm& g, cudaStream_t s) {
-  const bool ak = g.sak == 1, bk = g.sbk == 1;
-  if (ak && bk) launch<true, true>(g, s);
-  else if (ak) launch<true, false>(g, s);
-  else if (bk) launch<false, true>(g, s);
-  else launch<false, false>(g, s);
+  if (g.fp64_tc) launch_single<true>(g, s);
+  else launch_single<false>(g, s);
+}
+
+bool sliced_fp64_tensor_cores() {
+  static const bool on = [] {
+    if (const char* v = std::getenv("SG_FP64_TC"); v && std::string(v) == "0") return false;
+    int dev = 0, major = 0;
+    cudaFuncAttributes fa{};
+    const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaFuncGetAttributes(&fa, sliced_gemm_kernel<true, true, true>) == cudaSuccess;
+    if (!ok) cudaGetLastError();  // no device, or no code for it: the FFMA kernels
+    // m16n8k8 .f64 needs sm_90 code; measured on Hopper only (a Blackwell's FP64 tensor rate is
+    // below its fp32 FMA rate), so other generations keep the FMA kernels.
+    return ok && major == 9 && fa.ptxVersion >= 90;
+  }();
+  return on;
 }
 
 }  // namespace sg::cuda

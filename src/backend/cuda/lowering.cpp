@@ -995,6 +995,7 @@ class Lowering {
       d.splits = own_gemm_splits(d.M, d.N, d.K, rows);
     }
     d.sliced = own_gemm_sliced(d);  // the kernel is chosen here, once, not at each launch
+    d.fp64_tc = d.sliced && sliced_fp64_tensor_cores();
   }
   // The split partial sums and per-tile counters the chosen kernel needs, owned by the executable.
   void own_scratch(DenseGemm& d) {
@@ -1034,7 +1035,9 @@ class Lowering {
                : tile.rows == tile.cols ? cat(" tile ", tile.rows) : cat(" tile ", tile.rows, "x", tile.cols));
     if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
     if (d.sliced)
-      notes_ << ", k-ranges of " << kSlicedDepth << " in shared memory, k over " << sliced_warps(d.sak == 1, d.sbk == 1) << " warps";
+      notes_ << ", k-ranges of " << kSlicedDepth << " in shared memory, "
+             << (d.fp64_tc ? cat("on the FP64 tensor cores, 32x32 halves, k in ", kSlicedTcSlices, " slices")
+                           : cat("k over ", sliced_warps(d.sak == 1, d.sbk == 1), " warps"));
     if (d.splits > 1) notes_ << ", k split " << d.splits << " ways + ordered sum" << (d.counters ? " by each tile's last block" : "");
     notes_ << "; ";
     add_step(op, [d, s2](cudaStream_t s) { dense_gemm(d, s2 ? &*s2 : nullptr, s); });
