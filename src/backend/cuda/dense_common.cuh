@@ -14,6 +14,23 @@ namespace sg::cuda::detail {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// An epilogue's activation and activation derivative. Inlined at every output, act_forward's and
+// act_derivative's switches (tanh, GELU, sin with its range reduction, ...) made the k-sliced
+// kernel's epilogue ~50 KB of code for 8 outputs a thread, and on an H200 fetching it cost ~1.2 us
+// of a 1024 x 256 x 256 product's 8 (bench/RESULTS.md, 2026-11-30 12:20 UTC). ReLU stays inline;
+// the others are one out-of-line call each.
+__device__ __noinline__ inline float act_forward_call(Activation a, float z) { return act_forward<float>(a, z); }
+__device__ __noinline__ inline float act_derivative_call(Activation a, float y, float z) {
+  return act_derivative<float>(a, y, z);
+}
+__device__ __forceinline__ float epilogue_act(Activation a, float z) {
+  if (a == Activation::None) return z;
+  return a == Activation::ReLU ? act_forward<float>(Activation::ReLU, z) : act_forward_call(a, z);
+}
+__device__ __forceinline__ float epilogue_dact(Activation a, float y, float z) {
+  return a == Activation::ReLU ? act_derivative<float>(Activation::ReLU, y, z) : act_derivative_call(a, y, z);
+}
+
 // The per-element epilogue: (+= old C) (+ bias) (Z = v) (v = act(v)) (v *= dact'). bias false:
 // the caller added it already (in fp64, before rounding: the FP64 tensor cores' forward).
 __device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int64_t n, float v, bool bias = true) {
@@ -21,9 +38,9 @@ __device__ __forceinline__ void store_output(const DenseGemm& g, int64_t m, int6
   if (g.accumulate) v += g.C[idx];
   if (bias && g.bias && m < g.bias_rows) v += g.bias[n];
   if (g.Z) g.Z[idx] = v;
-  if (g.act != Activation::None) v = act_forward<float>(g.act, v);
+  v = epilogue_act(g.act, v);
   if (g.dact != Activation::None)
-    v *= act_derivative<float>(g.dact, g.dact_y ? g.dact_y[idx] : 0.0f, g.dact_z ? g.dact_z[idx] : 0.0f);
+    v *= epilogue_dact(g.dact, g.dact_y ? g.dact_y[idx] : 0.0f, g.dact_z ? g.dact_z[idx] : 0.0f);
   g.C[idx] = v;
 }
 // The same for four consecutive outputs (m, n .. n + 3) as float4 loads and stores: ldc, n and
@@ -38,13 +55,12 @@ __device__ __forceinline__ void store_output4(const DenseGemm& g, int64_t m, int
   if (g.accumulate) add(g.C + idx);
   if (bias && g.bias && m < g.bias_rows) add(g.bias + n);
   if (g.Z) *reinterpret_cast<float4*>(g.Z + idx) = make_float4(r[0], r[1], r[2], r[3]);
-  if (g.act != Activation::None)
-    for (float& x : r) x = act_forward<float>(g.act, x);
+  for (float& x : r) x = epilogue_act(g.act, x);
   if (g.dact != Activation::None) {
     const float4 y = g.dact_y ? *reinterpret_cast<const float4*>(g.dact_y + idx) : make_float4(0, 0, 0, 0);
     const float4 z = g.dact_z ? *reinterpret_cast<const float4*>(g.dact_z + idx) : make_float4(0, 0, 0, 0);
-    r[0] *= act_derivative<float>(g.dact, y.x, z.x), r[1] *= act_derivative<float>(g.dact, y.y, z.y);
-    r[2] *= act_derivative<float>(g.dact, y.z, z.z), r[3] *= act_derivative<float>(g.dact, y.w, z.w);
+    r[0] *= epilogue_dact(g.dact, y.x, z.x), r[1] *= epilogue_dact(g.dact, y.y, z.y);
+    r[2] *= epilogue_dact(g.dact, y.z, z.z), r[3] *= epilogue_dact(g.dact, y.w, z.w);
   }
   *reinterpret_cast<float4*>(g.C + idx) = make_float4(r[0], r[1], r[2], r[3]);
 }

@@ -235,10 +235,61 @@ struct Shape {
   static_assert(!TC || (kSlices == kSlicedTcSlices && kChunk % (8 * kSlices) == 0), "TC: whole k8 steps per slice");
 };
 
+// The epilogues the kernel is specialized for; Any is store_output4's, flags read at run time.
+// With those flags' branches (accumulate, bias, Z, activation, derivative) a block's epilogue
+// runs code fetched cold at every launch, and a global load (the bias, the activation's y) after
+// the arithmetic: on an H200 a 1024 x 256 x 256 product's epilogue took ~2.4 us of its 8
+// (bench/RESULTS.md, 2026-11-30 12:20 UTC). The specialized ones are straight-line code, and
+// their bias or y tile is copied into shared memory with the operands' last chunk.
+//   Plain     C = v                     (a weight gradient; its bias gradient is the row sums)
+//   BiasRelu  C = relu(v + bias)        (a forward layer)
+//   DactRelu  C = v * relu'(y)          (an input gradient through the previous layer's relu)
+enum class Epi { Any, Plain, BiasRelu, DactRelu };
+inline Epi epilogue_of(const DenseGemm& g) {
+  if (g.accumulate || g.Z || (g.bias && g.bias_rows < g.M) || !output_vec4(g)) return Epi::Any;
+  const bool bias = g.bias != nullptr, act = g.act != Activation::None, dact = g.dact != Activation::None;
+  if (!bias && !act && !dact) return Epi::Plain;
+  if (bias && g.act == Activation::ReLU && !dact) return Epi::BiasRelu;
+  if (!bias && !act && g.dact == Activation::ReLU && g.dact_y) return Epi::DactRelu;  // relu' reads y only
+  return Epi::Any;
+}
+// Floats of shared memory after the operands (or the warps' tiles) for E's bias or y tile.
+constexpr int epilogue_floats(Epi E, int rows) {
+  return E == Epi::BiasRelu ? kBN : E == Epi::DactRelu ? rows * kBN : 0;
+}
+// The operands, or the warps' tiles and row sums after them, whichever is larger (floats).
+template <bool AK, bool BK, int RH, bool TC>
+constexpr int main_floats() {
+  using Sh = Shape<AK, BK, RH, TC>;
+  const int operands = Operand<Sh::kRows, AK, Sh::kThreads, TC>::kFloats + Operand<kBN, BK, Sh::kThreads, TC>::kFloats;
+  const int sums = TC ? (AK && BK ? 2 : 1) * (Sh::kSlices * Sh::kRows * (kBN + 8) + Sh::kSlices * Sh::kRows)
+                      : RH * Sh::W * kBM * tile_stride<AK, BK>() + Sh::kThreads;
+  return operands > sums ? operands : sums;
+}
+
+// E's bias (columns n0 .. n0 + kBN) or y tile (rows m0 .. m0 + kRows of those) into `ex`, zeros
+// outside the output: asynchronous copies the caller commits with the operands' last chunk.
+template <Epi E, int kRows, int kThreads>
+__device__ __forceinline__ void load_epilogue(float* ex, const DenseGemm& g, int64_t m0, int64_t n0, int tid) {
+  if constexpr (E == Epi::BiasRelu) {
+    if (tid < kBN / 4) {
+      const bool in = n0 + 4 * tid < g.N;
+      cp_async16(ex + 4 * tid, in ? g.bias + n0 + 4 * tid : g.bias, in);
+    }
+  } else if constexpr (E == Epi::DactRelu) {
+#pragma unroll
+    for (int e = tid; e < kRows * kBN / 4; e += kThreads) {
+      const int r = e / (kBN / 4), c = (e % (kBN / 4)) * 4;
+      const bool in = m0 + r < g.M && n0 + c < g.N;
+      cp_async16(ex + r * kBN + c, in ? g.dact_y + (m0 + r) * g.ldc + n0 + c : g.dact_y, in);
+    }
+  }
+}
+
 // One output tile of g (and one k-range, `split`, of a split product): the block's whole work.
 // AK: A's k is the unit stride (A[m*sam + k]: activations, dZ); otherwise m is (a weight
 // gradient's dZ^T). BK: B's k is the unit stride (W as [out][in] in the forward); otherwise n is.
-template <bool AK, bool BK, int RH, bool TC>
+template <bool AK, bool BK, int RH, bool TC, Epi E>
 __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, int tile, int split) {
   using Sh = Shape<AK, BK, RH, TC>;
   constexpr int W = Sh::W, kThreads = Sh::kThreads, kRows = Sh::kRows, S = Sh::S;
@@ -247,6 +298,7 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
   extern __shared__ __align__(16) float smem[];
   float* As = smem;
   float* Bs = smem + OA::kFloats;
+  float* ex = smem + main_floats<AK, BK, RH, TC>();  // E's bias (kBN) or y tile ([kRows][kBN])
   const int n_tiles = static_cast<int>((g.N + kBN - 1) / kBN);
   const int64_t m0 = int64_t{tile / n_tiles} * kRows, n0 = int64_t{tile % n_tiles} * kBN;
   int64_t k_begin = 0, k_end = g.K;
@@ -289,9 +341,11 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
       for (int c = 0; c < kChunks; ++c) {
         la.load_chunk(As, g.A, g.sak, k0, left, c);
         lb.load_chunk(Bs, g.B, g.sbk, k0, left, c);
-        cp_async_commit();
+        if (c + 1 < kChunks) cp_async_commit();
       }
     }
+    if (k0 == k_begin) load_epilogue<E, kRows, kThreads>(ex, g, m0, n0, tid);
+    cp_async_commit();  // the last chunk's group, with E's bias or y tile
     const int64_t rleft = g.rowsum_k - k0;
     auto row_sum = [&](int k) {
       if (do_rowsum)
@@ -468,48 +522,55 @@ __device__ __forceinline__ void sliced_tile(const DenseGemm& g, bool vec_out, in
 #pragma unroll
   for (int q = 0; q < kV; ++q)
     if (out_in[q]) {
+      const int e = tid + q * kThreads, r = e / (kBN / 4), c = (e % (kBN / 4)) * 4;  // as above
       if (bias_now && m[q] < g.bias_rows)
 #pragma unroll
-        for (int u = 0; u < 4; ++u) v[q][u] += g.bias[n[q] + u];
-      const float4 o = make_float4(static_cast<float>(v[q][0]), static_cast<float>(v[q][1]), static_cast<float>(v[q][2]),
-                                   static_cast<float>(v[q][3]));
-      if (vec_out) store_output4(g, m[q], n[q], o, !bias_now);
-      else
-        for (int u = 0; u < 4; ++u) store_output(g, m[q], n[q] + u, (&o.x)[u], !bias_now);
+        for (int u = 0; u < 4; ++u) v[q][u] += E == Epi::BiasRelu ? ex[c + u] : g.bias[n[q] + u];
+      float4 o = make_float4(static_cast<float>(v[q][0]), static_cast<float>(v[q][1]), static_cast<float>(v[q][2]),
+                             static_cast<float>(v[q][3]));
+      if constexpr (E == Epi::Any) {
+        if (vec_out) store_output4(g, m[q], n[q], o, !bias_now);
+        else
+          for (int u = 0; u < 4; ++u) store_output(g, m[q], n[q] + u, (&o.x)[u], !bias_now);
+        continue;
+      }
+      float* x = &o.x;
+      if constexpr (E == Epi::BiasRelu)
+        for (int u = 0; u < 4; ++u) x[u] = act_forward<float>(Activation::ReLU, bias_now ? x[u] : x[u] + ex[c + u]);
+      if constexpr (E == Epi::DactRelu)
+        for (int u = 0; u < 4; ++u) x[u] *= act_derivative<float>(Activation::ReLU, ex[r * kBN + c + u], 0.0f);
+      *reinterpret_cast<float4*>(g.C + m[q] * g.ldc + n[q]) = o;
     }
   if (row_in) store_rowsum(g, m0 + tid, static_cast<float>(rsv));
 }
 
-template <bool AK, bool BK, bool TC>
+template <bool AK, bool BK, bool TC, Epi E>
 __global__ void __launch_bounds__(Shape<AK, BK, 1, TC>::kThreads, 1) sliced_gemm_kernel(DenseGemm g, bool vec_out) {
-  sliced_tile<AK, BK, 1, TC>(g, vec_out, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
+  sliced_tile<AK, BK, 1, TC, E>(g, vec_out, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
 }
 
 // A layer's weight gradient w (dZ^T X: A m-fast, B n-fast) and input gradient x (dZ W: A k-fast,
 // B n-fast) in one launch: its first w_blocks blocks take w's 64 x 64 tiles (times its k splits),
-// the others x's.
+// the others x's. EW, EX: their epilogues (Any, or an MLP layer's Plain and DactRelu).
+template <Epi EW, Epi EX>
 __global__ void __launch_bounds__(Shape<false, false, 2>::kThreads, 1)
     sliced_pair_kernel(DenseGemm w, DenseGemm x, int w_blocks, bool w_vec, bool x_vec) {
   const int b = static_cast<int>(blockIdx.x);
   if (b < w_blocks) {
     const int t = static_cast<int>(sliced_tiles(w.M, w.N, kSlicedPairRows));
-    sliced_tile<false, false, 2, false>(w, w_vec, b % t, b / t);
+    sliced_tile<false, false, 2, false, EW>(w, w_vec, b % t, b / t);
   } else {
     const int t = static_cast<int>(sliced_tiles(x.M, x.N, kSlicedPairRows));
-    sliced_tile<true, false, 2, false>(x, x_vec, (b - w_blocks) % t, (b - w_blocks) / t);
+    sliced_tile<true, false, 2, false, EX>(x, x_vec, (b - w_blocks) % t, (b - w_blocks) / t);
   }
 }
 
-// The operands, or the warps' tiles and row sums after them, whichever is larger.
-template <bool AK, bool BK, int RH, bool TC>
+template <bool AK, bool BK, int RH, bool TC, Epi E>
 constexpr size_t smem_bytes() {
-  using Sh = Shape<AK, BK, RH, TC>;
-  const int operands = Operand<Sh::kRows, AK, Sh::kThreads, TC>::kFloats + Operand<kBN, BK, Sh::kThreads, TC>::kFloats;
-  const int sums = TC ? (AK && BK ? 2 : 1) * (Sh::kSlices * Sh::kRows * (kBN + 8) + Sh::kSlices * Sh::kRows)
-                      : RH * Sh::W * kBM * tile_stride<AK, BK>() + Sh::kThreads;
-  return sizeof(float) * (operands > sums ? operands : sums);
+  return sizeof(float) * (main_floats<AK, BK, RH, TC>() + epilogue_floats(E, Shape<AK, BK, RH, TC>::kRows));
 }
-constexpr size_t kPairSmem = std::max(smem_bytes<false, false, 2, false>(), smem_bytes<true, false, 2, false>());
+template <Epi EW, Epi EX>
+constexpr size_t kPairSmem = std::max(smem_bytes<false, false, 2, false, EW>(), smem_bytes<true, false, 2, false, EX>());
 
 // > 48 KB of dynamic shared memory needs the opt-in, once per kernel.
 template <class Kernel>
@@ -517,31 +578,47 @@ void allow_smem(Kernel kernel, size_t bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-template <bool AK, bool BK, bool TC>
+template <bool AK, bool BK, bool TC, Epi E>
 void launch(const DenseGemm& g, cudaStream_t s) {
-  static const bool attr = (allow_smem(sliced_gemm_kernel<AK, BK, TC>, smem_bytes<AK, BK, 1, TC>()), true);
+  static const bool attr = (allow_smem(sliced_gemm_kernel<AK, BK, TC, E>, smem_bytes<AK, BK, 1, TC, E>()), true);
   (void)attr;
   const dim3 grid(static_cast<unsigned>(sliced_tiles(g.M, g.N)), static_cast<unsigned>(g.splits));
-  launch_pdl(sliced_gemm_kernel<AK, BK, TC>, grid, Shape<AK, BK, 1, TC>::kThreads, smem_bytes<AK, BK, 1, TC>(), s, g,
-             output_vec4(g));
+  launch_pdl(sliced_gemm_kernel<AK, BK, TC, E>, grid, Shape<AK, BK, 1, TC>::kThreads, smem_bytes<AK, BK, 1, TC, E>(), s,
+             g, output_vec4(g));
   KERNEL_LAUNCH_CHECK();
 }
+// Each layout is specialized for the epilogue its products usually have: a forward layer's
+// BiasRelu, an input gradient's DactRelu (on the tensor cores: the 16-warp FMA kernel spilled 68
+// bytes with it, and its 1024 x 256 x 256 product took 9.5 us against 8.9), a weight gradient's
+// Plain.
 template <bool TC>
 void launch_single(const DenseGemm& g, cudaStream_t s) {
   const bool ak = g.sak == 1, bk = g.sbk == 1;
-  if (ak && bk) launch<true, true, TC>(g, s);
-  else if (ak) launch<true, false, TC>(g, s);
-  else if (bk) launch<false, true, TC>(g, s);
-  else launch<false, false, TC>(g, s);
+  const Epi e = epilogue_of(g);
+  if (ak && bk) {
+    if (e == Epi::BiasRelu) return launch<true, true, TC, Epi::BiasRelu>(g, s);
+    return launch<true, true, TC, Epi::Any>(g, s);
+  }
+  if (ak) {
+    if constexpr (TC)
+      if (e == Epi::DactRelu) return launch<true, false, TC, Epi::DactRelu>(g, s);
+    return launch<true, false, TC, Epi::Any>(g, s);
+  }
+  if (bk) return launch<false, true, TC, Epi::Any>(g, s);
+  if (e == Epi::Plain) return launch<false, false, TC, Epi::Plain>(g, s);
+  launch<false, false, TC, Epi::Any>(g, s);
 }
 
 }  // namespace
 
 bool detail::sliced_fits() {
-  const size_t most = std::max({smem_bytes<true, true, 1, false>(), smem_bytes<true, false, 1, false>(),
-                                smem_bytes<false, true, 1, false>(), smem_bytes<false, false, 1, false>(), kPairSmem,
-                                smem_bytes<true, true, 1, true>(), smem_bytes<true, false, 1, true>(),
-                                smem_bytes<false, true, 1, true>(), smem_bytes<false, false, 1, true>()});
+  // The largest of each layout's (the specialized epilogues' tiles only add to the Any one's).
+  const size_t most = std::max({smem_bytes<true, true, 1, false, Epi::BiasRelu>(),
+                                smem_bytes<true, false, 1, false, Epi::Any>(),
+                                smem_bytes<false, true, 1, false, Epi::Any>(), smem_bytes<false, false, 1, false, Epi::Plain>(),
+                                kPairSmem<Epi::Plain, Epi::DactRelu>, smem_bytes<true, true, 1, true, Epi::BiasRelu>(),
+                                smem_bytes<true, false, 1, true, Epi::DactRelu>(), smem_bytes<false, true, 1, true, Epi::Any>(),
+                                smem_bytes<false, false, 1, true, Epi::Plain>()});
   constexpr size_t kStatic = 16;  // the kernel's own flag, as ptxas reports it
   return static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most + kStatic;
 }
@@ -559,12 +636,21 @@ bool detail::sliced_pair_layout(const DenseGemm& w, const DenseGemm& x) {
 
 void detail::launch_sliced_pair(const DenseGemm& w, const DenseGemm& x, cudaStream_t s) {
   SG_REQUIRE(!w.fp64_tc && !x.fp64_tc, "dense kernel: a pair runs on fp32 FMAs (sliced_pair clears fp64_tc)");
-  static const bool attr = (allow_smem(sliced_pair_kernel, kPairSmem), true);
-  (void)attr;
   const int64_t w_blocks = sliced_tiles(w.M, w.N, kSlicedPairRows) * w.splits;
   const int64_t blocks = w_blocks + sliced_tiles(x.M, x.N, kSlicedPairRows) * x.splits;
-  launch_pdl(sliced_pair_kernel, static_cast<unsigned>(blocks), Shape<false, false, 2>::kThreads, kPairSmem, s, w, x,
-             static_cast<int>(w_blocks), output_vec4(w), output_vec4(x));
+  auto go = [&](auto kernel, size_t smem) {
+    launch_pdl(kernel, static_cast<unsigned>(blocks), Shape<false, false, 2>::kThreads, smem, s, w, x,
+               static_cast<int>(w_blocks), output_vec4(w), output_vec4(x));
+  };
+  if (epilogue_of(w) == Epi::Plain && epilogue_of(x) == Epi::DactRelu) {  // an MLP layer's
+    static const bool attr = (allow_smem(sliced_pair_kernel<Epi::Plain, Epi::DactRelu>, kPairSmem<Epi::Plain, Epi::DactRelu>), true);
+    (void)attr;
+    go(sliced_pair_kernel<Epi::Plain, Epi::DactRelu>, kPairSmem<Epi::Plain, Epi::DactRelu>);
+  } else {
+    static const bool attr = (allow_smem(sliced_pair_kernel<Epi::Any, Epi::Any>, kPairSmem<Epi::Any, Epi::Any>), true);
+    (void)attr;
+    go(sliced_pair_kernel<Epi::Any, Epi::Any>, kPairSmem<Epi::Any, Epi::Any>);
+  }
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -580,7 +666,7 @@ bool sliced_fp64_tensor_cores() {
     cudaFuncAttributes fa{};
     const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
                     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaFuncGetAttributes(&fa, sliced_gemm_kernel<true, true, true>) == cudaSuccess;
+                    cudaFuncGetAttributes(&fa, sliced_gemm_kernel<true, true, true, Epi::Any>) == cudaSuccess;
     if (!ok) cudaGetLastError();  // no device, or no code for it: the FFMA kernels
     // m16n8k8 .f64 needs sm_90 code; measured on Hopper only (a Blackwell's FP64 tensor rate is
     // below its fp32 FMA rate), so other generations keep the FMA kernels.
