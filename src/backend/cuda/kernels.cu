@@ -2,6 +2,7 @@
 #include <string>
 
 #include "backend/activation_math.h"
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -310,19 +311,32 @@ __global__ void dense_softmax_ce_kernel(const float* X, const float* W, const fl
       float gc[CMAX];
 #pragma unroll
       for (int c = 0; c < CMAX; ++c) gc[c] = __shfl_sync(0xffffffffu, g, c);
-      for (int64_t k = lane; k < I; k += 32) {
-        const float4* w = reinterpret_cast<const float4*>(Ws + k * S);
-        float v = 0.0f;
+      // A lane's kInFlight inputs at a time: the activation's y and z are loaded first, all in
+      // flight (loaded after each dX store, each waited for a global load's latency).
+      const bool dact = dx.dact != Activation::None;
+      for (int64_t k0 = lane; k0 < I; k0 += 32 * kInFlight) {
+        float yv[kInFlight], zv[kInFlight];
 #pragma unroll
-        for (int q = 0; q < CMAX / 4; ++q) {
-          const float4 w4 = w[q];
-          v = fmaf(gc[4 * q], w4.x, v), v = fmaf(gc[4 * q + 1], w4.y, v);
-          v = fmaf(gc[4 * q + 2], w4.z, v), v = fmaf(gc[4 * q + 3], w4.w, v);
+        for (int u = 0; u < kInFlight; ++u) {
+          const int64_t k = k0 + 32 * u;
+          yv[u] = dact && dx.y && k < I ? dx.y[row * I + k] : 0.0f;
+          zv[u] = dact && dx.z && k < I ? dx.z[row * I + k] : 0.0f;
         }
-        const int64_t idx = row * I + k;
-        if (dx.dact != Activation::None)
-          v *= act_derivative<float>(dx.dact, dx.y ? dx.y[idx] : 0.0f, dx.z ? dx.z[idx] : 0.0f);
-        dx.dX[idx] = v;
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int64_t k = k0 + 32 * u;
+          if (k >= I) continue;
+          const float4* w = reinterpret_cast<const float4*>(Ws + k * S);
+          float v = 0.0f;
+#pragma unroll
+          for (int q = 0; q < CMAX / 4; ++q) {
+            const float4 w4 = w[q];
+            v = fmaf(gc[4 * q], w4.x, v), v = fmaf(gc[4 * q + 1], w4.y, v);
+            v = fmaf(gc[4 * q + 2], w4.z, v), v = fmaf(gc[4 * q + 3], w4.w, v);
+          }
+          if (dact) v *= epilogue_dact(dx.dact, yv[u], zv[u]);
+          dx.dX[row * I + k] = v;
+        }
       }
     }
   }
