@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "stepgraph/ir.h"
+#include "stepgraph/plan.h"
 
 namespace sg {
 
@@ -118,6 +119,13 @@ class Backend {
   // library scratch). 0 where not tracked.
   virtual size_t allocated_bytes() const { return 0; }
   virtual size_t peak_allocated_bytes() const { return 0; }
+  // Tensors this backend's lowering of `p` will read after their last op in the program (the
+  // memory plan keeps them live that long; plan.h). Lowering checks what it gets, so a plan
+  // made without them is still run correctly, only without what needed them.
+  virtual std::vector<LifetimeHint> lifetime_hints(const Program& p, const LowerOptions& opt) const {
+    (void)p, (void)opt;
+    return {};
+  }
   // `ptrs[t]` is the address of tensor t (from the memory plan).
   virtual std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
                                             const LowerOptions& opt = {}) = 0;

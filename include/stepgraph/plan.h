@@ -29,9 +29,17 @@ struct MemoryPlan {
   size_t peak_bytes() const { return persistent_bytes + transient_bytes; }
 };
 
+// A tensor a backend reads later than the program says: kept live at least until op `last`
+// (Backend::lifetime_hints; CUDA's batched weight gradients read dZ and X after their op).
+struct LifetimeHint {
+  TensorId tensor = kNone;
+  int last = 0;
+};
+
 // Liveness-based first-fit placement (ggml-alloc style): an op's outputs are placed before its
 // dead inputs are freed, so no op's output aliases its input. Offsets are 256-byte aligned.
-MemoryPlan plan_memory(const Program& p);
+// `extend`: lifetimes lengthened as the backend asks.
+MemoryPlan plan_memory(const Program& p, const std::vector<LifetimeHint>& extend = {});
 
 // Human-readable summary: region sizes and the largest tensors.
 std::string describe_plan(const Program& p, const MemoryPlan& plan);

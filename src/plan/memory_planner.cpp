@@ -2,6 +2,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "stepgraph/core.h"
 #include "stepgraph/plan.h"
 
 namespace sg {
@@ -57,7 +58,7 @@ class FirstFit {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Program& p) {
+MemoryPlan plan_memory(const Program& p, const std::vector<LifetimeHint>& extend) {
   const int n_ops = static_cast<int>(p.ops().size());
   const int end = std::max(n_ops - 1, 0);
   MemoryPlan plan;
@@ -76,6 +77,12 @@ MemoryPlan plan_memory(const Program& p) {
     };
     for (TensorId t : op.in) touch(t);
     for (TensorId t : op.out) touch(t);
+  }
+  for (const LifetimeHint& h : extend) {
+    SG_REQUIRE(h.tensor >= 0 && static_cast<size_t>(h.tensor) < p.num_tensors() && h.last >= 0 && h.last < n_ops,
+               "memory plan: lifetime hint for tensor ", h.tensor, " until op ", h.last, " is outside the program (",
+               p.num_tensors(), " tensors, ", n_ops, " ops)");
+    if (used[h.tensor]) plan.at[h.tensor].last = std::max(plan.at[h.tensor].last, h.last);
   }
 
   // Persistent tensors in creation order, except gradients: they come last, in the order backward

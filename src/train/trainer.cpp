@@ -214,7 +214,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
     v->loss = lo.loss;
     if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
   }
-  v->plan = plan_memory(v->program);
+  v->plan = plan_memory(v->program, backend_->lifetime_hints(v->program, options_.lower));
   if (!persistent_) {
     SG_ASSERT(training && !resident);
     init_persistent(v->program, v->plan, g.param_specs());

@@ -140,4 +140,15 @@ std::unique_ptr<Executable> CudaBackend::lower(const Program& p, const std::vect
   return lower_program(*this, p, ptrs, opt);
 }
 
+std::vector<LifetimeHint> CudaBackend::lifetime_hints(const Program& p, const LowerOptions& opt) const {
+  std::vector<LifetimeHint> hints;
+  for (const std::vector<int>& run : wgrad_groups(p, opt))
+    for (int i : run) {
+      const Op& op = p.ops()[i];
+      hints.push_back({op.in[0], run.back()});  // dY, dZ once the op's activation backward is done
+      hints.push_back({op.in[1], run.back()});  // X
+    }
+  return hints;
+}
+
 }  // namespace sg::cuda

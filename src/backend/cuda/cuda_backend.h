@@ -53,6 +53,8 @@ class CudaBackend : public Backend {
   size_t peak_allocated_bytes() const override { return peak_; }
   std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
                                     const LowerOptions& opt) override;
+  // dZ and X of the layers whose weight gradients run batched (wgrad_groups), until the batch.
+  std::vector<LifetimeHint> lifetime_hints(const Program& p, const LowerOptions& opt) const override;
 
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }
@@ -83,5 +85,11 @@ class CudaBackend : public Backend {
 // Builds the per-op steps for `p` (lowering.cpp).
 std::unique_ptr<Executable> lower_program(CudaBackend& be, const Program& p,
                                           const std::vector<void*>& ptrs, const LowerOptions& opt);
+// Runs of consecutive dense backward ops whose weight gradients (and bias gradients) run in one
+// launch at the run's last op (wgrad_batch) instead of beside each layer's input gradient: the
+// same M x N x K product for each (wgrad_batchable), written not accumulated, fp32 or tf32
+// precision, no jets, no data parallelism (its buckets start as backward finishes each
+// gradient). Each run has 2 to kWgradMaxBatch ops, in program order.
+std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt);
 
 }  // namespace sg::cuda

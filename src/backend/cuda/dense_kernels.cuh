@@ -91,6 +91,27 @@ bool sliced_fp64_tensor_cores();
 // `paired` and clears fp64_tc (a pair runs on fp32 FMAs: on the FP64 tensor cores, 8 warps a
 // block, mlp_8x256's layer took 16.6 against 15.5 us); dense_gemm(w, &x) then launches both.
 bool sliced_pair(DenseGemm& w, DenseGemm& x);
+// A run of layers' weight gradients of one shape in one launch (dense_wgrad.cu): dw = dz^T x
+// (dz [K][M] and x [K][N], row strides ldz and ldx; dw [M][N], row stride ldw) and, where db is
+// set, db = dz's column sums, each written (not accumulated). 64 x 64 output tiles, each over the
+// whole k, on the FP64 tensor cores.
+constexpr int kWgradTile = 64, kWgradMaxBatch = 8;
+struct WgradItem {
+  const float* dz = nullptr;
+  const float* x = nullptr;
+  float* dw = nullptr;
+  float* db = nullptr;
+};
+struct WgradBatch {
+  int64_t M = 0, N = 0, K = 0, ldz = 0, ldx = 0, ldw = 0;
+  int count = 0;
+  WgradItem item[kWgradMaxBatch];
+};
+// Whether an M x N x K weight gradient may join such a launch: a medium product (sliced_gemm)
+// whose rows load as 16-byte chunks, on a device with the FP64 tensor cores of
+// sliced_fp64_tensor_cores (SG_WGRAD_BATCH=0: never).
+bool wgrad_batchable(int64_t M, int64_t N, int64_t K);
+void wgrad_batch(const WgradBatch& b, cudaStream_t s);
 // How many k-ranges our kernel splits the product into (1: none).
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
 // Whether this product runs on the 3xTF32 tensor-core kernel: tf32x3 set (the lowering sets it

@@ -16,6 +16,7 @@
 // reduction, and the AbsMax op is then empty; otherwise the paths above and our abs_max kernel,
 // with the reason in explain. SG_CUDNN_AMAX=0 forces the latter.
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -49,6 +50,47 @@ bool epilogues_enabled() {
   const char* v = std::getenv("SG_CUBLASLT_EPILOGUES");
   return !(v && std::string(v) == "0");
 }
+
+// The M x N x K weight gradient (dW = dZ^T X) a dense backward op would join a batch with, or
+// nothing (wgrad_groups' rules).
+std::optional<std::array<int64_t, 3>> wgrad_shape(const Program& p, const Op& op) {
+  if (op.kind != OpKind::DenseBackward) return std::nullopt;
+  const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], dW = op.out[1], db = op.out[2];
+  if (dW == kNone || op.accumulate[1] || (db != kNone && op.accumulate[2])) return std::nullopt;
+  if (p.tensor(X).dtype != DType::F32 || p.tensor(dY).dtype != DType::F32) return std::nullopt;
+  const int64_t I = p.tensor(X).shape.back(), B = numel(p.tensor(X).shape) / I, O = p.tensor(W).shape[0];
+  const int64_t br = op.attr<DenseAttrs>().bias_rows;
+  if ((br > 0 && br < B) || skinny_dense(B, O, I) || !wgrad_batchable(O, I, B)) return std::nullopt;
+  return std::array<int64_t, 3>{O, I, B};
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt) {
+  std::vector<std::vector<int>> runs;
+  if (opt.comm || opt.precision == Precision::TF32X3) return runs;
+  for (const Op& op : p.ops())
+    if (op.kind == OpKind::JetInput) return runs;  // the jet fusions take a PINN's dense backward ops
+  std::vector<int> run;
+  std::array<int64_t, 3> shape{};
+  auto close = [&] {
+    if (run.size() >= 2) runs.push_back(run);
+    run.clear();
+  };
+  for (size_t i = 0; i < p.ops().size(); ++i) {
+    const auto s = wgrad_shape(p, p.ops()[i]);
+    const bool joins = s && !run.empty() && run.back() + 1 == static_cast<int>(i) && *s == shape &&
+                       run.size() < static_cast<size_t>(kWgradMaxBatch);
+    if (!joins) close();
+    if (!s) continue;
+    run.push_back(static_cast<int>(i));
+    shape = *s;
+  }
+  close();
+  return runs;
+}
+
+namespace {
 
 class Lowering {
  public:
@@ -169,6 +211,8 @@ class Lowering {
     for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
     for (const auto& [add, loss] : loss_sum_) links.emplace_back(add, loss);
     for (const auto& [b, a] : merged_loss_) links.emplace_back(b, a);
+    for (const WgradRun& r : wgrad_runs_)  // the last op's launch does the others' weight gradients
+      for (int i : r.ops) links.emplace_back(i, r.ops.back());
     concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
   }
 
@@ -195,6 +239,7 @@ class Lowering {
     refuse_cpu_only_ops();
     if (fuse_) fusions_ = plan_fusions(p_, ptrs_, /*jet_dense=*/!tc_);
     plan_collectives();
+    plan_wgrad_runs();
     const size_t fixed_ops = once_prefix(p_);
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
@@ -856,6 +901,67 @@ class Lowering {
   void finish_cudnn_dense() {}
 #endif
 
+  // Batched weight gradients (wgrad_groups): a run's batch is filled as its ops are lowered and
+  // launched at its last op. The run's dZ and X must outlive their ops: the trainer's memory plan
+  // keeps them (CudaBackend::lifetime_hints); a plan made without that is checked here.
+  struct WgradRun {
+    std::vector<int> ops;
+    WgradBatch batch;
+  };
+  void plan_wgrad_runs() {
+    for (std::vector<int>& run : wgrad_groups(p_, opt_)) {
+      if (!wgrad_inputs_kept(run)) {
+        notes_ << "weight gradients of ops " << run.front() << "-" << run.back()
+               << " not batched: the memory plan reuses a layer's dZ or X before op " << run.back()
+               << " (planned without the backend's lifetime hints)\n";
+        continue;
+      }
+      for (int i : run) wgrad_run_of_[i] = wgrad_runs_.size();
+      wgrad_runs_.push_back({std::move(run), {}});
+    }
+  }
+  // Whether no op after a run member and up to the run's last writes where its dY (dZ) or X lie.
+  bool wgrad_inputs_kept(const std::vector<int>& run) const {
+    auto span = [&](TensorId t) {
+      const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]);
+      return std::make_pair(b, b + static_cast<uintptr_t>(count(t)) * dtype_size(p_.tensor(t).dtype));
+    };
+    auto overlaps = [&](TensorId t, std::pair<uintptr_t, uintptr_t> r) {
+      if (t == kNone || !ptrs_[t]) return false;
+      const auto s = span(t);
+      return s.first < r.second && r.first < s.second;
+    };
+    for (size_t a = 0; a + 1 < run.size(); ++a) {
+      const Op& op = p_.ops()[run[a]];
+      const auto dz = span(op.in[0]), x = span(op.in[1]);
+      for (int j = run[a] + 1; j <= run.back(); ++j) {
+        const Op& later = p_.ops()[j];
+        std::vector<TensorId> written = later.out;
+        if (later.kind == OpKind::DenseBackward) written.push_back(later.in[0]);  // dY becomes dZ in place
+        for (TensorId t : written)
+          if (overlaps(t, dz) || overlaps(t, x)) return false;
+      }
+    }
+    return true;
+  }
+  // Op i's weight gradient (and bias gradient) into its run's batch; the batch launched at the
+  // run's last op.
+  void add_to_wgrad_batch(int i, const Op& op, float* dz, bool need_db) {
+    WgradRun& r = wgrad_runs_[wgrad_run_of_.at(i)];
+    const int64_t B = rows(op.in[1]), I = width(op.in[1]), O = dim(op.in[2], 0);
+    WgradBatch& b = r.batch;
+    b.M = O, b.N = I, b.K = B, b.ldz = O, b.ldx = I, b.ldw = I;
+    b.item[b.count++] = WgradItem{dz, f(op.in[1]), f(op.out[1]), need_db ? f(op.out[2]) : nullptr};
+    if (i != r.ops.back()) {
+      notes_ << "dW" << (need_db ? " + db" : "") << " in the batched weight-gradient launch at op " << r.ops.back() << "; ";
+      return;
+    }
+    notes_ << "dW" << (need_db ? " + db" : "") << " of ops " << r.ops.front() << "-" << r.ops.back() << " in one launch ("
+           << b.count << " x " << O << "x" << I << "x" << B << ", " << kWgradTile << "x" << kWgradTile
+           << " tiles over the whole k, on the FP64 tensor cores); ";
+    add_step(op, [b](cudaStream_t s) { wgrad_batch(b, s); });
+  }
+
   void dense_backward(int i, const Op& op) {
     const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], Y = op.in[3], Z = op.in[4];
     const TensorId dX = op.out[0], dW = op.out[1], db = op.out[2];
@@ -895,7 +1001,10 @@ class Lowering {
       return;
     }
     std::optional<DenseGemm> own_dw, own_dx;
-    if (prefer_own_gemm(O, I, B, /*rows=*/true)) {
+    const bool batched = wgrad_run_of_.count(i) != 0;
+    if (batched) {
+      // below, after dX: the run's last op launches the batch
+    } else if (prefer_own_gemm(O, I, B, /*rows=*/true)) {
       DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
       d.M = O, d.N = I, d.K = B;
       d.A = dz, d.sam = 1, d.sak = O;
@@ -935,6 +1044,7 @@ class Lowering {
       if (own_dx) own_gemm(op, *own_dx, nullptr, dx_what + " kernel");
     }
     if (dX != kNone && !own_dx && !dx_done) cublas_input_gradient(i, op);
+    if (batched) add_to_wgrad_batch(i, op, dz, need_db);
     if (jet >= 0) jet_dense_backward(op, p_.ops()[jet]);  // after dW: dA may take X's memory
   }
 
@@ -1179,6 +1289,8 @@ class Lowering {
   std::set<int> workspace_users_;                 // ops with cuBLASLt plans (one shared workspace)
   bool concurrent_ = false;                       // plan_streams put ops on a second stream
   std::map<int, std::string> amax_not_in_graph_;  // AbsMax op -> why its dense layer's graph could not
+  std::vector<WgradRun> wgrad_runs_;              // batched weight gradients (plan_wgrad_runs)
+  std::map<int, size_t> wgrad_run_of_;            // dense backward op -> its run in wgrad_runs_
 #ifdef STEPGRAPH_HAVE_CUDNN
   std::vector<std::shared_ptr<ConvPlan>> dense_plans_;
   std::unique_ptr<plan_cache::PlanCache> dense_cache_;
