@@ -98,5 +98,43 @@ TEST(Planner, PersistentLayoutDoesNotDependOnBatch) {
   }
 }
 
+// A backend's lifetime hints (Backend::lifetime_hints: CUDA's batched weight gradients read each
+// layer's dZ and X after its op): the hinted tensors stay live, and placed apart from everything
+// written meanwhile, until the op named; a hint outside the program is an error.
+TEST(Planner, LifetimeHintsKeepTensorsLive) {
+  std::vector<LayerPtr> layers;
+  for (int i = 0; i < 4; ++i) layers.push_back(dense(64, Activation::ReLU));
+  layers.push_back(dense(10));
+  auto model = sequential(layers);
+  Program p = step_program(*model, {32, 64});
+  std::vector<int> backward;
+  for (size_t i = 0; i < p.ops().size(); ++i)
+    if (p.ops()[i].kind == OpKind::DenseBackward) backward.push_back(static_cast<int>(i));
+  ASSERT_GE(backward.size(), 3u);
+  const int last = backward.back();
+  std::vector<LifetimeHint> hints;
+  for (int i : backward) hints.push_back({p.ops()[i].in[0], last}), hints.push_back({p.ops()[i].in[1], last});
+  const MemoryPlan plain = plan_memory(p), kept = plan_memory(p, hints);
+  check_invariants(p, kept);
+  for (const LifetimeHint& h : hints) {
+    EXPECT_GE(kept.at[h.tensor].last, last) << p.tensor(h.tensor).name;
+    EXPECT_GE(kept.at[h.tensor].last, plain.at[h.tensor].last) << p.tensor(h.tensor).name;
+  }
+  // Without the hints the first backward op's dY dies there and its memory is reused.
+  const TensorId dy = p.ops()[backward[0]].in[0];
+  EXPECT_LT(plain.at[dy].last, last);
+  EXPECT_GE(kept.transient_bytes, plain.transient_bytes);
+  // A hint past the last op, or for a tensor that does not exist, names what is wrong.
+  const int n_ops = static_cast<int>(p.ops().size());
+  for (const LifetimeHint& bad : {LifetimeHint{dy, n_ops}, LifetimeHint{static_cast<TensorId>(p.num_tensors()), 0}}) {
+    try {
+      plan_memory(p, {bad});
+      ADD_FAILURE() << "hint accepted: tensor " << bad.tensor << " until op " << bad.last;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is outside the program"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sg::test
