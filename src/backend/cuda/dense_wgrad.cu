@@ -9,7 +9,7 @@
 //
 // A block's 8 warps take the tile's four 32 x 32 quadrants, each quadrant's k split between two
 // warps; both operands (dZ and X, [k][m] and [k][n] as they lie in memory) stream through
-// kStages stages of 32 values of k (cp.async). Fragments are read as in the k-sliced kernel
+// kStages stages of 64 values of k (cp.async). Fragments are read as in the k-sliced kernel
 // (dense_sliced.cu): fp32 converted exactly to fp64, mma.sync m16n8k8 .f64, fp64 sums; the two
 // halves of k and the row sums' four parts are added in a fixed order, and each output is
 // rounded to fp32 once: deterministic, at least fp32's accuracy.
@@ -27,27 +27,38 @@ using namespace detail;
 
 namespace {
 
-constexpr int kT = kWgradTile, kKc = 32, kStages = 6, kThreads = 256;
+constexpr int kT = kWgradTile, kKc = 64, kStages = 4, kThreads = 256;
 constexpr int kLD = kT + 8;                 // [k][m] rows padded: conflict-free fragment reads
-constexpr int kStageFloats = 2 * kKc * kLD;  // A's 32 x 64 then B's
+constexpr int kStageFloats = 2 * kKc * kLD;  // A's kKc x 64 then B's
 constexpr int kLDR = 32 + 4;                 // the second k half's quadrant tiles (fp64)
 constexpr size_t kSmem = sizeof(float) * kStages * kStageFloats;
 static_assert(sizeof(double) * (4 * 32 * kLDR + 4 * kT) <= kSmem, "the sums fit over the stages");
 
-// Stage `st` <- rows [k0, k0 + kKc) of dZ (columns m0 ..) and X (columns n0 ..), zeros outside.
-__device__ __forceinline__ void load_stage(float* st, const WgradBatch& b, const WgradItem& it, int64_t m0,
-                                           int64_t n0, int64_t k0, int tid) {
-  constexpr int kVec = kKc * kT / 4;  // float4 copies per operand
-#pragma unroll
-  for (int e = tid; e < 2 * kVec; e += kThreads) {
-    const bool x = e >= kVec;
-    const int f = x ? e - kVec : e, kk = f / (kT / 4), c = (f % (kT / 4)) * 4;
-    const int64_t k = k0 + kk, col = (x ? n0 : m0) + c;
-    const bool in = k < b.K && col < (x ? b.N : b.M);
-    const float* src = x ? it.x + k * b.ldx + col : it.dz + k * b.ldz + col;
-    cp_async16(st + (x ? kKc * kLD : 0) + kk * kLD + c, in ? src : it.dz, in);
+// A thread's share of every stage: rows kk + kRowStep * r (r < kRows) of both operands at columns
+// c .. c + 3, as 16-byte copies. Sources are worked out once; a stage moves them k0 rows on.
+// Zeros outside [0, K) x the output.
+struct Loader {
+  static constexpr int kRowStep = kThreads / (kT / 4), kRows = kKc / kRowStep;
+  const float *a, *x;      // row kk, column c of dZ (from m0) and X (from n0)
+  const float *a0, *x0;    // where a copy of nothing points (zero bytes read)
+  int kk, c;
+  bool a_in, x_in;
+  __device__ Loader(const WgradBatch& b, const WgradItem& it, int64_t m0, int64_t n0, int tid)
+      : kk(tid / (kT / 4)), c((tid % (kT / 4)) * 4) {
+    a_in = m0 + c < b.M, x_in = n0 + c < b.N;
+    a = it.dz + kk * b.ldz + m0 + c, x = it.x + kk * b.ldx + n0 + c, a0 = it.dz, x0 = it.x;
   }
-}
+  __device__ void stage(float* st, const WgradBatch& b, int64_t k0) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int row = kk + kRowStep * r;
+      const bool k_in = k0 + row < b.K;
+      const int64_t at = k0 + kRowStep * r;
+      cp_async16(st + row * kLD + c, a_in && k_in ? a + at * b.ldz : a0, a_in && k_in);
+      cp_async16(st + kKc * kLD + row * kLD + c, x_in && k_in ? x + at * b.ldx : x0, x_in && k_in);
+    }
+  }
+};
 
 __device__ __forceinline__ void mma_f64(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -66,7 +77,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int wm = (warp & 3) / 2 * 32, wn = (warp & 1) * 32, half = warp / 4;  // quadrant, k half
   const int nk = static_cast<int>((b.K + kKc - 1) / kKc);
-  // Row sums (db): thread tid adds row tid % 64's k in [8p, 8p + 8) of every stage, p = tid / 64.
+  // Row sums (db): thread tid adds row tid % 64's k in [16p, 16p + 16) of every stage, p = tid / 64.
   const bool rows = it.db != nullptr && n0 == 0;
   const int rr = tid % kT, rp = tid / kT;
   double d[2][4][4];
@@ -75,11 +86,12 @@ __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) 
 #pragma unroll
     for (int j = 0; j < 4; ++j) d[i][j][0] = d[i][j][1] = d[i][j][2] = d[i][j][3] = 0.0;
   double rs = 0.0;
+  const Loader load(b, it, m0, n0, tid);
   PDL_PROLOGUE();  // everything above reads only the arguments
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nk) load_stage(smem + s * kStageFloats, b, it, m0, n0, int64_t{s} * kKc, tid);
+    if (s < nk) load.stage(smem + s * kStageFloats, b, int64_t{s} * kKc);
     cp_async_commit();
   }
 #pragma unroll 1
@@ -87,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) 
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage kc is in, and stage kc - 1 (refilled below) has no readers left
     const int next = kc + kStages - 1;
-    if (next < nk) load_stage(smem + (next % kStages) * kStageFloats, b, it, m0, n0, int64_t{next} * kKc, tid);
+    if (next < nk) load.stage(smem + (next % kStages) * kStageFloats, b, int64_t{next} * kKc);
     cp_async_commit();
     const float* As = smem + (kc % kStages) * kStageFloats;
     const float* Bs = As + kKc * kLD;
@@ -108,9 +120,9 @@ __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) 
       }
     }
     if (rows) {
-      float part = 0.0f;  // 8 values in fp32 (exact enough: one rounding per 8), then fp64
+      float part = 0.0f;  // 16 values in fp32, then fp64
 #pragma unroll
-      for (int k = 8 * rp; k < 8 * rp + 8; ++k) part += As[k * kLD + rr];
+      for (int k = kKc / 4 * rp; k < kKc / 4 * (rp + 1); ++k) part += As[k * kLD + rr];
       rs += part;
     }
   }
