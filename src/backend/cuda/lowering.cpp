@@ -1001,10 +1001,8 @@ class Lowering {
       return;
     }
     std::optional<DenseGemm> own_dw, own_dx;
-    const bool batched = wgrad_run_of_.count(i) != 0;
-    if (batched) {
-      // below, after dX: the run's last op launches the batch
-    } else if (prefer_own_gemm(O, I, B, /*rows=*/true)) {
+    const bool batched = wgrad_run_of_.count(i) != 0;  // dW and db: add_to_wgrad_batch, after dX
+    if (!batched && prefer_own_gemm(O, I, B, /*rows=*/true)) {
       DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
       d.M = O, d.N = I, d.K = B;
       d.A = dz, d.sam = 1, d.sak = O;
@@ -1012,7 +1010,7 @@ class Lowering {
       d.C = f(dW), d.ldc = I, d.accumulate = op.accumulate[1] != 0;
       if (need_db) d.rowsum = f(db), d.rowsum_accumulate = op.accumulate[2] != 0, d.rowsum_k = bias_rows(op, B);
       own_dw = d;
-    } else {
+    } else if (!batched) {
       cublas_weight_gradient(i, op, need_db);
     }
     std::string dx_what = "dX";
