@@ -1,6 +1,8 @@
 // What stepgraph's dense-product kernels share: dense_kernels.cu (SIMT tiles, split-k row slabs,
-// the ordered sum of split partials), dense_tc.cu (3xTF32 on tensor cores) and skinny_dense.cu
-// (layers of at most 4 outputs). Internal to those files; the interface is dense_kernels.cuh.
+// the ordered sum of split partials), dense_tc.cu (3xTF32 on tensor cores), skinny_dense.cu
+// (layers of at most 4 outputs), dense_sliced.cu (the k-sliced kernel) and dense_wgrad.cu (batched
+// weight gradients; these two share the FP64 tensor-core mma). Internal to those files; the
+// interface is dense_kernels.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -98,6 +100,18 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// D (16 x 8) += A (16 x 8) B (8 x 8) in fp64 on the tensor cores (mma.sync m16n8k8 .f64, compute
+// capability 9.0). Lane (g, t) = (lane / 4, lane % 4) holds A(g, t), A(g + 8, t), A(g, t + 4),
+// A(g + 8, t + 4); B(t, g), B(t + 4, g); D(g, 2t), D(g, 2t + 1), D(g + 8, 2t), D(g + 8, 2t + 1).
+__device__ __forceinline__ void mma_f64_16x8x8(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
 #endif
 }
 

@@ -168,18 +168,6 @@ __device__ __forceinline__ void multiply_frag(const float (&a)[8][4], const floa
       for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
 }
 
-// D (16 x 8) += A (16 x 8) B (8 x 8) in fp64 on the tensor cores (mma.sync m16n8k8 .f64, compute
-// capability 9.0). Lane (g, t) = (lane / 4, lane % 4) holds A(g, t), A(g + 8, t), A(g, t + 4),
-// A(g + 8, t + 4); B(t, g), B(t + 4, g); D(g, 2t), D(g, 2t + 1), D(g + 8, 2t), D(g + 8, 2t + 1).
-__device__ __forceinline__ void mma_f64_16x8x8(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#endif
-}
-
 // A warp's 32 x 32 part of the tile (columns tc..tc + 31, all 32 rows) over k in [k0, k0 + K):
 // 2 x 4 fragments, every operand value converted to fp64 (exactly) as it is read. Banks: A and B
 // reads are conflict-free in each layout (Operand's TC padding).

@@ -60,15 +60,6 @@ struct Loader {
   }
 };
 
-__device__ __forceinline__ void mma_f64(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#endif
-}
-
 __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) {
   extern __shared__ __align__(16) float smem[];
   const WgradItem it = b.item[blockIdx.y];
@@ -116,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) 
         const float* p = Bs + (k + t) * kLD + wn + 8 * j + g;
         x[0] = p[0], x[1] = p[4 * kLD];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) mma_f64(d[i][j], a[i], x);
+        for (int i = 0; i < 2; ++i) mma_f64_16x8x8(d[i][j], a[i], x);
       }
     }
     if (rows) {
