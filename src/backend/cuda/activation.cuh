@@ -7,9 +7,9 @@ namespace sg::cuda {
 
 // An epilogue's activation and activation derivative. Inlined at every output, act_forward's and
 // act_derivative's switches (tanh, GELU, sin with its range reduction, ...) made the k-sliced
-// kernel's epilogue ~50 KB of code for 8 outputs a thread, and on an H200 fetching it cost ~1.2 us
-// of a 1024 x 256 x 256 product's 8 (bench/RESULTS.md, 2026-11-30 12:20 UTC). ReLU stays inline;
-// the others are one out-of-line call each.
+// kernel's epilogue ~50 KB of code for 8 outputs a thread, and on an H200 fetching it cost ~1.2
+// us of a 1024 x 256 x 256 product's 8 (bench/RESULTS.md, 2026-11-30 12:15-12:55 UTC). ReLU
+// stays inline; the others are one out-of-line call each.
 __device__ __noinline__ inline float act_forward_call(Activation a, float z) { return act_forward<float>(a, z); }
 __device__ __noinline__ inline float act_derivative_call(Activation a, float y, float z) {
   return act_derivative<float>(a, y, z);

@@ -227,7 +227,7 @@ struct Shape {
 // With those flags' branches (accumulate, bias, Z, activation, derivative) a block's epilogue
 // runs code fetched cold at every launch, and a global load (the bias, the activation's y) after
 // the arithmetic: on an H200 a 1024 x 256 x 256 product's epilogue took ~2.4 us of its 8
-// (bench/RESULTS.md, 2026-11-30 12:20 UTC). The specialized ones are straight-line code, and
+// (bench/RESULTS.md, 2026-11-30 12:15-12:55 UTC). The specialized ones are straight-line code, and
 // their bias or y tile is copied into shared memory with the operands' last chunk.
 //   Plain     C = v                     (a weight gradient; its bias gradient is the row sums)
 //   BiasRelu  C = relu(v + bias)        (a forward layer)
