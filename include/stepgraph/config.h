@@ -73,6 +73,9 @@ struct RunConfig {
 RunConfig parse_config(const nlohmann::json& j);
 // Reads a file: unreadable files and malformed JSON (with line and column) are Errors.
 RunConfig load_config(const std::string& path);
+// The same from a config's text; `source` names it in errors (a file name). Relative data paths
+// stay as written.
+RunConfig parse_config_text(const std::string& text, const std::string& source);
 // The embedded default: an MLP on the digits data.
 nlohmann::json default_config();
 

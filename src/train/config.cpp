@@ -448,7 +448,16 @@ RunConfig load_config(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   SG_REQUIRE(!f.bad(), "cannot read config '", path, "': read error");
-  const std::string text = ss.str();
+  RunConfig rc = parse_config_text(ss.str(), path);
+  const auto base = std::filesystem::path(path).parent_path();
+  rc.data.path = resolve(rc.data.path, base);
+  rc.data.x_path = resolve(rc.data.x_path, base);
+  rc.data.y_path = resolve(rc.data.y_path, base);
+  if (rc.trainer.lower.plan_cache != "off") rc.trainer.lower.plan_cache = resolve(rc.trainer.lower.plan_cache, base);
+  return rc;
+}
+
+RunConfig parse_config_text(const std::string& text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
@@ -462,21 +471,14 @@ RunConfig load_config(const std::string& path) {
     }
     std::string msg = e.what();
     auto pos = msg.find("syntax error");
-    throw Error(cat("config '", path, "' is not valid JSON: line ", line, ", column ", col, ": ",
+    throw Error(cat("config '", source, "' is not valid JSON: line ", line, ", column ", col, ": ",
                     pos == std::string::npos ? msg : msg.substr(pos)));
   }
-  RunConfig rc;
   try {
-    rc = parse_config(j);
+    return parse_config(j);
   } catch (const Error& e) {
-    throw Error(cat("config '", path, "': ", e.what()));
+    throw Error(cat("config '", source, "': ", e.what()));
   }
-  const auto base = std::filesystem::path(path).parent_path();
-  rc.data.path = resolve(rc.data.path, base);
-  rc.data.x_path = resolve(rc.data.x_path, base);
-  rc.data.y_path = resolve(rc.data.y_path, base);
-  if (rc.trainer.lower.plan_cache != "off") rc.trainer.lower.plan_cache = resolve(rc.trainer.lower.plan_cache, base);
-  return rc;
 }
 
 json default_config() {
