@@ -43,11 +43,11 @@ function(sg_cli_ok name)
 endfunction()
 
 # sg_cli_fail(<name> ARGS <cli args>... STDERR <regex> [STDOUT <regex>] [EXIT <code>]
-#             [UNCHANGED <f|f>] [REQUIRES <fixture>...])
+#             [UNCHANGED <f|f>] [ABSENT <path|path>] [REQUIRES <fixture>...])
 # Library errors (sg::Error) exit with 1 and print "stepgraph: error: ..."; CLI11 usage errors
 # exit with another non-zero code.
 function(sg_cli_fail name)
-  cmake_parse_arguments(PARSE_ARGV 1 A "" "STDERR;STDOUT;EXIT;UNCHANGED" "ARGS;REQUIRES")
+  cmake_parse_arguments(PARSE_ARGV 1 A "" "STDERR;STDOUT;EXIT;UNCHANGED;ABSENT" "ARGS;REQUIRES")
   if(NOT A_STDERR)
     message(FATAL_ERROR "sg_cli_fail(${name}): STDERR <regex> is required")
   endif()
@@ -55,7 +55,7 @@ function(sg_cli_fail name)
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCMD=${SG_CLI}|${joined}" "-DSTDERR_REGEX=${A_STDERR}"
                    "-DSTDOUT_REGEX=${A_STDOUT}" "-DEXIT_CODE=${A_EXIT}"
-                   "-DUNCHANGED=${A_UNCHANGED}"
+                   "-DUNCHANGED=${A_UNCHANGED}" "-DABSENT=${A_ABSENT}"
                    "-DSNAPSHOT_DIR=${CMAKE_BINARY_DIR}/cli_runs/snapshots/${name}" -DTIMEOUT=60
                    -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_fail.cmake"
            WORKING_DIRECTORY "${CMAKE_BINARY_DIR}")
@@ -260,7 +260,7 @@ sg_cli_ok(cli_train_csv
 sg_cli_fail(cli_malformed_json
   ARGS train "${SG_DATA}/malformed.json" --json
   EXIT 1
-  STDERR "^stepgraph: error: config '[^']*malformed\\.json' is not valid JSON: line 5, column 37: syntax error"
+  STDERR "^stepgraph: error: config '[^']*malformed\\.json' is not valid JSON: line 5, column 37( \\([^)]*\\))?: syntax error"
   STDOUT "\"event\":\"error\"")
 
 sg_cli_fail(cli_unknown_key
@@ -306,7 +306,8 @@ sg_cli_fail(cli_cnn_kernel_too_large
 sg_cli_fail(cli_sequence_vocab_too_small
   ARGS train "${SG_DATA}/seq_vocab_too_small.json" --steps 2
   EXIT 1
-  STDERR "^stepgraph: error: embedding: token id 8 at batch row [0-9]+, position [0-9]+ is not an integer in \\[0, 8\\), the embedding's vocabulary")
+  STDERR "^stepgraph: error: embedding: token id 8 at data '[^']*' row [0-9]+, position [0-9]+ is not an integer in \\[0, 8\\), the embedding's vocabulary"
+  ABSENT "${CMAKE_BINARY_DIR}/runs/seq_vocab_too_small")
 
 sg_cli_fail(cli_sequence_heads_do_not_divide
   ARGS train "${SG_DATA}/seq_heads_do_not_divide.json" --steps 2
@@ -419,7 +420,7 @@ set(SG_RUN200_FILES
 foreach(kind header data)
   sg_cli_fail(cli_resume_truncated_${kind}_overwrites_nothing
     ARGS train --steps 300 --resume "${SG_RUNS}/corrupt/truncated_${kind}.safetensors"
-         --out "${SG_RUNS}/steps200"
+         --out "${SG_RUNS}/steps200" --overwrite
     EXIT 1
     STDERR "^stepgraph: error: safetensors file '[^']*truncated_${kind}\\.safetensors': "
     UNCHANGED "${SG_RUN200_FILES}"
@@ -434,14 +435,14 @@ endforeach()
 # With another config than the folder's run: its config.json must not be replaced either.
 sg_cli_fail(cli_resume_truncated_other_config_overwrites_nothing
   ARGS train "${SG_CONFIGS}/digits_sgd_cosine.json" --steps 300
-       --resume "${SG_RUNS}/corrupt/truncated_data.safetensors" --out "${SG_RUNS}/steps200"
+       --resume "${SG_RUNS}/corrupt/truncated_data.safetensors" --out "${SG_RUNS}/steps200" --overwrite
   EXIT 1
   STDERR "^stepgraph: error: safetensors file '[^']*truncated_data\\.safetensors': "
   UNCHANGED "${SG_RUN200_FILES}"
   REQUIRES cli_run200 cli_truncated)
 
 sg_cli_fail(cli_resume_not_a_checkpoint_overwrites_nothing
-  ARGS train --steps 300 --resume "${SG_DATA}/not_a_checkpoint.safetensors" --out "${SG_RUNS}/steps200"
+  ARGS train --steps 300 --resume "${SG_DATA}/not_a_checkpoint.safetensors" --out "${SG_RUNS}/steps200" --overwrite
   EXIT 1
   STDERR "^stepgraph: error: safetensors file '[^']*not_a_checkpoint\\.safetensors': header length [0-9]+ exceeds"
   UNCHANGED "${SG_RUN200_FILES}"
@@ -456,16 +457,16 @@ sg_cli_fail(cli_eval_not_a_checkpoint
 # A valid checkpoint of another model (the residual example) is refused, naming the tensor.
 sg_cli_fail(cli_resume_other_model_overwrites_nothing
   ARGS train --steps 300 --resume "${SG_RUNS}/example_digits_residual/checkpoint.safetensors"
-       --out "${SG_RUNS}/steps200"
+       --out "${SG_RUNS}/steps200" --overwrite
   EXIT 1
-  STDERR "^stepgraph: error: checkpoint '[^']*example_digits_residual/checkpoint\\.safetensors'( has no tensor|: tensor) '[^']+'"
+  STDERR "^stepgraph: error: checkpoint '[^']*example_digits_residual/checkpoint\\.safetensors' was saved from another setup:\n  model: "
   UNCHANGED "${SG_RUN200_FILES}"
   REQUIRES cli_run200 cli_residual_run)
 
 sg_cli_fail(cli_eval_other_model
   ARGS eval --checkpoint "${SG_RUNS}/example_digits_residual/checkpoint.safetensors"
   EXIT 1
-  STDERR "^stepgraph: error: checkpoint '[^']*'( has no tensor|: tensor) '[^']+'.*(different model|but this model has)"
+  STDERR "^stepgraph: error: checkpoint '[^']*' was saved from another setup:\n  model: sequential\\(.* in the checkpoint, .* here"
   REQUIRES cli_residual_run)
 
 # Resuming from a checkpoint beyond the requested step count.

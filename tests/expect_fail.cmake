@@ -6,12 +6,14 @@
 #         [-DEXIT_CODE=<n>]                    the exact exit code (default: any non-zero)
 #         [-DUNCHANGED=<file>|<file>...]       files that must be byte-identical afterwards
 #         [-DSNAPSHOT_DIR=<dir>]               where the copies of UNCHANGED go
+#         [-DABSENT=<path>|<path>...]          paths the command must not create (removed first)
 #         [-DWORKING_DIRECTORY=<dir>]
 #         [-DTIMEOUT=<seconds>]
 #         -P expect_fail.cmake
 #
 # Fails when the command succeeds, crashes (killed by a signal, or an exit code >= 128), exits
-# with another code than EXIT_CODE, prints nothing that matches, or changes an UNCHANGED file.
+# with another code than EXIT_CODE, prints nothing that matches, changes an UNCHANGED file, or
+# creates an ABSENT path.
 cmake_minimum_required(VERSION 3.16)
 
 if(NOT DEFINED CMD OR CMD STREQUAL "")
@@ -42,6 +44,11 @@ if(DEFINED UNCHANGED AND NOT UNCHANGED STREQUAL "")
     math(EXPR i "${i} + 1")
   endforeach()
 endif()
+
+string(REPLACE "|" ";" absent "${ABSENT}")
+foreach(p IN LISTS absent)
+  file(REMOVE_RECURSE "${p}")
+endforeach()
 
 include("${CMAKE_CURRENT_LIST_DIR}/run_command.cmake")
 sg_run_command(120)
@@ -77,6 +84,12 @@ foreach(entry IN LISTS snapshots)
   file(SHA256 "${f}" after_hash)
   if(NOT same EQUAL 0 OR NOT after_hash STREQUAL before_hash)
     message(FATAL_ERROR "'${f}' was changed by the failed command (it must stay byte-identical)\n${report}")
+  endif()
+endforeach()
+
+foreach(p IN LISTS absent)
+  if(EXISTS "${p}")
+    message(FATAL_ERROR "'${p}' was created by the failed command (it must be refused before writing)\n${report}")
   endif()
 endforeach()
 

@@ -91,26 +91,27 @@ TEST(Config, MalformedJsonReportsLineAndColumn) {
   struct Case {
     const char* text;
     int line, column;
+    const char* path;  // where it is, as the message says
     const char* what;
   };
   const Case cases[] = {
-      // A trailing comma: the '}' on line 4 is at column 37.
+      // A trailing comma: the '}' on line 4 is at column 37, after the value of units.
       {"{\n  \"model\": {\n    \"layers\": [\n      {\"type\": \"dense\", \"units\": 10,}\n    ]\n  }\n}\n",
-       4, 37, "unexpected '}'"},
+       4, 37, " (model.layers[0].units)", "unexpected '}'"},
       // A misspelled literal: 'u' of "ture" (column 15) is where it stops being "true".
-      {"{\n \"train\": {\n  \"shuffle\": ture\n }\n}\n", 3, 15, "syntax error"},
+      {"{\n \"train\": {\n  \"shuffle\": ture\n }\n}\n", 3, 15, " (train.shuffle)", "syntax error"},
       // Missing a closing brace: the error is at the end of the input (after the last newline).
-      {"{\"model\": {\"layers\": []}\n", 2, 1, "unexpected end of input"},
+      {"{\"model\": {\"layers\": []}\n", 2, 1, " (model)", "unexpected end of input"},
       // A stray character on the first line.
-      {"{\"model\" {}}", 1, 10, "syntax error"},
+      {"{\"model\" {}}", 1, 10, " (model)", "syntax error"},
       // An empty file.
-      {"", 1, 1, "unexpected end of input"},
+      {"", 1, 1, "", "unexpected end of input"},
   };
   int i = 0;
   for (const Case& c : cases) {
     const std::string path = write_file(dir, cat("bad", i++, ".json"), c.text);
     EXPECT_ERROR(load_config(path), cat("config '", path, "' is not valid JSON"),
-                 cat("line ", c.line, ", column ", c.column, ":"), c.what);
+                 cat("line ", c.line, ", column ", c.column, c.path, ": "), c.what);
   }
 }
 
@@ -739,12 +740,24 @@ TEST(Config, BadResumeCheckpointLeavesTheOutputFolderAsItWas) {
            {bad, "safetensors file '" + bad + "': "}, {garbage, "safetensors file '" + garbage + "': "}}) {
     o.resume = path;
     o.steps = 10;
+    // Another run's checkpoint into this folder: refused as it stands, and with --overwrite the
+    // checkpoint is checked before the folder's run is replaced.
+    EXPECT_ERROR(train_run(cfg, o), cat("output folder '", o.out_dir, "' holds another run than the checkpoint '", path,
+                                        "'"), "--overwrite");
+    o.overwrite = true;
     EXPECT_ERROR(train_run(cfg, o), want);
+    o.overwrite = false;
     EXPECT_ERROR(eval_run(cfg, path, o), want);
   }
   o.resume = ckpt;
-  EXPECT_ERROR(train_run(parse_config(other), o), cat("checkpoint '", ckpt, "'"), "tensor '1.weight'",
-               "[10, 32]", "[12, 32]");
+  EXPECT_ERROR(train_run(parse_config(other), o), cat("checkpoint '", ckpt, "' was saved from another setup"),
+               "model: dense(10, none, init=xavier, bias) in the checkpoint, dense(12, none, init=xavier, bias) here (item 1 of "
+               "sequential(...))",
+               "--weights-only");
+  o.weights_only = true;
+  EXPECT_ERROR(train_run(parse_config(other), o), cat("checkpoint '", ckpt, "' does not fit this model's parameters"),
+               "'1.weight' is f32 [10, 32] there but f32 [12, 32] here", "'1.bias' is f32 [10] there but f32 [12] here");
+  o.weights_only = false;
   EXPECT_EQ(read_bytes(ckpt), good);
   EXPECT_EQ(read_bytes(metrics), good_metrics);
   EXPECT_EQ(read_bytes(config), good_config);

@@ -73,8 +73,9 @@ struct RunConfig {
 RunConfig parse_config(const nlohmann::json& j);
 // Reads a file: unreadable files and malformed JSON (with line and column) are Errors.
 RunConfig load_config(const std::string& path);
-// The same from a config's text; `source` names it in errors (a file name). Relative data paths
-// stay as written.
+// The same from a config's text; `source` names it in errors (a file name; empty: "config").
+// Relative data paths stay as written. Strict JSON (src/core/json_text.h): at most 64 MiB and 64
+// levels of nesting, no duplicate keys, no numbers beyond a double's range.
 RunConfig parse_config_text(const std::string& text, const std::string& source);
 // The embedded default: an MLP on the digits data.
 nlohmann::json default_config();

@@ -49,7 +49,8 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "i32", "u64"
 
 using Shape = std::vector<int64_t>;
-int64_t numel(const Shape& s);
+int64_t numel(const Shape& s);              // throws when the count overflows int64
+size_t nbytes(const Shape& s, DType t);     // numel * dtype_size; throws when it overflows
 std::string shape_str(const Shape& s);  // "[64, 128]"
 
 // An owned, contiguous, row-major array in host memory. The currency of the public API:
@@ -57,7 +58,7 @@ std::string shape_str(const Shape& s);  // "[64, 128]"
 class HostArray {
  public:
   HostArray() = default;
-  HostArray(DType dtype, Shape shape);  // zero-filled
+  HostArray(DType dtype, Shape shape);  // zero-filled; a size beyond the host's free memory is an Error
 
   static HostArray f32(Shape shape, std::vector<float> values);
   static HostArray i32(Shape shape, std::vector<int32_t> values);
@@ -65,7 +66,7 @@ class HostArray {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return sg::numel(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t nbytes() const { return sg::nbytes(shape_, dtype_); }
   bool empty() const { return shape_.empty() && storage_.empty(); }
 
   void* raw() { return storage_.data(); }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -264,7 +265,7 @@ class Program {
   // Finds a tensor by name; kNone if absent.
   TensorId find(const std::string& name) const;
   const TensorInfo& tensor(TensorId id) const;
-  TensorInfo& tensor(TensorId id);
+  TensorInfo& tensor(TensorId id);  // for flags such as live_out; a tensor's name never changes
   size_t num_tensors() const { return tensors_.size(); }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
@@ -278,6 +279,9 @@ class Program {
   void check_op(const Op& op) const;
   std::vector<TensorInfo> tensors_;
   std::vector<Op> ops_;
+  // Kept as ops and tensors are added, so building a program is linear in its size.
+  std::unordered_map<std::string, TensorId> by_name_;
+  std::vector<int> producer_;  // per tensor: the first op that writes it, or -1
 };
 
 // How many leading ops compute the same outputs every step: fixed collocation points

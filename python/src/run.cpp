@@ -73,13 +73,7 @@ sg::RunConfig config_from(const std::optional<std::string>& json_text, const std
   return as_input_error([&] {
     if (path) return sg::load_config(*path);
     if (!json_text) return sg::parse_config(sg::default_config());
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(*json_text);
-    } catch (const nlohmann::json::exception& e) {
-      throw sg::Error(std::string("config: not valid JSON: ") + e.what());
-    }
-    return sg::parse_config(j);
+    return sg::parse_config_text(*json_text, "");
   });
 }
 
@@ -106,7 +100,7 @@ void bind_run(nb::module_& m) {
   m.def("_train",
         [](std::optional<std::string> json_text, std::optional<std::string> path, std::optional<int64_t> steps,
            std::optional<std::string> device, std::optional<uint64_t> seed, std::string out_dir, std::string resume,
-           bool json, bool verbose) {
+           bool overwrite, bool weights_only, bool json, bool verbose) {
           sg::RunConfig cfg = config_from(json_text, path);
           if (device && *device != "auto" && *device != "cpu" && *device != "cuda")
             throw InputError("unknown device '" + *device + "': expected auto, cpu or cuda");
@@ -117,6 +111,8 @@ void bind_run(nb::module_& m) {
           o.seed = seed;
           o.out_dir = std::move(out_dir);
           o.resume = std::move(resume);
+          o.overwrite = overwrite;
+          o.weights_only = weights_only;
           o.json = json;
           Output out(verbose);
           o.out = &out.os;
@@ -129,14 +125,17 @@ void bind_run(nb::module_& m) {
           return sum.to_json().dump();
         },
         "json_text"_a.none(), "path"_a.none(), "steps"_a.none(), "device"_a.none(), "seed"_a.none(),
-        "out_dir"_a = "", "resume"_a = "", "json"_a = false, "verbose"_a = false,
+        "out_dir"_a = "", "resume"_a = "", "overwrite"_a = false, "weights_only"_a = false, "json"_a = false,
+        "verbose"_a = false,
         "Trains from a configuration; returns the summary as JSON text (see stepgraph.train).");
 
   m.def("_evaluate",
         [](std::optional<std::string> json_text, std::optional<std::string> path, std::string checkpoint,
-           std::optional<std::string> device, std::optional<uint64_t> seed, bool json, bool verbose) {
+           std::optional<std::string> device, std::optional<uint64_t> seed, bool weights_only, bool json,
+           bool verbose) {
           sg::RunConfig cfg = config_from(json_text, path);
           sg::RunOptions o;
+          o.weights_only = weights_only;
           o.device = device;
           o.seed = seed;
           o.json = json;
@@ -151,7 +150,7 @@ void bind_run(nb::module_& m) {
           return sum.to_json().dump();
         },
         "json_text"_a.none(), "path"_a.none(), "checkpoint"_a, "device"_a.none(), "seed"_a.none(),
-        "json"_a = false, "verbose"_a = false,
+        "weights_only"_a = false, "json"_a = false, "verbose"_a = false,
         "Evaluates a checkpoint on a configuration's data; returns the summary as JSON text.");
 }
 

@@ -1,16 +1,26 @@
 #include "stepgraph/core.h"
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
+
+#include "core/host_memory.h"
 
 namespace sg {
 
 std::string read_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  SG_REQUIRE(!std::filesystem::is_directory(path, ec), "cannot read ", what, " '", path,
+             "': it is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   SG_REQUIRE(in, "cannot open ", what, " '", path, "': ", std::strerror(errno));
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) require_host_memory(size, cat("reading ", what, " '", path, "'"));
   std::ostringstream buf;
+  errno = 0;
   buf << in.rdbuf();
-  SG_REQUIRE(!in.bad(), "error while reading ", what, " '", path, "'");
+  SG_REQUIRE(!in.bad(), "error while reading ", what, " '", path, "'", errno ? ": " : "",
+             errno ? std::strerror(errno) : "");
   return buf.str();
 }
 
@@ -34,8 +44,18 @@ const char* dtype_name(DType t) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    SG_REQUIRE(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s),
+               " has more elements than a 64-bit count can hold");
   return n;
+}
+
+size_t nbytes(const Shape& s, DType t) {
+  size_t bytes = 0;
+  const int64_t n = numel(s);
+  SG_REQUIRE(n >= 0 && !__builtin_mul_overflow(static_cast<size_t>(n), dtype_size(t), &bytes), "shape ",
+             shape_str(s), " of ", dtype_name(t), " has more bytes than a 64-bit size can hold");
+  return bytes;
 }
 
 std::string shape_str(const Shape& s) {
@@ -46,7 +66,9 @@ std::string shape_str(const Shape& s) {
 
 HostArray::HostArray(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_) SG_REQUIRE(d >= 0, "array shape ", shape_str(shape_), " has a negative dimension");
-  storage_.assign((nbytes() + 7) / 8, 0);
+  const size_t bytes = nbytes();
+  require_host_memory(bytes, cat("an array of shape ", shape_str(shape_)));
+  storage_.assign(bytes / 8 + (bytes % 8 != 0), 0);
 }
 
 HostArray HostArray::f32(Shape shape, std::vector<float> values) {

@@ -56,11 +56,13 @@ NumberKind parse_number(const std::string& cell, double& out) {
   return std::isfinite(out) ? NumberKind::Ok : NumberKind::NotFinite;
 }
 
-bool all_numeric(const std::vector<std::string>& cells) {
+// A first row is a header when a cell is not a number; nan and inf are numbers (a data row
+// that must be refused, not a header to drop).
+bool is_header(const std::vector<std::string>& cells) {
   double ignored;
   for (const std::string& c : cells)
-    if (parse_number(c, ignored) != NumberKind::Ok) return false;
-  return true;
+    if (parse_number(c, ignored) == NumberKind::NotANumber) return true;
+  return false;
 }
 
 // Maps a possibly negative column index onto [0, cols).
@@ -139,7 +141,7 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
       first_row = false;
       first_line = line_no;
       t.cols = n;
-      if (!all_numeric(cells)) {
+      if (is_header(cells)) {
         t.header = std::move(cells);
         continue;
       }

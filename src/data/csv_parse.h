@@ -19,7 +19,8 @@ struct CsvTable {
 
 // Parses comma-separated numeric text. `source` names the text in errors ("'iris.csv'").
 // Empty (or all-blank) lines are skipped; spaces and tabs around cells are ignored; the first
-// non-empty row is a header when any of its cells is not a number. Every row must have the
+// non-empty row is a header when any of its cells is not a number (nan and inf are numbers, so a
+// first row holding one is a data row, refused as not finite). Every row must have the
 // header's (or first row's) column count, and every data cell must be a finite number.
 CsvTable parse_csv(const std::string& text, const std::string& source);
 

@@ -48,6 +48,7 @@ void check_labels(const HostArray& y, int64_t& num_classes, const std::string& n
   const int32_t* labels = y.data<int32_t>();
   const bool tokens = y.shape().size() == 2;
   const int64_t T = tokens ? y.shape()[1] : 1;
+  SG_REQUIRE(T > 0, "data set '", name, "' has no label columns (y has shape ", shape_str(y.shape()), ")");
   const int32_t lowest = tokens ? -1 : 0;
   int32_t max_label = 0;
   for (int64_t i = 0; i < y.numel(); ++i) {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <limits>
 
+#include "core/host_memory.h"
 #include "stepgraph/data.h"
 
 namespace sg {
@@ -33,14 +34,7 @@ void store_le(unsigned char* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
-std::vector<unsigned char> read_whole_file(const std::string& path, const char* kind) {
-  std::ifstream in(path, std::ios::binary);
-  SG_REQUIRE(in, "cannot open ", kind, " file '", path, "': ", std::strerror(errno));
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
-                                   std::istreambuf_iterator<char>());
-  SG_REQUIRE(!in.bad(), "error while reading ", kind, " file '", path, "'");
-  return bytes;
-}
+
 
 // A bounds-checked view of a byte buffer; every read past the end is an Error naming `src`.
 class ByteView {
@@ -290,8 +284,22 @@ void convert_elements(const unsigned char* in, int64_t count, const NpyDescr& de
   }
 }
 
-// Parses a whole .npy image. `src` names it in errors ("npy file 'x.npy'").
-HostArray parse_npy(const unsigned char* data, size_t size, const std::string& src) {
+// Where a .npy image's array lies, from its header alone (an npz member's first bytes are
+// enough to learn how large its array is before inflating it).
+struct NpyLayout {
+  NpyDescr descr;
+  std::string descr_text;   // as the header wrote it, for messages
+  Shape shape;
+  uint64_t count = 0;       // elements
+  size_t data_offset = 0;   // where the elements start
+  uint64_t data_bytes = 0;  // count * itemsize
+};
+
+// numpy writes headers of a few hundred bytes for the dtypes read here; a larger length is
+// corruption, and refusing it bounds what a header can make the parser read.
+constexpr size_t kMaxNpyHeader = size_t{1} << 20;
+
+NpyLayout parse_npy_layout(const unsigned char* data, size_t size, const std::string& src) {
   static const unsigned char kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   SG_REQUIRE(size >= 10 && std::memcmp(data, kMagic, 6) == 0, src,
              ": not a .npy file (bad magic; expected the bytes \\x93NUMPY at the start)");
@@ -302,11 +310,15 @@ HostArray parse_npy(const unsigned char* data, size_t size, const std::string& s
   ByteView view(data, size, src);
   const size_t prefix = major == 1 ? 10 : 12;
   const size_t header_len = view.le(8, major == 1 ? 2 : 4, "header length");
+  SG_REQUIRE(header_len <= kMaxNpyHeader, src, ": header length ", header_len, " is larger than any .npy header (at most ",
+             kMaxNpyHeader, " bytes are read)");
   const unsigned char* h = view.at(prefix, header_len, "header");
   const std::string header(reinterpret_cast<const char*>(h), header_len);
 
   const NpyHeader hdr = HeaderParser(header, src).parse();
-  const NpyDescr descr = parse_descr(hdr.descr, src);
+  NpyLayout out;
+  out.descr = parse_descr(hdr.descr, src);
+  out.descr_text = hdr.descr;
   SG_REQUIRE(!hdr.fortran_order, src,
              ": Fortran-order arrays are not supported; save with np.ascontiguousarray");
 
@@ -318,13 +330,21 @@ HostArray parse_npy(const unsigned char* data, size_t size, const std::string& s
                shape_str(hdr.shape), " is too large");
     count *= static_cast<uint64_t>(d);
   }
-  const uint64_t need = count * static_cast<uint64_t>(descr.itemsize);
-  const size_t have = size - prefix - header_len;
-  SG_REQUIRE(need <= have, src, ": truncated: shape ", shape_str(hdr.shape), " of '", hdr.descr,
-             "' needs ", need, " bytes of data but only ", have, " follow the header");
+  out.shape = hdr.shape;
+  out.count = count;
+  out.data_offset = prefix + header_len;
+  out.data_bytes = count * static_cast<uint64_t>(out.descr.itemsize);
+  return out;
+}
 
-  HostArray out(descr.target, hdr.shape);
-  convert_elements(data + prefix + header_len, static_cast<int64_t>(count), descr, out, src);
+// Parses a whole .npy image. `src` names it in errors ("npy file 'x.npy'").
+HostArray parse_npy(const unsigned char* data, size_t size, const std::string& src) {
+  const NpyLayout l = parse_npy_layout(data, size, src);
+  const size_t have = size - l.data_offset;
+  SG_REQUIRE(l.data_bytes <= have, src, ": truncated: shape ", shape_str(l.shape), " of '", l.descr_text,
+             "' needs ", l.data_bytes, " bytes of data but only ", have, " follow the header");
+  HostArray out(l.descr.target, l.shape);
+  convert_elements(data + l.data_offset, static_cast<int64_t>(l.count), l.descr, out, src);
   return out;
 }
 
@@ -435,10 +455,11 @@ std::vector<ZipEntry> read_central_directory(const ByteView& z, const ZipDirecto
   return out;
 }
 
-// Raw deflate (no zlib/gzip wrapper) into exactly `usize` bytes. zlib counts in 32-bit units,
-// so large members are fed in chunks.
+// Raw deflate (no zlib/gzip wrapper) into exactly `usize` bytes, or with `head` into at most
+// `usize` bytes: the start of the data. zlib counts in 32-bit units, so large members are fed in
+// chunks.
 std::vector<unsigned char> inflate_raw(const unsigned char* in, uint64_t csize, uint64_t usize,
-                                       const std::string& what) {
+                                       const std::string& what, bool head = false) {
   std::vector<unsigned char> out(static_cast<size_t>(usize));
   unsigned char dummy = 0;  // zlib refuses a null output pointer, even for 0 bytes
   z_stream zs{};
@@ -458,47 +479,76 @@ std::vector<unsigned char> inflate_raw(const unsigned char* in, uint64_t csize, 
     const int ret = inflate(&zs, Z_NO_FLUSH);
     in_pos += in_before - zs.avail_in;
     out_pos += out_before - zs.avail_out;
-    if (ret == Z_STREAM_END) break;
+    if (ret == Z_STREAM_END || (head && out_pos == usize)) break;
     if (ret == Z_OK) continue;
     SG_REQUIRE(ret != Z_BUF_ERROR || out_pos < usize, what,
                ": deflate data expands beyond the declared size of ", usize, " bytes");
     SG_REQUIRE(ret != Z_BUF_ERROR, what, ": deflate data is truncated");
     throw Error(cat(what, ": corrupt deflate data (", zs.msg ? zs.msg : "zlib error", ")"));
   }
+  if (head) {
+    out.resize(static_cast<size_t>(out_pos));
+    return out;
+  }
   SG_REQUIRE(out_pos == usize, what, ": deflate data expands to ", out_pos,
              " bytes, but the zip directory declares ", usize);
   return out;
 }
 
-// The uncompressed bytes of one member, CRC-checked.
-std::vector<unsigned char> extract(const ByteView& z, const ZipEntry& e, const std::string& what) {
+// A member's compressed bytes, after its local header.
+struct MemberData {
+  const unsigned char* data;
+  uint64_t begin, end;  // the member's bytes in the archive, local header included
+};
+
+MemberData member_data(const ByteView& z, const ZipEntry& e, const std::string& what) {
   SG_REQUIRE((e.flags & 1) == 0, what, ": encrypted zip members are not supported");
   SG_REQUIRE(z.le(e.local_offset, 4, "local header") == kLocalSig, what,
              ": corrupt zip archive (bad local header signature)");
   const size_t name_len = z.le(e.local_offset + 26, 2, "local header");
   const size_t extra_len = z.le(e.local_offset + 28, 2, "local header");
-  const unsigned char* data = z.at(e.local_offset + 30 + name_len + extra_len,
-                                   static_cast<size_t>(e.csize), "member data");
-  std::vector<unsigned char> out;
-  if (e.method == 0) {
-    SG_REQUIRE(e.csize == e.usize, what, ": corrupt zip archive (stored member has compressed size ",
-               e.csize, " but uncompressed size ", e.usize, ")");
-    out.assign(data, data + e.csize);
-  } else if (e.method == 8) {
-    // Deflate cannot expand data more than ~1032:1; a larger claim is corruption, and refusing
-    // it avoids a huge allocation.
-    SG_REQUIRE(e.usize <= e.csize * 1032 + 1024, what,
-               ": corrupt zip archive (declared size ", e.usize, " is impossible for ", e.csize,
-               " compressed bytes)");
-    out = inflate_raw(data, e.csize, e.usize, what);
-  } else {
-    throw Error(cat(what, ": zip compression method ", e.method,
-                    " is not supported (only 0 = stored and 8 = deflate)"));
-  }
+  const uint64_t start = e.local_offset + 30 + name_len + extra_len;
+  const unsigned char* data = z.at(start, static_cast<size_t>(e.csize), "member data");
+  SG_REQUIRE(e.method == 0 || e.method == 8, what, ": zip compression method ", e.method,
+             " is not supported (only 0 = stored and 8 = deflate)");
+  SG_REQUIRE(e.method != 0 || e.csize == e.usize, what, ": corrupt zip archive (stored member has compressed size ",
+             e.csize, " but uncompressed size ", e.usize, ")");
+  // Deflate cannot expand data more than ~1032:1; a larger claim is corruption, and refusing it
+  // avoids a huge allocation.
+  SG_REQUIRE(e.method != 8 || e.usize <= e.csize * 1032 + 1024, what, ": corrupt zip archive (declared size ",
+             e.usize, " is impossible for ", e.csize, " compressed bytes)");
+  return {data, e.local_offset, start + e.csize};
+}
+
+// The first `n` uncompressed bytes of a member (fewer if it is shorter).
+std::vector<unsigned char> member_head(const ByteView& z, const ZipEntry& e, uint64_t n, const std::string& what) {
+  const MemberData m = member_data(z, e, what);
+  n = std::min(n, e.usize);
+  if (e.method == 0) return std::vector<unsigned char>(m.data, m.data + n);
+  return inflate_raw(m.data, e.csize, n, what, true);
+}
+
+// The uncompressed bytes of one member, CRC-checked.
+std::vector<unsigned char> extract(const ByteView& z, const ZipEntry& e, const std::string& what) {
+  const MemberData m = member_data(z, e, what);
+  std::vector<unsigned char> out = e.method == 0 ? std::vector<unsigned char>(m.data, m.data + e.csize)
+                                                 : inflate_raw(m.data, e.csize, e.usize, what);
   const uint32_t crc = static_cast<uint32_t>(crc32_z(0L, out.data(), out.size()));
   SG_REQUIRE(crc == e.crc, what, ": CRC-32 mismatch (computed ", crc, ", archive says ", e.crc,
              "); the file is corrupt");
   return out;
+}
+
+// numpy writes each member once; directory entries that share bytes would let a small file
+// expand into many copies of one large member.
+void refuse_shared_members(const ByteView& z, const std::vector<ZipEntry>& entries, const std::string& src) {
+  std::vector<std::pair<MemberData, const ZipEntry*>> spans;
+  for (const ZipEntry& e : entries) spans.push_back({member_data(z, e, cat(src, " member '", e.name, "'")), &e});
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.first.begin < b.first.begin; });
+  for (size_t i = 1; i < spans.size(); ++i)
+    SG_REQUIRE(spans[i].first.begin >= spans[i - 1].first.end, src, ": members '", spans[i - 1].second->name,
+               "' and '", spans[i].second->name, "' share their bytes (from offset ", spans[i].first.begin,
+               "); numpy never writes such an archive");
 }
 
 std::string npy_header(const HostArray& a) {
@@ -518,17 +568,37 @@ std::string npy_header(const HostArray& a) {
 }  // namespace
 
 HostArray read_npy(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_whole_file(path, "npy");
-  return parse_npy(bytes.data(), bytes.size(), cat("npy file '", path, "'"));
+  const std::string bytes = read_file(path, "npy file");
+  return parse_npy(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), cat("npy file '", path, "'"));
 }
 
 std::map<std::string, HostArray> read_npz(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_whole_file(path, "npz");
+  const std::string bytes = read_file(path, "npz file");
   const std::string src = cat("npz file '", path, "'");
-  const ByteView z(bytes.data(), bytes.size(), src);
+  const ByteView z(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), src);
+  std::vector<ZipEntry> entries;
+  for (ZipEntry& e : read_central_directory(z, find_central_directory(z, src), src))
+    if (e.name.empty() || e.name.back() != '/') entries.push_back(std::move(e));  // not a directory entry
+  refuse_shared_members(z, entries, src);
+
+  // Before inflating anything: each member's size against the array its header declares, and
+  // all of them against the memory there is (a few KB of deflate can claim gigabytes).
+  uint64_t arrays = 0, largest_member = 0;  // the arrays stay; one member at a time is inflated
+  for (const ZipEntry& e : entries) {
+    const std::string what = cat(src, " member '", e.name, "'");
+    const std::vector<unsigned char> head = member_head(z, e, kMaxNpyHeader + 12, what);
+    const NpyLayout l = parse_npy_layout(head.data(), head.size(), what);
+    const uint64_t image = l.data_offset + l.data_bytes;
+    SG_REQUIRE(e.usize <= image + 65536, what, ": declares ", e.usize, " bytes uncompressed, but its array (shape ",
+               shape_str(l.shape), " of '", l.descr_text, "') takes ", image, " bytes with its header");
+    SG_REQUIRE(!__builtin_add_overflow(arrays, l.count * dtype_size(l.descr.target), &arrays), src,
+               ": its arrays are too large");
+    largest_member = std::max(largest_member, e.usize);
+  }
+  require_host_memory(arrays + largest_member, cat(src, " (", entries.size(), " arrays, inflated and converted)"));
+
   std::map<std::string, HostArray> out;
-  for (const ZipEntry& e : read_central_directory(z, find_central_directory(z, src), src)) {
-    if (!e.name.empty() && e.name.back() == '/') continue;  // a directory entry
+  for (const ZipEntry& e : entries) {
     const std::string what = cat(src, " member '", e.name, "'");
     std::string key = e.name;
     if (key.size() > 4 && key.compare(key.size() - 4, 4, ".npy") == 0)

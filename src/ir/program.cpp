@@ -4,6 +4,8 @@
 
 #include "stepgraph/ir.h"
 
+#include "core/host_memory.h"
+
 namespace sg {
 
 const char* role_name(Role r) {
@@ -111,19 +113,41 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
+namespace {
+
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 50;
+
+// The tensor's bytes, or UINT64_MAX when the count overflows.
+uint64_t checked_bytes(const Shape& s, DType t) {
+  uint64_t n = dtype_size(t);
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return UINT64_MAX;
+  return n;
+}
+
+}  // namespace
+
 TensorId Program::add_tensor(TensorInfo t) {
   SG_REQUIRE(find(t.name) == kNone, "tensor '", t.name, "' is defined twice");
   for (int64_t d : t.shape)
     SG_REQUIRE(d > 0, "tensor '", t.name, "' has shape ", shape_str(t.shape),
                ": every dimension must be positive");
+  // Sizes come from user input: a product that overflows must not wrap into a small buffer.
+  const uint64_t bytes = checked_bytes(t.shape, t.dtype);
+  SG_REQUIRE(bytes <= kMaxTensorBytes, "tensor '", t.name, "' of shape ", shape_str(t.shape), " (",
+             dtype_name(t.dtype), ") needs ",
+             bytes == UINT64_MAX ? std::string("more bytes than a 64-bit size can hold") : human_bytes(bytes),
+             ", more than any machine's memory (a tensor may have at most 1 PiB)");
+  const TensorId id = static_cast<TensorId>(tensors_.size());
+  by_name_.emplace(t.name, id);
   tensors_.push_back(std::move(t));
-  return static_cast<TensorId>(tensors_.size() - 1);
+  producer_.push_back(-1);
+  return id;
 }
 
 TensorId Program::find(const std::string& name) const {
-  for (size_t i = 0; i < tensors_.size(); ++i)
-    if (tensors_[i].name == name) return static_cast<TensorId>(i);
-  return kNone;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? kNone : it->second;
 }
 
 const TensorInfo& Program::tensor(TensorId id) const {
@@ -136,10 +160,8 @@ TensorInfo& Program::tensor(TensorId id) {
 }
 
 int Program::producer(TensorId t) const {
-  for (size_t i = 0; i < ops_.size(); ++i)
-    for (TensorId o : ops_[i].out)
-      if (o == t) return static_cast<int>(i);
-  return -1;
+  SG_ASSERT(t >= 0 && static_cast<size_t>(t) < producer_.size());
+  return producer_[t];
 }
 
 size_t invariant_prefix(const Program& p) {
@@ -192,6 +214,8 @@ void Program::add_op(Op op) {
   if (op.accumulate.empty()) op.accumulate.assign(op.out.size(), 0);
   SG_ASSERT(op.accumulate.size() == op.out.size());
   check_op(op);
+  for (TensorId t : op.out)
+    if (t != kNone && producer_[t] < 0) producer_[t] = static_cast<int>(ops_.size());
   ops_.push_back(std::move(op));
 }
 
@@ -465,20 +489,13 @@ struct OpChecker {
 }  // namespace
 
 void Program::check_op(const Op& op) const {
-  std::vector<bool> defined(tensors_.size(), false);
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    Role r = tensors_[i].role;
-    defined[i] = is_persistent(r) || r == Role::Input;
-  }
-  for (const Op& o : ops_)
-    for (TensorId t : o.out)
-      if (t != kNone) defined[t] = true;
   for (TensorId t : op.in) {
     if (t == kNone) continue;
     SG_REQUIRE(t >= 0 && static_cast<size_t>(t) < tensors_.size(), "op '", op.name,
                "': input id ", t, " does not exist");
-    SG_REQUIRE(defined[t], "op '", op.name, "' reads '", tensors_[t].name,
-               "' before any op writes it");
+    const Role r = tensors_[t].role;
+    SG_REQUIRE(is_persistent(r) || r == Role::Input || producer_[t] >= 0, "op '", op.name, "' reads '",
+               tensors_[t].name, "' before any op writes it");
   }
   for (TensorId t : op.out)
     SG_REQUIRE(t == kNone || (t >= 0 && static_cast<size_t>(t) < tensors_.size()), "op '",

@@ -104,21 +104,23 @@ MemoryPlan plan_memory(const Program& p, const std::vector<LifetimeHint>& extend
   for (TensorId t : persistent_order) {
     const TensorInfo& info = p.tensor(t);
     Placement& pl = plan.at[t];
-    pl.bytes = align_up(static_cast<size_t>(numel(info.shape)) * dtype_size(info.dtype));
+    pl.bytes = align_up(nbytes(info.shape, info.dtype));
     pl.region = Placement::Region::Persistent;
     pl.offset = persistent;
-    persistent += pl.bytes;
+    SG_REQUIRE(!__builtin_add_overflow(persistent, pl.bytes, &persistent),
+               "the step's parameters, gradients and state need more bytes than a 64-bit size can hold");
     pl.first = 0;
     pl.last = end;
   }
   for (size_t t = 0; t < p.num_tensors(); ++t) {
     const TensorInfo& info = p.tensor(static_cast<TensorId>(t));
     Placement& pl = plan.at[t];
-    pl.bytes = align_up(static_cast<size_t>(numel(info.shape)) * dtype_size(info.dtype));
+    pl.bytes = align_up(nbytes(info.shape, info.dtype));
     if (is_persistent(info.role)) {
       continue;
     } else {
-      plan.transient_unshared += pl.bytes;
+      SG_REQUIRE(!__builtin_add_overflow(plan.transient_unshared, pl.bytes, &plan.transient_unshared),
+                 "the step's activations need more bytes than a 64-bit size can hold");
       if (info.role == Role::Input || info.live_out || !used[t]) {
         pl.first = 0;  // input slots and results are never reused within a step
         pl.last = end;

@@ -1,5 +1,8 @@
 #include "stepgraph/config.h"
 
+#include "core/host_memory.h"
+#include "core/json_text.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -108,12 +111,16 @@ LayerPtr parse_layer(const Node& n);
 constexpr int64_t kMaxUnits = int64_t{1} << 24;
 constexpr int64_t kMaxSamples = int64_t{1} << 28;
 constexpr int64_t kMaxWidth = int64_t{1} << 20;  // synthetic features, classes, targets
+// Far beyond real networks, and it keeps building the step program within seconds.
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
 std::vector<LayerPtr> parse_layers(const Node& n) {
   SG_REQUIRE(n.has("layers"), n.at("layers"), ": missing (a list of layers)");
   const json& arr = n.raw()["layers"];
   SG_REQUIRE(arr.is_array(), n.at("layers"), ": expected an array of layers, got ", type_of(arr));
   SG_REQUIRE(!arr.empty(), n.at("layers"), ": expected at least one layer");
+  SG_REQUIRE(arr.size() <= static_cast<size_t>(kMaxLayers), n.at("layers"), ": ", arr.size(), " layers; at most ",
+             kMaxLayers, " are supported");
   std::vector<LayerPtr> out;
   for (size_t i = 0; i < arr.size(); ++i)
     out.push_back(parse_layer(Node(arr[i], cat(n.at("layers"), "[", i, "]"))));
@@ -445,6 +452,10 @@ RunConfig load_config(const std::string& path) {
              "': it is a directory, not a JSON file");
   std::ifstream f(path, std::ios::binary);
   SG_REQUIRE(f, "cannot read config '", path, "': ", std::strerror(errno));
+  // Refused before it is read: the parser would refuse it anyway.
+  const auto size = std::filesystem::file_size(path, ec);
+  SG_REQUIRE(ec || size <= JsonLimits{}.max_bytes, "config '", path, "' is ", human_bytes(size), "; at most ",
+             human_bytes(JsonLimits{}.max_bytes), " of JSON are accepted");
   std::stringstream ss;
   ss << f.rdbuf();
   SG_REQUIRE(!f.bad(), "cannot read config '", path, "': read error");
@@ -458,26 +469,12 @@ RunConfig load_config(const std::string& path) {
 }
 
 RunConfig parse_config_text(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // Turn the byte offset into a line and column.
-    size_t off = std::min(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < off; ++i) {
-      if (text[i] == '\n') ++line, col = 1;
-      else ++col;
-    }
-    std::string msg = e.what();
-    auto pos = msg.find("syntax error");
-    throw Error(cat("config '", source, "' is not valid JSON: line ", line, ", column ", col, ": ",
-                    pos == std::string::npos ? msg : msg.substr(pos)));
-  }
+  const std::string who = source.empty() ? "config" : cat("config '", source, "'");
+  const json j = parse_json_text<json>(text, who);
   try {
     return parse_config(j);
   } catch (const Error& e) {
-    throw Error(cat("config '", source, "': ", e.what()));
+    throw Error(cat(who, ": ", e.what()));
   }
 }
 

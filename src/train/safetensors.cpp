@@ -17,6 +17,9 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "core/files.h"
+#include "core/json_text.h"
 #include <set>
 #include <system_error>
 
@@ -95,35 +98,9 @@ struct Entry {
 
 std::string offsets_str(uint64_t b, uint64_t e) { return cat("[", b, ", ", e, "]"); }
 
-// Parses the header, rejecting duplicate keys in any object (nlohmann would keep the last one
-// silently, hiding a tensor or a metadata entry).
+// Parses the header strictly: a duplicate key would hide a tensor or a metadata entry.
 Json parse_header(const std::string& path, const std::string& text) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  Json::parser_callback_t cb = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    using E = Json::parse_event_t;
-    if (event == E::object_start) {
-      open_objects.emplace_back();
-    } else if (event == E::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == E::key && !open_objects.empty() && parsed.is_string()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  // nlohmann stops at a NUL byte as if the input ended there, which would accept garbage after
-  // it; valid JSON never contains one (control characters in strings must be escaped).
-  const size_t nul = text.find('\0');
-  SG_REQUIRE(nul == std::string::npos, where(path), "header is not valid JSON: NUL byte at offset ",
-             nul);
-  Json header;
-  try {
-    header = Json::parse(text.begin(), text.end(), cb);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(cat(where(path), "header is not valid JSON: ", e.what()));
-  }
-  SG_REQUIRE(duplicate.empty(), where(path), "header has the key '", duplicate, "' more than once");
+  const Json header = parse_json_text<Json>(text, cat("safetensors file '", path, "': header"));
   SG_REQUIRE(header.is_object(), where(path), "header is JSON ", header.type_name(),
              ", expected an object");
   return header;
@@ -258,7 +235,8 @@ std::string build_header(const std::string& path,
     entry["dtype"] = st_dtype_name(arr.dtype());
     entry["shape"] = arr.shape();
     entry["data_offsets"] = {offset, offset + n};
-    header[name] = std::move(entry);
+    // Names are unique (checked above): append, as a lookup is linear in an ordered_json object.
+    header.get_ref<Json::object_t&>().emplace_back(name, std::move(entry));
     offset += n;
   }
   std::string text;
@@ -271,14 +249,6 @@ std::string build_header(const std::string& path,
   }
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
-}
-
-// Best effort: makes the rename durable. Failure here cannot un-write the file, so it is ignored.
-void fsync_directory(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  (void)::close(fd);
 }
 
 }  // namespace
@@ -295,35 +265,11 @@ void write_safetensors(const std::string& path,
   SG_REQUIRE(!path.empty(), "safetensors file: empty path");
   const std::string header = build_header(path, tensors, metadata);
 
-  const std::string tmp = cat(path, ".tmp-", ::getpid());
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-
-  // Closes the temporary file and removes it unless the rename succeeded.
-  struct TempGuard {
-    const std::string& tmp;
-    FILE* f = nullptr;
-    bool armed = false;
-    ~TempGuard() {
-      if (f) std::fclose(f);
-      if (armed) std::remove(tmp.c_str());
-    }
-  } guard{tmp};
-
-  auto fail = [&](const char* what) {
-    const int err = errno;
-    throw Error(cat(where(path), what, " (temporary file '", tmp, "'): ", sys_error(err)));
-  };
-
-  guard.f = std::fopen(tmp.c_str(), "wb");
-  if (!guard.f) fail("cannot create");
-  guard.armed = true;
-  FILE* f = guard.f;
-
+  AtomicFile f(path, "safetensors file");
   unsigned char len[8];
   put_u64_le(len, header.size());
-  if (std::fwrite(len, 1, 8, f) != 8) fail("cannot write");
-  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) fail("cannot write");
+  f.write(len, 8);
+  f.write(header);
 
   std::vector<unsigned char> swapped;  // only used on big-endian hosts
   for (const auto& [name, arr] : tensors) {
@@ -336,15 +282,9 @@ void write_safetensors(const std::string& path,
       swap_elements(swapped.data(), n, dtype_size(arr.dtype()));
       src = swapped.data();
     }
-    if (std::fwrite(src, 1, n, f) != n) fail("cannot write");
+    f.write(src, n);
   }
-  if (std::fflush(f) != 0) fail("cannot write");
-  if (::fsync(::fileno(f)) != 0) fail("cannot sync");
-  guard.f = nullptr;
-  if (std::fclose(f) != 0) fail("cannot close");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename the temporary file over it");
-  guard.armed = false;
-  fsync_directory(dir);
+  f.commit();
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "core/host_memory.h"
 #include "pinn/pinn_kernels.h"
 #include "stepgraph/backend.h"
 
@@ -61,6 +62,7 @@ class CpuBackend : public Backend {
 
   void* allocate(size_t bytes) override {
     size_t rounded = (bytes + 255) / 256 * 256;
+    require_host_memory(rounded, "cpu backend: the step plan");
     void* p = std::aligned_alloc(256, rounded ? rounded : 256);
     SG_REQUIRE(p, "cpu backend: out of memory allocating ", bytes, " bytes");
     std::memset(p, 0, rounded);

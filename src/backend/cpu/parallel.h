@@ -13,8 +13,13 @@ namespace sg::cpu {
 // thread count.
 template <class Fn>
 inline void parallel_for(int64_t n, int64_t work_per_item, Fn fn) {
-  const int64_t hw = std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
-  const int64_t threads = n * work_per_item < (int64_t{1} << 20) ? 1 : std::min(hw, n);
+  if (n * work_per_item < (int64_t{1} << 20)) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  // Asked once: glibc reads /sys/devices/system/cpu/online on every call.
+  static const int64_t hw = std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
+  const int64_t threads = std::min(hw, n);
   if (threads <= 1) {
     fn(int64_t{0}, n);
     return;
