@@ -20,8 +20,14 @@ struct RunOptions {
   std::optional<int64_t> steps;       // overrides train.steps (the run's total step count)
   std::optional<std::string> device;  // overrides train.device: auto | cpu | cuda
   std::optional<uint64_t> seed;       // overrides train.seed
-  std::string out_dir;                // metrics.jsonl, checkpoint.safetensors, config.json
+  // metrics.jsonl, checkpoint.safetensors, config.json. A folder that holds another run is
+  // refused unless `resume` is that folder's checkpoint or `overwrite` is set (src/train/run_folder.h).
+  std::string out_dir;
   std::string resume;                 // checkpoint to continue from (steps continue its count)
+  bool overwrite = false;             // replace the run in out_dir (once every input is checked)
+  // resume / eval: take only the checkpoint's parameters, into a setup (activations, loss,
+  // optimizer) that may differ from the one it was saved from; training starts at step 0.
+  bool weights_only = false;
   std::optional<int64_t> check_params;  // overrides train.check_params (data-parallel runs)
   bool json = false;                  // every output line a JSON object
   std::ostream* out = nullptr;        // progress and summary (default std::cout)

@@ -66,6 +66,17 @@ struct CustomStep {
 };
 using StepBuilder = std::function<CustomStep(GraphBuilder& g, Layer& model)>;
 
+// What Trainer::load takes from a checkpoint, and what must match. Names, dtypes and shapes
+// always must; errors list every tensor that is missing, shaped otherwise or extra.
+//   resume (default): everything (parameters, optimizer state, step, seed); the model, loss and
+//                     optimizer descriptions must be the checkpoint's (an Error lists the differences:
+//                     a relu checkpoint does not load into a tanh model, nor AdamW state into Adam)
+//   evaluate:         parameters, the step and the seed; the model and loss must match, the
+//                     optimizer is not used
+//   weights_only:     the parameters (and fixed constants) alone, on purpose into another setup
+//                     with the same names and shapes; the step stays where it is
+enum class LoadMode : uint8_t { Resume, Evaluate, WeightsOnly };
+
 class Trainer {
  public:
   // `seed` fixes the initial parameters (per parameter name) and is kept in checkpoints.
@@ -115,6 +126,10 @@ class Trainer {
   std::string output_name() const;
   void launch();
   float loss() const;        // the last step's loss
+  // Checks a whole data set as one_step checks a batch (X's width, y's dtype and shape, labels
+  // within the outputs, token ids within each embedding's vocabulary where X feeds one), so a
+  // run can refuse bad data before it writes anything. `what` names the data in errors.
+  void check_data(const HostArray& X, const HostArray& y, const std::string& what) const;
 
   // Device-resident training: the data set is uploaded once and every launch() gathers its own
   // batch inside the step (the GatherBatch rule in ir.h: a keyed per-epoch shuffle computed on
@@ -147,10 +162,11 @@ class Trainer {
   int64_t step() const;  // optimizer steps taken
   uint64_t seed() const { return seed_; }
 
-  // Checkpoint (safetensors): parameters, optimizer state, step scalars and the seed; written
-  // atomically. load() validates the whole file before changing anything.
+  // Checkpoint (safetensors): parameters, optimizer state, step scalars and the seed, with the
+  // model, loss and optimizer descriptions they come from; written atomically. load() validates
+  // the whole file before changing anything; see LoadMode for what it takes and requires.
   void save(const std::string& path) const;
-  void load(const std::string& path);
+  void load(const std::string& path, LoadMode mode = LoadMode::Resume);
 
   std::string explain() const;
   int64_t launch_count() const { return launches_; }
@@ -180,7 +196,7 @@ class Trainer {
                                          const Resident* resident = nullptr);
   Variant& eval_variant(int64_t batch);
   void init_persistent(const Program& p, const MemoryPlan& plan, const std::vector<ParamSpec>& specs);
-  void check_batch(const Variant& v, const HostArray& X, const HostArray& y) const;
+  void check_batch(const Variant& v, const HostArray& X, const HostArray& y, const std::string& what) const;
   void upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0, int64_t rows);
   HostArray read_tensor(const std::string& name) const;
   void settle() const;

@@ -500,8 +500,15 @@ void bind_trainer(nb::module_& m) {
            "Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), "
            "atomically.")
       .def("load",
-           [](PyTrainer& s, const std::filesystem::path& p) { locked(s, [&](sg::Trainer& t) { t.load(p.string()); }); },
-           "path"_a, "Reads a checkpoint; the whole file is validated before anything changes.")
+           [](PyTrainer& s, const std::filesystem::path& p, bool weights_only) {
+             locked(s, [&](sg::Trainer& t) {
+               t.load(p.string(), weights_only ? sg::LoadMode::WeightsOnly : sg::LoadMode::Resume);
+             });
+           },
+           "path"_a, "weights_only"_a = false,
+           "Reads a checkpoint; the whole file is validated before anything changes. By default it takes "
+           "everything (parameters, optimizer state, step) and the model, loss and optimizer must be the ones it "
+           "was saved from; weights_only=True takes only the parameters, into any setup of the same shapes.")
       .def("explain", [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.explain(); }); },
            "The step program, shapes, memory plan and loss scale as text.")
       .def("invalidate", [](PyTrainer& s) { locked(s, [](sg::Trainer& t) { t.invalidate(); }); },

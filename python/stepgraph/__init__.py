@@ -151,6 +151,8 @@ def train(
     seed: Optional[int] = None,
     out_dir: Union[str, "_os.PathLike[str]", None] = None,
     resume: Union[str, "_os.PathLike[str]", None] = None,
+    overwrite: bool = False,
+    weights_only: bool = False,
     verbose: bool = False,
     json_lines: bool = False,
 ) -> dict:
@@ -162,7 +164,12 @@ def train(
         train.seed.
     out_dir: where metrics.jsonl, checkpoint.safetensors and config.json are written (None:
         nothing is written). ``stepgraph.plot(out_dir)`` draws the loss curve from it.
-    resume: a checkpoint to continue from (steps continue its count).
+    resume: a checkpoint to continue from (steps continue its count). The model, loss and optimizer
+        must be the ones it was saved from; weights_only=True takes only its parameters instead
+        (training then starts at step 0).
+    overwrite: replace the run in out_dir. A folder that holds another run is otherwise refused
+        (unless resume is that folder's checkpoint), and a folder another run is writing is always
+        refused.
     verbose: print progress lines to sys.stdout; json_lines: print them as JSON objects.
 
     Returns the summary: steps, final_loss, us_per_step, task, val_loss, val_size, device, and for
@@ -177,6 +184,8 @@ def train(
         seed,
         _os.fspath(out_dir) if out_dir is not None else "",
         _os.fspath(resume) if resume is not None else "",
+        overwrite,
+        weights_only,
         json_lines,
         verbose or json_lines,
     )
@@ -189,14 +198,17 @@ def evaluate_checkpoint(
     *,
     device: Optional[str] = None,
     seed: Optional[int] = None,
+    weights_only: bool = False,
     verbose: bool = False,
 ) -> dict:
     """Evaluates a checkpoint on the configuration's validation split (the CLI's ``eval``).
 
+    The config's model and loss must be the ones the checkpoint was saved from; weights_only=True
+    takes only its parameters (the model may then differ, e.g. in an activation).
     Returns the summary dict (val_loss, accuracy for classification, steps of the checkpoint, ...).
     """
     text, path = _config_args(config)
-    out = _stepgraph._evaluate(text, path, _os.fspath(checkpoint), device, seed, False, verbose)
+    out = _stepgraph._evaluate(text, path, _os.fspath(checkpoint), device, seed, weights_only, False, verbose)
     return _json.loads(out)
 
 

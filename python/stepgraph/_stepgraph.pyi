@@ -536,9 +536,9 @@ class Trainer:
         Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), atomically.
         """
 
-    def load(self, path: str | os.PathLike) -> None:
+    def load(self, path: str | os.PathLike, weights_only: bool = False) -> None:
         """
-        Reads a checkpoint; the whole file is validated before anything changes.
+        Reads a checkpoint; the whole file is validated before anything changes. By default it takes everything (parameters, optimizer state, step) and the model, loss and optimizer must be the ones it was saved from; weights_only=True takes only the parameters, into any setup of the same shapes.
         """
 
     def explain(self) -> str:
@@ -626,5 +626,5 @@ class Trainer:
 # Used by the pure-Python layer (stepgraph.train, load_config, default_config, evaluate_checkpoint).
 def _default_config() -> str: ...
 def _parse_config(json_text: str | None, path: str | None) -> str: ...
-def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', json: bool = False, verbose: bool = False) -> str: ...
-def _evaluate(json_text: str | None, path: str | None, checkpoint: str, device: str | None, seed: int | None, json: bool = False, verbose: bool = False) -> str: ...
+def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False) -> str: ...
+def _evaluate(json_text: str | None, path: str | None, checkpoint: str, device: str | None, seed: int | None, weights_only: bool = False, json: bool = False, verbose: bool = False) -> str: ...

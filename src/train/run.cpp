@@ -8,8 +8,10 @@
 #include <cstring>
 #include <iostream>
 
+#include "core/files.h"
 #include "stepgraph/distributed.h"
 #include "stepgraph/rng.h"
+#include "train/run_folder.h"
 
 namespace sg {
 
@@ -84,19 +86,29 @@ class Reporter {
  public:
   // quiet: ranks other than 0 of a data-parallel run print nothing (errors still reach stderr).
   Reporter(const RunOptions& opt, const std::string& metrics_path, bool quiet = false)
-      : os_(quiet ? null_ : opt.out ? *opt.out : std::cout), json_(opt.json) {
-    if (!metrics_path.empty()) {
-      metrics_.open(metrics_path, std::ios::app);
-      SG_REQUIRE(metrics_, "cannot write metrics file '", metrics_path, "': ", std::strerror(errno));
-    }
+      : os_(quiet ? null_ : opt.out ? *opt.out : std::cout), json_(opt.json), metrics_path_(metrics_path) {
+    if (metrics_path.empty()) return;
+    metrics_ = std::fopen(metrics_path.c_str(), "a");
+    SG_REQUIRE(metrics_, "cannot write metrics file '", metrics_path, "': ", errno_text(errno));
   }
+  ~Reporter() {
+    if (metrics_) std::fclose(metrics_);
+  }
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
   void info(const std::string& msg) {
     if (json_) os_ << json{{"event", "info"}, {"message", msg}}.dump() << "\n";
     else os_ << msg << "\n";
     os_.flush();
   }
+  // A record for the metrics file (flushed at once: a run killed later keeps it) and the screen.
   void record(const json& j, const std::string& text) {
-    if (metrics_) metrics_ << j.dump() << "\n" << std::flush;
+    if (metrics_) {
+      const std::string line = j.dump() + "\n";
+      if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() || std::fflush(metrics_) != 0)
+        throw Error(cat("cannot write metrics file '", metrics_path_, "': ", errno_text(errno)));
+    }
     if (json_) os_ << j.dump() << "\n";
     else if (!text.empty()) os_ << text << "\n";
     os_.flush();
@@ -106,7 +118,8 @@ class Reporter {
   std::ostream null_{nullptr};  // a stream without a buffer writes nothing
   std::ostream& os_;
   bool json_;
-  std::ofstream metrics_;
+  std::string metrics_path_;
+  FILE* metrics_ = nullptr;
 };
 
 // Data-parallel training: this process's rank, its NCCL communicator on device LOCAL_RANK, or
@@ -151,27 +164,46 @@ double mean_over_ranks(dist::Communicator& comm, double v, const std::string& wh
   return sum / comm.size();
 }
 
-// The run's output folder: created, config.json written; paths of the metrics and checkpoint.
-// Called only once every input has been checked, so a bad input leaves a previous run's files.
+// The run's output files, in a folder taken (RunFolder) only once every input has been checked.
 struct OutputFiles {
+  std::unique_ptr<RunFolder> folder;
   std::string metrics, checkpoint;
 };
-OutputFiles open_output(const RunConfig& cfg, const RunOptions& opt) {
+OutputFiles open_output(const RunConfig& cfg, const RunOptions& opt, int64_t start_step) {
   OutputFiles f;
   if (opt.out_dir.empty()) return f;
-  std::error_code ec;
-  std::filesystem::create_directories(opt.out_dir, ec);
-  SG_REQUIRE(!ec, "cannot create output folder '", opt.out_dir, "': ", ec.message());
-  f.metrics = (std::filesystem::path(opt.out_dir) / "metrics.jsonl").string();
-  // A fresh run starts its own metrics; a resumed one continues the file.
-  if (opt.resume.empty()) std::ofstream(f.metrics, std::ios::trunc);
-  f.checkpoint = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
-  const auto config_path = std::filesystem::path(opt.out_dir) / "config.json";
-  std::ofstream cf(config_path);
-  cf << cfg.json.dump(2) << "\n";
-  SG_REQUIRE(cf.flush(), "cannot write '", config_path.string(), "'");
+  f.folder = std::make_unique<RunFolder>(opt, cfg.json, start_step);
+  f.metrics = f.folder->file("metrics.jsonl");
+  f.checkpoint = f.folder->file("checkpoint.safetensors");
   return f;
 }
+
+// The checkpoints a run wrote, for the message when it fails later.
+class Checkpoints {
+ public:
+  Checkpoints(const RunOptions& opt, std::string path, int64_t start) : path_(std::move(path)), start_(start) {
+    std::error_code ec;
+    resumed_here_ = !opt.resume.empty() && !path_.empty() && std::filesystem::equivalent(opt.resume, path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  void save(Trainer& t) {
+    if (path_.empty()) return;
+    t.save(path_);
+    last_ = t.step();
+  }
+  // "the last checkpoint, 'runs/x/checkpoint.safetensors', is from step 300"
+  std::string status() const {
+    if (last_ >= 0) return cat("the last checkpoint, '", path_, "', is from step ", last_);
+    if (resumed_here_) return cat("the checkpoint '", path_, "' is still the one resumed from (step ", start_, ")");
+    return "no checkpoint was written";
+  }
+
+ private:
+  std::string path_;
+  int64_t start_;
+  int64_t last_ = -1;
+  bool resumed_here_ = false;
+};
 
 std::string fixed(double v, int digits) {
   std::ostringstream s;
@@ -191,16 +223,18 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   start_data_parallel(cfg, "cuda", nullptr);  // refuses a data-parallel launch with a clear message
   const int64_t total = opt.steps.value_or(cfg.train.steps);
   SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
+  check_run_folder(opt);
   std::string note;
   const std::string requested = opt.device.value_or(cfg.train.device);
   const Device device = choose_device(requested, &note);
   Trainer t(cfg.model, pinn::make_step(prob), cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   t.compile_custom();
-  if (!opt.resume.empty()) t.load(opt.resume);
+  if (!opt.resume.empty()) t.load(opt.resume, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start, ", beyond ", total, " steps");
 
-  const OutputFiles files = open_output(cfg, opt);
+  const OutputFiles files = open_output(cfg, opt, start);
+  Checkpoints ckpt(opt, files.checkpoint, start);
   const std::string& ckpt_path = files.checkpoint;
   Reporter rep(opt, files.metrics);
   if (!note.empty()) rep.info(note);
@@ -219,7 +253,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
     if (!report) continue;
     loss = t.loss();
     SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", done,
-               ": training diverged (try a smaller learning rate); no checkpoint was written");
+               ": training diverged (try a smaller learning rate); ", ckpt.status());
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
     json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
@@ -231,7 +265,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
       text += cat("  rel_l2_error ", err);
     }
     rep.record(j, cat(text, "  ", fixed(rate, 1), " steps/s"));
-    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0 && !ckpt_path.empty()) t.save(ckpt_path);
+    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ckpt.save(t);
   }
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   sum.steps = t.step();
@@ -241,7 +275,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   sum.loss_terms = t.loss_terms();
   sum.rel_l2_error = has_exact ? pinn::relative_l2_error(t, prob) : -1;
   if (!ckpt_path.empty()) {
-    t.save(ckpt_path);
+    ckpt.save(t);
     sum.checkpoint = ckpt_path;
     // The solution on the evaluation grid, for plots (stepgraph plot draws solution.png from it).
     const auto dir = std::filesystem::path(opt.out_dir);
@@ -292,6 +326,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   const std::string requested = opt.device.value_or(cfg.train.device);
   // Data parallel: device LOCAL_RANK and the communicator before anything is made on a device.
   const Parallel par = start_parallel(cfg, requested);
+  if (par.leader()) check_run_folder(opt);
   const Device device = par.on() ? Device::CUDA : choose_device(requested, &note);
   const int ranks = par.world.size;
 
@@ -312,7 +347,8 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
   check_data_fits(cfg, data.all, t.output_shape().back());
-  if (!opt.resume.empty()) t.load(opt.resume);
+  t.check_data(data.all.X, data.all.y, cat("data '", data.all.name, "'"));
+  if (!opt.resume.empty()) t.load(opt.resume, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
              ", beyond the requested total of ", total, " steps");
@@ -320,7 +356,8 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   if (par.on()) check_same_params(t, *par.comm, start);
 
   // Only rank 0 writes files and progress.
-  const OutputFiles files = par.leader() ? open_output(cfg, opt) : OutputFiles{};
+  const OutputFiles files = par.leader() ? open_output(cfg, opt, start) : OutputFiles{};
+  Checkpoints ckpt(opt, files.checkpoint, start);
   const std::string& ckpt_path = files.checkpoint;
   Reporter rep(opt, files.metrics, !par.leader());
   if (!note.empty()) rep.info(note);
@@ -376,7 +413,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     if (par.on() && check_every && done % check_every == 0) check_same_params(t, *par.comm, done);
     const bool have_loss = !resident || report;
     SG_REQUIRE(!have_loss || std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
-               ": training diverged (try a smaller learning rate); no checkpoint was written");
+               ": training diverged (try a smaller learning rate); ", ckpt.status());
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
     if (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) {
@@ -393,8 +430,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
       rep.record(j, text);
     }
     if (cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) evaluate_val(done);
-    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0 && !ckpt_path.empty())
-      t.save(ckpt_path);
+    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ckpt.save(t);
   }
   if (par.on()) t.loss();  // the last step has finished on this rank (bounded wait)
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
@@ -408,7 +444,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   if (data.train.task == Task::Classification && par.leader())
     sum.train_accuracy = t.evaluate(data.train.X, data.train.y).accuracy;
   if (!ckpt_path.empty()) {
-    t.save(ckpt_path);
+    ckpt.save(t);
     sum.checkpoint = ckpt_path;
   }
   std::string text = cat("done: ", sum.steps, " steps, final loss ", fixed(sum.final_loss, 4), ", ",
@@ -432,7 +468,7 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
     Trainer t(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, device,
               opt.seed.value_or(cfg.train.seed), cfg.trainer);
     t.compile_custom();
-    t.load(checkpoint);
+    t.load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
     RunSummary sum;
     sum.task = "physics-informed";
     sum.device = device_name(device);
@@ -452,7 +488,7 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
   check_data_fits(cfg, data.all, t.output_shape().back());
-  t.load(checkpoint);
+  t.load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
   RunSummary sum;
   sum.task = task_name(data.train.task);
   sum.device = device_name(device);

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "stepgraph/autodiff.h"
 #include "stepgraph/safetensors.h"
+#include "train/describe_diff.h"
 
 namespace sg {
 
@@ -27,14 +31,15 @@ struct Trainer::Variant {
 namespace {
 // Token ids that the batch's X feeds to an embedding must be integers in [0, vocab): checked on
 // the host before the step, with the CPU kernel's message (a CUDA kernel cannot stop a step).
-void check_token_ids(const Program& p, TensorId input, const HostArray& X) {
+// `what` names the rows in errors: "batch", "data 'copy'".
+void check_token_ids(const Program& p, TensorId input, const HostArray& X, const std::string& what) {
   for (const Op& op : p.ops()) {
     if (op.kind != OpKind::Embedding || op.in[0] != input || X.shape().size() != 2) continue;
     const int64_t V = p.tensor(op.in[1]).shape[0], S = std::max<int64_t>(X.shape()[1], 1);
     const float* x = X.data<float>();
     for (int64_t k = 0; k < X.numel(); ++k)
       SG_REQUIRE(x[k] >= 0 && x[k] < static_cast<float>(V) && x[k] == std::floor(x[k]), "embedding: token id ", x[k],
-                 " at batch row ", k / S, ", position ", k % S, " is not an integer in [0, ", V,
+                 " at ", what, " row ", k / S, ", position ", k % S, " is not an integer in [0, ", V,
                  "), the embedding's vocabulary");
   }
 }
@@ -306,7 +311,7 @@ void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_
   // Shapes, dtypes and labels are checked through a host-fed variant of the same batch size.
   if (!current_ || current_->resident || current_->input_shape != Shape{batch_size, X.shape()[1]})
     compile({batch_size, X.shape()[1]});
-  check_batch(*current_, X, y);
+  check_batch(*current_, X, y, "batch");
   auto r = std::make_unique<Resident>();
   r->X = X;
   r->y = y;
@@ -325,23 +330,28 @@ void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_
 
 bool Trainer::is_resident() const { return current_ && current_->resident; }
 
-void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray& y) const {
+void Trainer::check_data(const HostArray& X, const HostArray& y, const std::string& what) const {
+  SG_REQUIRE(current_, "check_data: call compile first");
+  check_batch(*current_, X, y, what);
+}
+
+void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray& y, const std::string& what) const {
   SG_REQUIRE(loss_, "this trainer's step makes its own inputs (a custom step): use launch(), not batches");
   const Shape& xs = v.input_shape;
-  SG_REQUIRE(X.dtype() == DType::F32, "batch X must be f32, got ", dtype_name(X.dtype()));
-  SG_REQUIRE(X.shape().size() == 2 && X.shape()[1] == xs[1], "batch X has shape ",
+  SG_REQUIRE(X.dtype() == DType::F32, what, " X must be f32, got ", dtype_name(X.dtype()));
+  SG_REQUIRE(X.shape().size() == 2 && X.shape()[1] == xs[1], what, " X has shape ",
              shape_str(X.shape()), " but the model takes [batch, ", xs[1], "]");
-  check_token_ids(v.program, v.X, X);
+  check_token_ids(v.program, v.X, X, what);
   const Program& p = v.program;
   const TensorInfo& yt = p.tensor(v.y);
-  SG_REQUIRE(y.dtype() == yt.dtype, "batch y must be ", dtype_name(yt.dtype), " (", loss_->describe(),
+  SG_REQUIRE(y.dtype() == yt.dtype, what, " y must be ", dtype_name(yt.dtype), " (", loss_->describe(),
              "), got ", dtype_name(y.dtype()));
   Shape want = yt.shape;
   want[0] = X.shape()[0];
   Shape got = y.shape();
   if (yt.dtype == DType::F32 && got.size() == 1 && want.size() == 2 && want[1] == 1)
     got.push_back(1);  // [N] targets for a single-output regression
-  SG_REQUIRE(got == want, "batch y has shape ", shape_str(y.shape()), " but ", shape_str(want),
+  SG_REQUIRE(got == want, what, " y has shape ", shape_str(y.shape()), " but ", shape_str(want),
              " is expected for X ", shape_str(X.shape()));
   if (yt.dtype == DType::I32) {
     // Per-token labels ([batch, positions]) may be -1: no target at that position.
@@ -349,7 +359,7 @@ void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray&
     const int32_t lowest = yt.shape.size() > 1 ? -1 : 0;
     const int32_t* lab = y.data<int32_t>();
     for (int64_t i = 0; i < y.numel(); ++i)
-      SG_REQUIRE(lab[i] >= lowest && lab[i] < C, "label ", lab[i], " at row ", i / per_row,
+      SG_REQUIRE(lab[i] >= lowest && lab[i] < C, what, ": label ", lab[i], " at row ", i / per_row,
                  per_row > 1 ? cat(", position ", i % per_row) : std::string(), " is outside [", lowest, ", ", C,
                  ") for a model with ", C, " outputs");
   }
@@ -372,7 +382,7 @@ void Trainer::set_batch(const HostArray& X, const HostArray& y) {
   SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch, features}) first");
   SG_REQUIRE(!current_->resident, "set_batch: this trainer gathers its batches from the device-resident "
              "data set (set_dataset); call launch(), or compile() to feed batches from the host");
-  check_batch(*current_, X, y);
+  check_batch(*current_, X, y, "batch");
   const int64_t rows = X.shape()[0], B = current_->input_shape[0];
   if (rows != B) {
     switch (options_.shape_policy) {
@@ -510,7 +520,7 @@ Trainer::Variant& Trainer::eval_variant(int64_t batch) {
 EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
   settle();
   SG_REQUIRE(current_, "evaluate: the trainer is not compiled: call compile({batch, features}) first");
-  check_batch(*current_, X, y);
+  check_batch(*current_, X, y, "batch");
   const int64_t N = X.shape()[0];
   SG_REQUIRE(N > 0, "evaluate: no rows");
   const int64_t chunk = current_->input_shape[0];
@@ -562,7 +572,7 @@ HostArray Trainer::predict(const HostArray& X) {
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
              "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
              dtype_name(X.dtype()), " ", shape_str(X.shape()));
-  check_token_ids(current_->program, current_->X, X);
+  check_token_ids(current_->program, current_->X, X, "input");
   const int64_t N = X.shape()[0];
   const int64_t chunk = current_->input_shape[0] > 0 ? current_->input_shape[0] : 4096;
   HostArray out;
@@ -653,11 +663,27 @@ int64_t Trainer::step() const {
   return read_tensor(kStepTensor).data<int32_t>()[0];
 }
 
+namespace {
+
+// The model's own tensors, which a weights-only load takes: parameters and fixed constants.
+bool is_weight(Role r) { return r == Role::Parameter || r == Role::Constant; }
+
+std::string joined(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
+}  // namespace
+
 void Trainer::save(const std::string& path) const {
   SG_REQUIRE(persistent_, "save: nothing to save: call compile first");
   std::vector<std::pair<std::string, HostArray>> tensors;
+  nlohmann::json weights = nlohmann::json::array();
   for (const std::string& name : persistent_->order) {
-    if (persistent_->slots.at(name).info.role == Role::Gradient) continue;  // recomputed each step
+    const Role role = persistent_->slots.at(name).info.role;
+    if (role == Role::Gradient) continue;  // recomputed each step
+    if (is_weight(role)) weights.push_back(name);
     tensors.emplace_back(name, read_tensor(name));
   }
   tensors.emplace_back("rng.seed", [&] {
@@ -665,42 +691,90 @@ void Trainer::save(const std::string& path) const {
     s.data<uint64_t>()[0] = seed_;
     return s;
   }());
+  // The setup it comes from: load() compares it with the loading trainer's.
   std::map<std::string, std::string> meta = {{"format", "stepgraph-checkpoint"},
                                              {"version", "1"},
                                              {"step", std::to_string(step())},
                                              {"model", model_->describe()},
                                              {"loss", loss_ ? loss_->describe() : std::string("custom step")},
-                                             {"optimizer", optimizer_->describe()}};
+                                             {"optimizer", optimizer_->describe()},
+                                             {"weights", weights.dump()}};
   write_safetensors(path, tensors, meta);
 }
 
-void Trainer::load(const std::string& path) {
+void Trainer::load(const std::string& path, LoadMode mode) {
   SG_REQUIRE(persistent_, "load: call compile first, so the trainer knows its tensors");
   SafetensorsFile f = read_safetensors(path);
-  auto it = f.metadata.find("format");
-  SG_REQUIRE(it != f.metadata.end() && it->second == "stepgraph-checkpoint", "checkpoint '", path,
-             "' is not a stepgraph checkpoint (metadata format is missing)");
-  // Validate everything before writing anything: a bad file leaves the run as it was.
+  const std::string where = cat("checkpoint '", path, "'");
+  std::map<std::string, const HostArray*> in_file;  // SafetensorsFile::find is a linear search
+  for (const auto& [name, a] : f.tensors) in_file.emplace(name, &a);
+  auto find = [&](const std::string& name) -> const HostArray* {
+    const auto it = in_file.find(name);
+    return it == in_file.end() ? nullptr : it->second;
+  };
+  if (mode != LoadMode::WeightsOnly) {
+    auto it = f.metadata.find("format");
+    SG_REQUIRE(it != f.metadata.end() && it->second == "stepgraph-checkpoint", where,
+               " is not a stepgraph checkpoint (metadata format is missing)");
+    std::vector<std::string> diffs;
+    auto compare = [&](const char* key, const std::string& here) {
+      const auto saved = f.metadata.find(key);
+      const std::string d = describe_diff(saved == f.metadata.end() ? "(not recorded)" : saved->second, here);
+      if (!d.empty()) diffs.push_back(cat(key, ": ", d));
+    };
+    compare("model", model_->describe());
+    compare("loss", loss_ ? loss_->describe() : std::string("custom step"));
+    if (mode == LoadMode::Resume) compare("optimizer", optimizer_->describe());
+    SG_REQUIRE(diffs.empty(), where, " was saved from another setup:\n  ", joined(diffs, "\n  "),
+               "\nto take only its parameters into this setup, load it weights-only (CLI --weights-only, Python "
+               "weights_only=True, C++ LoadMode::WeightsOnly)");
+  }
+  // The tensors to take, each checked before anything is written: a bad file leaves the trainer as it was.
+  auto wanted = [&](const TensorInfo& info) {
+    if (info.role == Role::Gradient) return false;
+    if (mode == LoadMode::Resume) return true;
+    return is_weight(info.role) || (mode == LoadMode::Evaluate && info.name == kStepTensor);
+  };
+  std::vector<std::string> missing, mismatched, extra;
+  std::vector<std::pair<std::string, const HostArray*>> take;
   for (const std::string& name : persistent_->order) {
     const TensorInfo& info = persistent_->slots.at(name).info;
-    if (info.role == Role::Gradient) continue;
-    const HostArray* a = f.find(name);
-    SG_REQUIRE(a, "checkpoint '", path, "' has no tensor '", name, "' (", role_name(info.role),
-               "); it was saved from a different model or optimizer");
-    SG_REQUIRE(a->dtype() == info.dtype && a->shape() == info.shape, "checkpoint '", path,
-               "': tensor '", name, "' is ", dtype_name(a->dtype()), " ", shape_str(a->shape()),
-               " but this model has ", dtype_name(info.dtype), " ", shape_str(info.shape));
+    if (!wanted(info)) continue;
+    const HostArray* a = find(name);
+    if (!a) missing.push_back(cat("'", name, "' (", role_name(info.role), ")"));
+    else if (a->dtype() != info.dtype || a->shape() != info.shape)
+      mismatched.push_back(cat("'", name, "' is ", dtype_name(a->dtype()), " ", shape_str(a->shape()),
+                               " there but ", dtype_name(info.dtype), " ", shape_str(info.shape), " here"));
+    else take.emplace_back(name, a);
   }
+  // Tensors of the file this trainer has no place for: any (resume), or its weights (the other modes).
+  std::set<std::string> saved_weights;
+  const auto w = f.metadata.find("weights");
+  const nlohmann::json wl = w == f.metadata.end() ? nlohmann::json() : nlohmann::json::parse(w->second, nullptr, false);
+  const bool listed = wl.is_array();
+  if (listed)
+    for (const auto& n : wl)
+      if (n.is_string()) saved_weights.insert(n.get<std::string>());
   for (const auto& [name, a] : f.tensors) {
-    bool known = name == "rng.seed" || persistent_->slots.count(name);
-    SG_REQUIRE(known, "checkpoint '", path, "' has tensor '", name, "' that this model does not");
+    if (name == "rng.seed") continue;
+    const auto slot = persistent_->slots.find(name);
+    const bool known = slot != persistent_->slots.end();
+    const bool is_saved_weight = listed ? saved_weights.count(name) > 0 : !known;
+    if (mode == LoadMode::Resume ? !known : is_saved_weight && !(known && is_weight(slot->second.info.role)))
+      extra.push_back(cat("'", name, "'"));
   }
-  const HostArray* s = f.find("rng.seed");
-  SG_REQUIRE(s && s->dtype() == DType::U64 && s->numel() == 1, "checkpoint '", path,
-             "' has no u64 [1] tensor 'rng.seed'");
-  for (const auto& [name, a] : f.tensors)
-    if (name != "rng.seed") write_tensor(name, a);
-  seed_ = s->data<uint64_t>()[0];
+  const HostArray* s = find("rng.seed");
+  if (mode != LoadMode::WeightsOnly && !(s && s->dtype() == DType::U64 && s->numel() == 1))
+    missing.push_back("'rng.seed' (u64 [1])");
+  std::vector<std::string> problems;
+  if (!missing.empty()) problems.push_back("missing: " + joined(missing));
+  if (!mismatched.empty()) problems.push_back("other shapes: " + joined(mismatched));
+  if (!extra.empty()) problems.push_back("not in this model: " + joined(extra));
+  SG_REQUIRE(problems.empty(), where, " does not fit this ",
+             mode == LoadMode::WeightsOnly ? "model's parameters" : "model and optimizer", ":\n  ",
+             joined(problems, "\n  "));
+  for (const auto& [name, a] : take) write_tensor(name, *a);
+  if (mode != LoadMode::WeightsOnly) seed_ = s->data<uint64_t>()[0];
 }
 
 std::string Trainer::explain() const {

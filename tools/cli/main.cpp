@@ -20,6 +20,7 @@ struct Common {
   double tolerance = 1e-3;
   bool json = false;
   bool nondeterministic = false;
+  bool overwrite = false, weights_only = false;
 };
 
 // Command-line overrides of the config's train.mode / autotune / precision / attention / plan_cache.
@@ -91,6 +92,8 @@ sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
   o.json = c.json;
   o.resume = c.resume;
   o.out_dir = c.out;
+  o.overwrite = c.overwrite;
+  o.weights_only = c.weights_only;
   return o;
 }
 
@@ -115,6 +118,12 @@ int main(int argc, char** argv) {
   train->add_option("--seed", c.seed, "Seed for initialization and shuffling (overrides train.seed)")
       ->check(integer_at_least(0));
   train->add_option("--resume", c.resume, "Checkpoint to continue from")->check(CLI::ExistingFile);
+  train->add_flag("--overwrite", c.overwrite,
+                  "Replace the run in --out (an existing run folder is otherwise refused unless --resume continues it)");
+  train->add_flag("--weights-only", c.weights_only,
+                  "With --resume: take only the checkpoint's parameters, into a setup that may differ; training "
+                  "starts at step 0")
+      ->needs("--resume");
   train->add_flag("--json", c.json, "Print every line as a JSON object; the last is the summary");
   add_execution_options(train, c, true);
   train->add_option("--tolerance", c.tolerance, "--mode verify: largest allowed relative difference to the CPU");
@@ -140,6 +149,8 @@ int main(int argc, char** argv) {
   eval->add_option("--checkpoint", c.checkpoint, "Checkpoint to evaluate")->required()->check(CLI::ExistingFile);
   eval->add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   eval->add_flag("--json", c.json, "Print the result as a JSON object");
+  eval->add_flag("--weights-only", c.weights_only,
+                 "Take only the checkpoint's parameters (the config's model may differ in activations)");
 
   auto* explain = app.add_subcommand("explain", "Show the step program, shapes, memory plan and loss scale");
   explain->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
