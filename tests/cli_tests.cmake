@@ -43,17 +43,23 @@ function(sg_cli_ok name)
 endfunction()
 
 # sg_cli_fail(<name> ARGS <cli args>... STDERR <regex> [STDOUT <regex>] [EXIT <code>]
-#             [UNCHANGED <f|f>] [ABSENT <path|path>] [REQUIRES <fixture>...])
+#             [UNCHANGED <f|f>] [ABSENT <path|path>] [REQUIRES <fixture>...] [MEMORY_8G])
+# MEMORY_8G runs it under `ulimit -v 8 GiB`, as on a machine with 8 GiB (CPU runs only: CUDA
+# reserves more address space than that).
 # Library errors (sg::Error) exit with 1 and print "stepgraph: error: ..."; CLI11 usage errors
 # exit with another non-zero code.
 function(sg_cli_fail name)
-  cmake_parse_arguments(PARSE_ARGV 1 A "" "STDERR;STDOUT;EXIT;UNCHANGED;ABSENT" "ARGS;REQUIRES")
+  cmake_parse_arguments(PARSE_ARGV 1 A "MEMORY_8G" "STDERR;STDOUT;EXIT;UNCHANGED;ABSENT" "ARGS;REQUIRES")
   if(NOT A_STDERR)
     message(FATAL_ERROR "sg_cli_fail(${name}): STDERR <regex> is required")
   endif()
   list(JOIN A_ARGS "|" joined)
+  set(cmd "${SG_CLI}|${joined}")
+  if(A_MEMORY_8G)
+    set(cmd "sh|-c|ulimit -v 8388608 && exec \"$0\" \"$@\"|${cmd}")
+  endif()
   add_test(NAME ${name}
-           COMMAND ${CMAKE_COMMAND} "-DCMD=${SG_CLI}|${joined}" "-DSTDERR_REGEX=${A_STDERR}"
+           COMMAND ${CMAKE_COMMAND} "-DCMD=${cmd}" "-DSTDERR_REGEX=${A_STDERR}"
                    "-DSTDOUT_REGEX=${A_STDOUT}" "-DEXIT_CODE=${A_EXIT}"
                    "-DUNCHANGED=${A_UNCHANGED}" "-DABSENT=${A_ABSENT}"
                    "-DSNAPSHOT_DIR=${CMAKE_BINARY_DIR}/cli_runs/snapshots/${name}" -DTIMEOUT=60

@@ -11,6 +11,7 @@
 
 #include "stepgraph/config.h"
 #include "stepgraph/run.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -19,50 +20,8 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// A fresh folder under SG_TEST_TMPDIR for one test.
-std::string tmp_dir(const std::string& name) {
-  fs::path p = fs::path(SG_TEST_TMPDIR) / "config" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string tmp_dir(const std::string& name) { return fresh_dir("config", name); }
 
-std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string p = (fs::path(dir) / name).string();
-  std::ofstream f(p, std::ios::binary);
-  f << text;
-  EXPECT_TRUE(f.good()) << p;
-  return p;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
-// The message of the sg::Error `f` throws; a marker (which fails every content check) when it
-// throws nothing or another exception type.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<not an sg::Error: ") + e.what() + ">";
-  }
-  return "<no error thrown>";
-}
-
-::testing::AssertionResult contains_all(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts)
-    if (msg.find(p) == std::string::npos)
-      return ::testing::AssertionFailure() << "message lacks \"" << p << "\":\n  " << msg;
-  return ::testing::AssertionSuccess() << msg;
-}
-
-#define EXPECT_ERROR(expr, ...) EXPECT_TRUE(contains_all(error_of([&] { expr; }), {__VA_ARGS__}))
-
-// A small valid configuration: an MLP on digits.
 json base() {
   return json::parse(R"({
     "model": {"layers": [

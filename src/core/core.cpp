@@ -10,8 +10,11 @@ namespace sg {
 
 std::string read_file(const std::string& path, const std::string& what) {
   std::error_code ec;
-  SG_REQUIRE(!std::filesystem::is_directory(path, ec), "cannot read ", what, " '", path,
-             "': it is a directory, not a file");
+  const auto st = std::filesystem::status(path, ec);
+  SG_REQUIRE(!std::filesystem::is_directory(st), "cannot read ", what, " '", path, "': it is a directory, not a file");
+  // A device (/dev/zero) would be read forever; a pipe ends.
+  SG_REQUIRE(!std::filesystem::is_character_file(st) && !std::filesystem::is_block_file(st), "cannot read ", what,
+             " '", path, "': it is a device, not a file");
   std::ifstream in(path, std::ios::binary);
   SG_REQUIRE(in, "cannot open ", what, " '", path, "': ", std::strerror(errno));
   const auto size = std::filesystem::file_size(path, ec);

@@ -77,16 +77,19 @@ class StrictSax {
   bool key(string_t& k) {
     Frame& f = frames_.back();
     f.key = k;
-    auto [it, fresh] = f.keys.emplace(k, here());
+    auto [it, fresh] = f.keys.emplace(k, key_start(here()));
     if (!fresh)
       return fail(cat("the key '", k, "' appears more than once (first at ", line_column(text_, it->second), ")"),
-                  here());
+                  key_start(here()));
     return true;
   }
 
   bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
-    position = last_read(position);  // nlohmann counts characters read, the culprit included
-    if (e.id == 406) return fail(cat("the number ", token, " is out of range (beyond a double's)"), position);
+    // nlohmann counts the characters read, the culprit included; a number is located at its start.
+    if (e.id == 406)
+      return fail(cat("the number ", token, " is out of range (beyond a double's)"),
+                  position >= token.size() ? position - token.size() : 0);
+    position = last_read(position);
     std::string msg = e.what();
     const size_t syntax = msg.find("syntax error");
     const size_t tag_end = msg.find("] ");
@@ -108,6 +111,16 @@ class StrictSax {
 
   // The offset of the last character read: the one that completed the current event.
   size_t here() const { return last_read(static_cast<size_t>(*read_ - text_.data())); }
+  // The opening quote of the key whose closing quote is at `close` (skipping escaped quotes).
+  size_t key_start(size_t close) const {
+    for (size_t j = close; j-- > 0;) {
+      if (text_[j] != '"') continue;
+      size_t backslashes = 0;
+      while (backslashes < j && text_[j - 1 - backslashes] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) return j;
+    }
+    return close;
+  }
   static size_t last_read(size_t count) { return count > 0 ? count - 1 : 0; }
 
   // The path of the value being read, model.layers[2].units, shortened in the middle when deep.

@@ -544,7 +544,8 @@ std::vector<unsigned char> extract(const ByteView& z, const ZipEntry& e, const s
 void refuse_shared_members(const ByteView& z, const std::vector<ZipEntry>& entries, const std::string& src) {
   std::vector<std::pair<MemberData, const ZipEntry*>> spans;
   for (const ZipEntry& e : entries) spans.push_back({member_data(z, e, cat(src, " member '", e.name, "'")), &e});
-  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.first.begin < b.first.begin; });
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const auto& a, const auto& b) { return a.first.begin < b.first.begin; });
   for (size_t i = 1; i < spans.size(); ++i)
     SG_REQUIRE(spans[i].first.begin >= spans[i - 1].first.end, src, ": members '", spans[i - 1].second->name,
                "' and '", spans[i].second->name, "' share their bytes (from offset ", spans[i].first.begin,

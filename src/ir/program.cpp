@@ -135,9 +135,10 @@ TensorId Program::add_tensor(TensorInfo t) {
   // Sizes come from user input: a product that overflows must not wrap into a small buffer.
   const uint64_t bytes = checked_bytes(t.shape, t.dtype);
   SG_REQUIRE(bytes <= kMaxTensorBytes, "tensor '", t.name, "' of shape ", shape_str(t.shape), " (",
-             dtype_name(t.dtype), ") needs ",
-             bytes == UINT64_MAX ? std::string("more bytes than a 64-bit size can hold") : human_bytes(bytes),
-             ", more than any machine's memory (a tensor may have at most 1 PiB)");
+             dtype_name(t.dtype), ") ",
+             bytes == UINT64_MAX ? std::string("has more bytes than a 64-bit size can count")
+                                 : "needs " + human_bytes(bytes),
+             "; a tensor may hold at most 1 PiB");
   const TensorId id = static_cast<TensorId>(tensors_.size());
   by_name_.emplace(t.name, id);
   tensors_.push_back(std::move(t));

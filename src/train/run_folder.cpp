@@ -53,7 +53,7 @@ void check_creatable(const fs::path& dir) {
 // Drops the records of steps after `step` (a resumed run redoes them) and any line a kill cut short.
 void drop_records_after(const fs::path& path, int64_t step) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return;
+  if (!fs::is_regular_file(path, ec)) return;  // absent, or a link to a device: leave it to the writes
   const std::string text = read_file(path.string(), "metrics file");
   std::string kept;
   std::istringstream in(text);

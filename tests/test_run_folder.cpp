@@ -1,0 +1,189 @@
+// Run folders (src/train/run_folder.h) and checkpoints that know their setup: a failing or a
+// second run never damages another run's files.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "stepgraph/config.h"
+#include "stepgraph/run.h"
+#include "test_errors.h"
+
+namespace sg::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json mlp(const std::string& act = "relu") {
+  json j = json::parse(R"({
+    "model": {"layers": [{"type": "dense", "units": 16}, {"type": "dense", "units": 10}]},
+    "train": {"steps": 6, "batch_size": 16, "log_every": 1, "device": "cpu"}
+  })");
+  j["model"]["layers"][0]["activation"] = act;
+  return j;
+}
+
+struct Training {
+  std::ostringstream sink;
+  RunOptions o;
+  explicit Training(const std::string& out) {
+    o.out = &sink;
+    o.out_dir = out;
+  }
+  RunSummary train(const json& j) { return train_run(parse_config(j), o); }
+};
+
+std::vector<int64_t> logged_steps(const std::string& metrics) {
+  std::vector<int64_t> steps;
+  std::istringstream in(read_bytes(metrics));
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);
+    if (j.value("event", "") == "progress") steps.push_back(j["step"].get<int64_t>());
+  }
+  return steps;
+}
+
+TEST(RunFolder, AnotherRunIsRefusedContinuedOrReplacedOnRequest) {
+  const std::string out = fresh_dir("run_folder", "refuse") + "/run";
+  Training first(out);
+  first.train(mlp());
+  const std::string ckpt = out + "/checkpoint.safetensors", metrics = out + "/metrics.jsonl";
+  const std::string saved = read_bytes(ckpt), saved_metrics = read_bytes(metrics);
+  write_file(out, "loss.png", "a plot of this run");
+  write_file(out, "notes.txt", "the user's own file");
+
+  Training second(out);
+  EXPECT_ERROR(second.train(mlp()), "output folder '" + out + "' holds an earlier run (config.json, metrics.jsonl, "
+                                    "checkpoint.safetensors); continue it with --resume " + ckpt,
+               "--overwrite");
+  EXPECT_EQ(read_bytes(ckpt), saved);
+  EXPECT_EQ(read_bytes(metrics), saved_metrics);
+
+  second.o.overwrite = true;
+  second.train(mlp("tanh"));
+  EXPECT_NE(read_bytes(ckpt), saved);
+  EXPECT_EQ(logged_steps(metrics), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));  // the new run's only
+  EXPECT_FALSE(fs::exists(out + "/loss.png"));   // the old run's picture went with it
+  EXPECT_TRUE(fs::exists(out + "/notes.txt"));   // what stepgraph did not write stays
+  EXPECT_EQ(json::parse(read_bytes(out + "/config.json"))["model"]["layers"][0]["activation"], "tanh");
+}
+
+TEST(RunFolder, AFolderAnotherRunHoldsIsRefusedWithoutWritingAnything) {
+  const std::string out = fresh_dir("run_folder", "locked");
+  const int fd = ::open(out.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // as a running stepgraph holds it
+  Training r(out);
+  EXPECT_ERROR(r.train(mlp()), "output folder '" + out + "' is in use by another stepgraph run");
+  EXPECT_TRUE(fs::is_empty(out));
+  ::close(fd);
+  EXPECT_EQ(r.train(mlp()).steps, 6);  // released: the folder is free again
+}
+
+TEST(RunFolder, ResumeRemovesStaleTemporariesAndRecordsPastTheCheckpoint) {
+  const std::string out = fresh_dir("run_folder", "resume") + "/run";
+  Training r(out);
+  r.train(mlp());
+  const std::string metrics = out + "/metrics.jsonl";
+  // As if a run continued past its step-6 checkpoint and was killed, mid-line and mid-write.
+  {
+    std::ofstream m(metrics, std::ios::app);
+    m << R"({"event":"progress","step":7,"loss":1.0})" << "\n" << R"({"event":"progress","step":8,"lo)";
+  }
+  const std::string dead = out + "/checkpoint.safetensors.tmp-999999999";  // beyond any pid
+  const std::string live = out + "/checkpoint.safetensors.tmp-1";         // init is running
+  write_file(out, fs::path(dead).filename().string(), "half a checkpoint");
+  write_file(out, fs::path(live).filename().string(), "another process's");
+
+  r.o.resume = out + "/checkpoint.safetensors";
+  r.o.steps = 9;
+  EXPECT_EQ(r.train(mlp()).steps, 9);
+  EXPECT_EQ(logged_steps(metrics), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+TEST(RunFolder, AMetricsFileThatCannotBeWrittenIsAnError) {
+  const std::string out = fresh_dir("run_folder", "full") + "/run";
+  Training r(out);
+  r.train(mlp());
+  fs::remove(out + "/metrics.jsonl");
+  fs::create_symlink("/dev/full", out + "/metrics.jsonl");
+  r.o.resume = out + "/checkpoint.safetensors";
+  r.o.steps = 8;
+  EXPECT_ERROR(r.train(mlp()), "cannot write metrics file '" + out + "/metrics.jsonl': No space left on device");
+}
+
+TEST(RunFolder, BadDataIsRefusedBeforeTheFolderExists) {
+  const std::string out = fresh_dir("run_folder", "bad_data") + "/run";
+  json j = json::parse(R"({
+    "model": {"layers": [{"type": "embedding", "vocab": 8, "dim": 16, "positions": 8},
+                         {"type": "dense", "units": 11}]},
+    "data": {"source": "sequence_task", "kind": "copy", "length": 4, "symbols": 10, "samples": 64},
+    "train": {"device": "cpu", "batch_size": 16, "steps": 3}
+  })");
+  Training r(out);
+  EXPECT_ERROR(r.train(j), "embedding: token id ", "is not an integer in [0, 8), the embedding's vocabulary");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints record the setup they come from.
+
+TEST(Checkpoint, AnotherSetupIsRefusedListingTheDifferences) {
+  const std::string dir = fresh_dir("run_folder", "setup");
+  const std::string path = dir + "/relu.safetensors";
+  Trainer relu(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
+               std::make_shared<AdamW>(1e-3));
+  relu.compile({8, 4});
+  relu.save(path);
+
+  Trainer tanh(sequential({dense(16, Activation::Tanh), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
+               std::make_shared<Adam>(1e-2));
+  tanh.compile({8, 4});
+  const auto before = tanh.params();
+  EXPECT_ERROR(tanh.load(path), "checkpoint '" + path + "' was saved from another setup:\n  model: dense(16, relu, ",
+               " in the checkpoint, dense(16, tanh, ", " here (item 0 of sequential(...))\n  optimizer: adamw(lr=0.001",
+               " in the checkpoint, adam(lr=0.01", "weights-only");
+  EXPECT_EQ(tanh.params().at("0.weight").numel(), before.at("0.weight").numel());
+  EXPECT_EQ(std::memcmp(tanh.params().at("0.weight").raw(), before.at("0.weight").raw(), 16 * 4 * 4), 0);
+  // The parameters alone, on purpose.
+  tanh.load(path, LoadMode::WeightsOnly);
+  EXPECT_EQ(std::memcmp(tanh.params().at("0.weight").raw(), relu.params().at("0.weight").raw(), 16 * 4 * 4), 0);
+  EXPECT_EQ(tanh.step(), 0);
+}
+
+TEST(Checkpoint, EvaluateNeedsTheModelNotTheOptimizer) {
+  const std::string path = fresh_dir("run_folder", "evaluate") + "/c.safetensors";
+  Trainer a(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
+            std::make_shared<AdamW>(1e-3));
+  a.compile({8, 4});
+  a.launch();
+  a.save(path);
+  Trainer b(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
+            std::make_shared<SGD>(0.1));
+  b.compile({8, 4});
+  EXPECT_ERROR(b.load(path), "optimizer: adamw(");
+  b.load(path, LoadMode::Evaluate);
+  EXPECT_EQ(b.step(), 1);
+  EXPECT_EQ(std::memcmp(b.params().at("1.weight").raw(), a.params().at("1.weight").raw(), 10 * 16 * 4), 0);
+}
+
+TEST(Checkpoint, WeightsOnlyNamesEveryMissingMismatchedAndExtraTensor) {
+  const std::string path = fresh_dir("run_folder", "weights") + "/c.safetensors";
+  Trainer three(sequential({dense(16, Activation::ReLU), dense(12), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
+                std::make_shared<AdamW>(1e-3));
+  three.compile({8, 4});
+  three.save(path);
+  Trainer two(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
+              std::make_shared<AdamW>(1e-3));
+  two.compile({8, 4});
+  EXPECT_ERROR(two.load(path, LoadMode::WeightsOnly), "checkpoint '" + path + "' does not fit this model's parameters",
+               "other shapes: '1.weight' is f32 [12, 16] there but f32 [10, 16] here",
+               "'1.bias' is f32 [12] there but f32 [10] here", "not in this model: '2.weight', '2.bias'");
+}
+
+}  // namespace
+}  // namespace sg::test
