@@ -11,6 +11,7 @@
 
 #include "stepgraph/config.h"
 #include "stepgraph/run.h"
+#include "npy_builders.h"
 #include "test_errors.h"
 #include "test_util.h"
 
@@ -601,58 +602,12 @@ TEST(Config, MissingDataFilesNameThePath) {
                "No such file or directory");
 }
 
-// A stored (uncompressed) zip archive of the given members, as numpy.savez writes.
-std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& members) {
-  auto le = [](std::string& b, uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  };
-  std::string body, central;
-  for (const auto& [name, data] : members) {
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
-    auto common = [&](std::string& b) {
-      le(b, 20, 2);  // version needed
-      le(b, 0, 2);   // flags
-      le(b, 0, 2);   // stored
-      le(b, 0, 4);   // time, date
-      le(b, crc, 4);
-      le(b, data.size(), 4);
-      le(b, data.size(), 4);
-      le(b, name.size(), 2);
-      le(b, 0, 2);  // extra length
-    };
-    const uint64_t offset = body.size();
-    le(body, 0x04034b50, 4);
-    common(body);
-    body += name + data;
-    le(central, 0x02014b50, 4);
-    le(central, 20, 2);  // version made by
-    common(central);
-    le(central, 0, 2);  // comment
-    le(central, 0, 2);  // disk
-    le(central, 0, 2);  // internal attributes
-    le(central, 0, 4);  // external attributes
-    le(central, offset, 4);
-    central += name;
-  }
-  std::string zip = body + central;
-  le(zip, 0x06054b50, 4);
-  le(zip, 0, 2);
-  le(zip, 0, 2);
-  le(zip, members.size(), 2);
-  le(zip, members.size(), 2);
-  le(zip, central.size(), 4);
-  le(zip, body.size(), 4);
-  le(zip, 0, 2);
-  return zip;
-}
-
 TEST(Config, NpzMissingMemberNamesTheMembersItHas) {
   const std::string dir = tmp_dir("npz");
   const std::string xf = (fs::path(dir) / "x.npy").string(), yf = (fs::path(dir) / "y.npy").string();
   write_npy(xf, random_f32({8, 3}, 1));
   write_npy(yf, HostArray::i32({8}, {0, 1, 0, 1, 0, 1, 0, 1}));
-  write_file(dir, "set.npz", stored_zip({{"features.npy", read_bytes(xf)}, {"labels.npy", read_bytes(yf)}}));
+  write_file(dir, "set.npz", build_zip({{"features.npy", read_bytes(xf)}, {"labels.npy", read_bytes(yf)}}));
   json j = base();
   j["model"]["layers"][1]["units"] = 2;
   j["data"] = {{"source", "npz"}, {"path", "set.npz"}, {"validation_split", 0.0}};

@@ -132,17 +132,22 @@ TEST(RunFolder, BadDataIsRefusedBeforeTheFolderExists) {
 // ---------------------------------------------------------------------------------------------
 // Checkpoints record the setup they come from.
 
+// A compiled trainer of softmax cross-entropy on [8, 4] inputs.
+std::unique_ptr<Trainer> compiled(std::vector<LayerPtr> layers, OptimizerPtr opt) {
+  auto t = std::make_unique<Trainer>(sequential(std::move(layers)), std::make_shared<SoftmaxCrossEntropy>(), std::move(opt));
+  t->compile({8, 4});
+  return t;
+}
+
 TEST(Checkpoint, AnotherSetupIsRefusedListingTheDifferences) {
   const std::string dir = fresh_dir("run_folder", "setup");
   const std::string path = dir + "/relu.safetensors";
-  Trainer relu(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
-               std::make_shared<AdamW>(1e-3));
-  relu.compile({8, 4});
+  auto relu_t = compiled({dense(16, Activation::ReLU), dense(10)}, std::make_shared<AdamW>(1e-3));
+  Trainer& relu = *relu_t;
   relu.save(path);
 
-  Trainer tanh(sequential({dense(16, Activation::Tanh), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
-               std::make_shared<Adam>(1e-2));
-  tanh.compile({8, 4});
+  auto tanh_t = compiled({dense(16, Activation::Tanh), dense(10)}, std::make_shared<Adam>(1e-2));
+  Trainer& tanh = *tanh_t;
   const auto before = tanh.params();
   EXPECT_ERROR(tanh.load(path), "checkpoint '" + path + "' was saved from another setup:\n  model: dense(16, relu, ",
                " in the checkpoint, dense(16, tanh, ", " here (item 0 of sequential(...))\n  optimizer: adamw(lr=0.001",
@@ -157,14 +162,12 @@ TEST(Checkpoint, AnotherSetupIsRefusedListingTheDifferences) {
 
 TEST(Checkpoint, EvaluateNeedsTheModelNotTheOptimizer) {
   const std::string path = fresh_dir("run_folder", "evaluate") + "/c.safetensors";
-  Trainer a(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
-            std::make_shared<AdamW>(1e-3));
-  a.compile({8, 4});
+  auto a_t = compiled({dense(16, Activation::ReLU), dense(10)}, std::make_shared<AdamW>(1e-3));
+  Trainer& a = *a_t;
   a.launch();
   a.save(path);
-  Trainer b(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
-            std::make_shared<SGD>(0.1));
-  b.compile({8, 4});
+  auto b_t = compiled({dense(16, Activation::ReLU), dense(10)}, std::make_shared<SGD>(0.1));
+  Trainer& b = *b_t;
   EXPECT_ERROR(b.load(path), "optimizer: adamw(");
   b.load(path, LoadMode::Evaluate);
   EXPECT_EQ(b.step(), 1);
@@ -173,13 +176,11 @@ TEST(Checkpoint, EvaluateNeedsTheModelNotTheOptimizer) {
 
 TEST(Checkpoint, WeightsOnlyNamesEveryMissingMismatchedAndExtraTensor) {
   const std::string path = fresh_dir("run_folder", "weights") + "/c.safetensors";
-  Trainer three(sequential({dense(16, Activation::ReLU), dense(12), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
-                std::make_shared<AdamW>(1e-3));
-  three.compile({8, 4});
+  auto three_t = compiled({dense(16, Activation::ReLU), dense(12), dense(10)}, std::make_shared<AdamW>(1e-3));
+  Trainer& three = *three_t;
   three.save(path);
-  Trainer two(sequential({dense(16, Activation::ReLU), dense(10)}), std::make_shared<SoftmaxCrossEntropy>(),
-              std::make_shared<AdamW>(1e-3));
-  two.compile({8, 4});
+  auto two_t = compiled({dense(16, Activation::ReLU), dense(10)}, std::make_shared<AdamW>(1e-3));
+  Trainer& two = *two_t;
   EXPECT_ERROR(two.load(path, LoadMode::WeightsOnly), "checkpoint '" + path + "' does not fit this model's parameters",
                "other shapes: '1.weight' is f32 [12, 16] there but f32 [10, 16] here",
                "'1.bias' is f32 [12] there but f32 [10] here", "not in this model: '2.weight', '2.bias'");

@@ -514,6 +514,42 @@ def test_train_from_a_dict(tmp_path):
     assert e["steps"] == 60 and e["accuracy"] == pytest.approx(s["accuracy"])
 
 
+def test_a_run_folder_is_kept_unless_continued_or_replaced(tmp_path):
+    run = tmp_path / "run"
+    sg.train(SMALL, out_dir=run)
+    ckpt = run / "checkpoint.safetensors"
+    saved = ckpt.read_bytes()
+    with pytest.raises(sg.Error, match=r"holds an earlier run .*overwrite=True"):
+        sg.train(SMALL, out_dir=run)
+    assert ckpt.read_bytes() == saved
+    s = sg.train(SMALL, steps=70, out_dir=run, resume=ckpt)  # continues the same run
+    assert s["steps"] == 70
+    records = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    progress = [r["step"] for r in records if r["event"] == "progress"]
+    assert progress == list(range(10, 71, 10))  # no step logged twice
+    s = sg.train(SMALL, steps=10, out_dir=run, overwrite=True)
+    assert s["steps"] == 10
+
+
+def test_a_checkpoint_loads_into_its_own_setup_or_weights_only(tmp_path):
+    run = tmp_path / "run"
+    sg.train(SMALL, out_dir=run)
+    ckpt = run / "checkpoint.safetensors"
+    tanh = json.loads(json.dumps(SMALL))
+    tanh["model"]["layers"][0]["activation"] = "tanh"
+    with pytest.raises(sg.Error, match=r"saved from another setup:\n  model: .*relu.* in the checkpoint, .*tanh.* here"):
+        sg.train(tanh, steps=70, resume=ckpt)
+    s = sg.train(tanh, steps=5, resume=ckpt, weights_only=True)
+    assert s["steps"] == 5
+    assert 0 <= sg.evaluate_checkpoint(tanh, ckpt, weights_only=True)["accuracy"] <= 1
+    t = sg.Trainer(sg.Sequential(sg.Dense(32, "tanh"), sg.Dense(3)), sg.SoftmaxCrossEntropy(), sg.Adam(0.01), device="cpu")
+    t.compile((32, 8))
+    with pytest.raises(sg.Error, match="another setup"):
+        t.load(ckpt)
+    t.load(ckpt, weights_only=True)
+    assert t.step == 0
+
+
 def test_train_from_a_path_with_overrides(tmp_path, capsys):
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(SMALL))
