@@ -647,7 +647,9 @@ std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& m
     for (int i = 0; i < n; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
   };
   std::string body, central;
-  for (const auto& [name, data] : members) {
+  for (const auto& member : members) {
+    // Named references, not a structured binding: lambdas capture them in C++17 (clang 14).
+    const std::string &name = member.first, &data = member.second;
     const uint32_t crc = static_cast<uint32_t>(
         crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
     auto common = [&](std::string& b) {
@@ -735,8 +737,9 @@ TEST(Config, BadResumeCheckpointLeavesTheOutputFolderAsItWas) {
   // A different config (another output width) in the same folder: refused before any write.
   json other = base();
   other["model"]["layers"][1]["units"] = 12;
-  for (const auto& [path, want] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& bad_want : std::vector<std::pair<std::string, std::string>>{
            {bad, "safetensors file '" + bad + "': "}, {garbage, "safetensors file '" + garbage + "': "}}) {
+    const std::string &path = bad_want.first, &want = bad_want.second;  // EXPECT_ERROR's lambda captures them
     o.resume = path;
     o.steps = 10;
     EXPECT_ERROR(train_run(cfg, o), want);
