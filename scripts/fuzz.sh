@@ -48,7 +48,8 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 failed=()
 
 # Runs every committed corpus file of target $1 once and copies the passing ones into its work
-# corpus (a failing one is removed from it: libFuzzer would stop on it before fuzzing). Prints each failing file with what went wrong; sets bad_files[$1].
+# corpus (a failing one is removed from it: libFuzzer would stop on it before fuzzing). Prints
+# each failing file with what went wrong; sets bad_files[$1].
 declare -A bad_files
 regress() {
   local t=$1 f log rc n=0 bad=0
