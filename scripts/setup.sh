@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test on a fresh Debian or Ubuntu machine:
-# a C++17 compiler, CMake (>= 3.24), Ninja, nlohmann-json, CLI11, GoogleTest, zlib, Python 3 and
-# Open MPI's runtime (mpirun launches of data-parallel training).
+# a C++17 compiler, CMake (>= 3.24), Ninja, nlohmann-json, CLI11, GoogleTest, zlib, Python 3,
+# Open MPI's runtime (mpirun launches of data-parallel training) and clang with its sanitizer and
+# libFuzzer runtimes (the sanitizer and fuzz builds).
 #
 #   bash scripts/setup.sh
 #
@@ -27,8 +28,10 @@ set -euo pipefail
 
 # openmpi-bin: mpirun launches of data-parallel training (NCCL's id by MPI_Bcast; libmpi.so.40 is
 # loaded at run time) and the test that runs that bootstrap as two real ranks.
+# clang, libclang-rt-dev (its ASan, UBSan and libFuzzer runtimes): the sanitizer test build and
+# the libFuzzer targets (scripts/sanitize.sh, scripts/fuzz.sh); the real build stays gcc (+ nvcc).
 PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev
-          openmpi-bin)
+          openmpi-bin clang libclang-rt-dev)
 MIN_CMAKE=3.24
 
 say() { echo "setup: $*"; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The second command on a fresh machine (and what CI runs): install the dependencies, build
 # stepgraph with its tests (Release, in build/), run every test with ctest, and the self-tests of
-# the benchmark scripts. Exits non-zero when anything fails.
+# the benchmark scripts; with clang, the CPU tests again under ASan + UBSan and a short fuzz run
+# (scripts/sanitize.sh, scripts/fuzz.sh --ci). Exits non-zero when anything fails.
 #
 #   bash scripts/test.sh
 #
@@ -43,6 +44,19 @@ python3 bench/bench_cnn_vs_torch.py --self-test || failed+=("bench_cnn_vs_torch.
 echo
 echo "test: bench/bench_ops_vs_torch.py --self-test"
 python3 bench/bench_ops_vs_torch.py --self-test || failed+=("bench_ops_vs_torch.py --self-test")
+
+# ASan + UBSan and the fuzzers need clang (scripts/setup.sh installs it); one clang build in
+# build-sanitize/ serves both (docs/fuzzing.md).
+echo
+if command -v clang++ >/dev/null 2>&1 || command -v clang++-14 >/dev/null 2>&1; then
+  echo "test: the CPU test suite under ASan + UBSan (scripts/sanitize.sh, clang, build-sanitize/)"
+  bash scripts/sanitize.sh || failed+=("sanitize.sh")
+  echo
+  echo "test: the fuzz corpus once, then each fuzz target for 20 s (scripts/fuzz.sh --ci)"
+  bash scripts/fuzz.sh --ci || failed+=("fuzz.sh --ci")
+else
+  echo "test: SKIPPED the sanitizer tests and the fuzzers: no clang++ (scripts/setup.sh installs it)"
+fi
 
 echo
 if [ ${#failed[@]} -ne 0 ]; then

@@ -650,8 +650,9 @@ TEST(Config, BadResumeCheckpointLeavesTheOutputFolderAsItWas) {
   // A different config (another output width) in the same folder: refused before any write.
   json other = base();
   other["model"]["layers"][1]["units"] = 12;
-  for (const auto& [path, want] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& bad_want : std::vector<std::pair<std::string, std::string>>{
            {bad, "safetensors file '" + bad + "': "}, {garbage, "safetensors file '" + garbage + "': "}}) {
+    const std::string &path = bad_want.first, &want = bad_want.second;  // EXPECT_ERROR's lambda captures them
     o.resume = path;
     o.steps = 10;
     // Another run's checkpoint into this folder: refused as it stands, and with --overwrite the

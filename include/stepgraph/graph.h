@@ -42,8 +42,9 @@ class StepGraph {
 
  private:
   void* stream_ = nullptr;
-  bool own_stream_ = false;
-  void* graph_ = nullptr;  // cudaGraph_t
+  // [[maybe_unused]]: only the CUDA build's step_graph.cpp touches these.
+  [[maybe_unused]] bool own_stream_ = false;
+  [[maybe_unused]] void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
   Shape key_;
   size_t nodes_ = 0;
@@ -63,8 +64,8 @@ class Timer {
 
  private:
   void* stream_ = nullptr;
-  void* start_ = nullptr;  // cudaEvent_t
-  void* stop_ = nullptr;
+  [[maybe_unused]] void* start_ = nullptr;  // cudaEvent_t (CUDA build only)
+  [[maybe_unused]] void* stop_ = nullptr;
   std::chrono::steady_clock::time_point t0_;
 };
 

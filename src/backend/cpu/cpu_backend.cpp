@@ -106,7 +106,8 @@ class CpuBackend : public Backend {
         return [=] { cpu::gather_batch(dX, dY, step, X, y, valid, N, D, B, row, a); };
       }
       case OpKind::Dense: {
-        auto [X, W, b, Y, Z] = std::make_tuple(f(in[0]), f(in[1]), f(in[2]), f(out[0]), f(out[1]));
+        const float *X = f(in[0]), *W = f(in[1]), *b = f(in[2]);
+        float *Y = f(out[0]), *Z = f(out[1]);
         // Rows: every leading index of X [B, ..., I].
         int64_t I = dim(in[1], 1), B = count(in[0]) / I, O = dim(in[1], 0);
         Activation act = op.attr<DenseAttrs>().act;
