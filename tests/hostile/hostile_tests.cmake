@@ -113,7 +113,7 @@ sg_cli_fail(hostile_second_run_into_a_run_folder
   UNCHANGED "${SG_RELU_RUN}/checkpoint.safetensors|${SG_RELU_RUN}/metrics.jsonl|${SG_RELU_RUN}/config.json"
   REQUIRES hostile_relu_run)
 sg_cli_fail(hostile_divergence_names_the_last_checkpoint
-  ARGS train "${SG_HOSTILE}/diverges.json" --out "${SG_RUNS}/hostile_diverges"
+  ARGS train "${SG_HOSTILE}/diverges.json" --out "${SG_RUNS}/hostile_diverges" --overwrite
   EXIT 1
   STDERR "^stepgraph: error: loss became [-a-z]+ at step ([2-9]|1[0-9]): training diverged \\(try a smaller learning rate\\); the last checkpoint, '[^']*hostile_diverges/checkpoint\\.safetensors', is from step [1-9]"
   REQUIRES hostile_inputs)
