@@ -11,6 +11,7 @@ LOG=${2:-${OUT:-/tmp/stepgraph-gpu}}
 BENCH=1
 [ "${3:-}" = "--no-bench" ] && BENCH=0
 mkdir -p "$LOG"
+: > "$LOG/summary.txt"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # libcudnn.so.9 for the convolutions (loaded at run time): the toolkit's or python3's wheel.
 CUDNN_LIB=$(bash scripts/cudnn_lib_dir.sh)
@@ -25,7 +26,11 @@ export NCCL_NVLS_ENABLE=0
 SG="$BUILD/stepgraph"
 declare -a rows
 
-row() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
+# Each row also goes to summary.txt at once, so a run cut short still leaves its table.
+row() {
+  rows+=("$(printf '%-34s %s' "$1" "$2")")
+  printf '%-34s %s\n' "$1" "$2" >> "$LOG/summary.txt"
+}
 
 nvidia-smi -L | tee "$LOG/gpu.txt"
 
@@ -41,7 +46,7 @@ row "python tests (GPU parity, DLPack)" "exit $? $(tail -n 1 "$LOG/python.log" |
 "$SG" train --device cuda --json --out "$LOG/run_default" > "$LOG/train_default.log" 2>&1
 row "train default on cuda" "$(tail -n 1 "$LOG/train_default.log" | cut -c1-160)"
 
-"$SG" train configs/digits_cnn.json --device cuda --json > "$LOG/train_digits_cnn.log" 2>&1
+"$SG" train configs/digits_cnn.json --device cuda --json --out "$LOG/run_digits_cnn" > "$LOG/train_digits_cnn.log" 2>&1
 row "train digits_cnn on cuda" "$(tail -n 1 "$LOG/train_digits_cnn.log" | cut -c1-160)"
 
 # The transformer examples on the GPU (layer norm, embedding, attention kernels).

@@ -14,6 +14,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/build.sh
 
+# A demo run: running the quick start again replaces its own earlier run (runs/default) instead of
+# being refused as a second run into that folder.
 echo
-echo "quickstart: training the default model (an MLP on the digits data): build/stepgraph train${*:+ $*}"
-build/stepgraph train "$@"
+echo "quickstart: training the default model (an MLP on the digits data): build/stepgraph train --overwrite${*:+ $*}"
+build/stepgraph train --overwrite "$@"
