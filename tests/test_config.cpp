@@ -669,10 +669,12 @@ TEST(Config, BadResumeCheckpointLeavesTheOutputFolderAsItWas) {
                "model: dense(10, none, init=xavier, bias) in the checkpoint, dense(12, none, init=xavier, bias) here (item 1 of "
                "sequential(...))",
                "--weights-only");
-  o.weights_only = true;
+  o.weights_only = true;  // a new run from its weights: it replaces the folder's run, once checked
+  o.overwrite = true;
   EXPECT_ERROR(train_run(parse_config(other), o), cat("checkpoint '", ckpt, "' does not fit this model's parameters"),
                "'1.weight' is f32 [10, 32] there but f32 [12, 32] here", "'1.bias' is f32 [10] there but f32 [12] here");
   o.weights_only = false;
+  o.overwrite = false;
   EXPECT_EQ(read_bytes(ckpt), good);
   EXPECT_EQ(read_bytes(metrics), good_metrics);
   EXPECT_EQ(read_bytes(config), good_config);

@@ -99,6 +99,11 @@ TEST(RunFolder, ResumeRemovesStaleTemporariesAndRecordsPastTheCheckpoint) {
 
   r.o.resume = out + "/checkpoint.safetensors";
   r.o.steps = 9;
+  // Its weights alone would start a new run at step 0 in this folder: refused like any other.
+  r.o.weights_only = true;
+  EXPECT_ERROR(r.train(mlp()), "holds an earlier run", "a weights-only start is a new run");
+  EXPECT_TRUE(fs::exists(dead));  // refused before anything in the folder changed
+  r.o.weights_only = false;
   EXPECT_EQ(r.train(mlp()).steps, 9);
   EXPECT_EQ(logged_steps(metrics), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_FALSE(fs::exists(dead));

@@ -199,6 +199,7 @@ class Trainer {
   void check_batch(const Variant& v, const HostArray& X, const HostArray& y, const std::string& what) const;
   void upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0, int64_t rows);
   HostArray read_tensor(const std::string& name) const;
+  std::vector<TensorInfo> persistent_tensors() const;  // in creation order (checkpoint order)
   void settle() const;
   void write_tensor(const std::string& name, const HostArray& a);
 

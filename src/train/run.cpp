@@ -183,9 +183,9 @@ class Checkpoints {
  public:
   Checkpoints(const RunOptions& opt, std::string path, int64_t start) : path_(std::move(path)), start_(start) {
     std::error_code ec;
-    resumed_here_ = !opt.resume.empty() && !path_.empty() && std::filesystem::equivalent(opt.resume, path_, ec);
+    resumed_here_ = !opt.resume.empty() && !opt.weights_only && !path_.empty() &&
+                    std::filesystem::equivalent(opt.resume, path_, ec);
   }
-  const std::string& path() const { return path_; }
   void save(Trainer& t) {
     if (path_.empty()) return;
     t.save(path_);

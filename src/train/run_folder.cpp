@@ -32,11 +32,14 @@ std::vector<std::string> marks_in(const fs::path& dir) {
   return found;
 }
 
-// This run continues the run in `dir`: it resumes from that folder's own checkpoint.
-bool continues(const RunOptions& opt, const fs::path& dir) {
+bool from_own_checkpoint(const RunOptions& opt, const fs::path& dir) {
   std::error_code ec;
   return !opt.resume.empty() && fs::equivalent(fs::path(opt.resume), dir / "checkpoint.safetensors", ec);
 }
+
+// This run continues the run in `dir`: it resumes from that folder's own checkpoint (a
+// weights-only start is a new run, at step 0).
+bool continues(const RunOptions& opt, const fs::path& dir) { return !opt.weights_only && from_own_checkpoint(opt, dir); }
 
 // The folder does not exist yet: its nearest existing ancestor must be a folder we can write.
 void check_creatable(const fs::path& dir) {
@@ -83,9 +86,12 @@ void check_run_folder(const RunOptions& opt) {
   std::string files;
   for (const std::string& m : marks) files += (files.empty() ? "" : ", ") + m;
   const std::string ckpt = (dir / "checkpoint.safetensors").string();
-  throw Error(cat("output folder '", opt.out_dir, "' holds ",
-                  opt.resume.empty() ? "an earlier run" : cat("another run than the checkpoint '", opt.resume, "'"),
-                  " (", files, "); continue it with --resume ", ckpt,
+  const std::string holds =
+      opt.resume.empty() || (opt.weights_only && from_own_checkpoint(opt, dir))
+          ? "an earlier run"
+          : cat("another run than the checkpoint '", opt.resume, "'");
+  throw Error(cat("output folder '", opt.out_dir, "' holds ", holds, " (", files, "); ",
+                  opt.weights_only ? "a weights-only start is a new run: " : "", "continue it with --resume ", ckpt,
                   ", replace it with --overwrite (Python: overwrite=True), or choose another output folder"));
 }
 
