@@ -34,7 +34,7 @@ if(STEPGRAPH_FUZZ)
     src/backend/cpu/cpu_kernels.cpp
     src/backend/cpu/conv_kernels.cpp
     src/backend/cpu/sequence_kernels.cpp
-    src/pinn/pinn_kernels.cpp
+    src/backend/cpu/pinn_kernels.cpp
     PROPERTIES COMPILE_OPTIONS -fno-sanitize=fuzzer-no-link)
   message(STATUS "stepgraph: libFuzzer targets in tests/fuzz")
 endif()

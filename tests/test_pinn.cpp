@@ -4,7 +4,7 @@
 #include <set>
 
 #include "pinn/expression.h"
-#include "pinn/pinn_kernels.h"
+#include "backend/cpu/pinn_kernels.h"
 #include "stepgraph/pinn.h"
 #include "stepgraph/trainer.h"
 #include "jet_reference.h"

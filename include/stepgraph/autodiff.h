@@ -4,9 +4,13 @@
 #include <vector>
 
 #include "stepgraph/ir.h"
-#include "stepgraph/optim.h"
 
 namespace sg {
+
+// A trained tensor and its gradient, as optimizers take them.
+struct ParamGrad {
+  TensorId param = kNone, grad = kNone;
+};
 
 // Appends the backward ops of everything `pred` depends on, seeded with `dpred` (the gradient a
 // fused loss op wrote). Ops are visited in reverse; a tensor used by several ops gets the first

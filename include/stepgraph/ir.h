@@ -121,6 +121,8 @@ enum class OpKind : uint8_t {
   // range FP8 scaling needs), written every step.
   AbsMax,               // in {X}                     out {amax[1]}
 };
+// How many kinds there are; each has its row in the op table (src/ir/op_table.h).
+constexpr int kNumOpKinds = static_cast<int>(OpKind::AbsMax) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "stepgraph/autodiff.h"  // ParamGrad
 #include "stepgraph/nn.h"
 
 namespace sg {
@@ -29,10 +30,6 @@ struct Schedule {
   static Schedule cosine(int64_t warmup_steps, int64_t total_steps, double min_lr_ratio = 0.0);
   double lr_at(double base_lr, int64_t t) const;  // host reference of the same formula
   std::string describe() const;
-};
-
-struct ParamGrad {
-  TensorId param = kNone, grad = kNone;
 };
 
 // Names of the StepScalar tensors every optimizer creates.

@@ -1,4 +1,4 @@
-#include "pinn/pinn_kernels.h"
+#include "backend/cpu/pinn_kernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,58 @@
+// The loss ops: shape rules and the CPU reference bindings.
+#include "ops/loss_ops.h"
+
+#include "backend/cpu/cpu_kernels.h"
+
+namespace sg::ops {
+
+namespace {
+
+void check_valid(const OpCheck& c) {
+  const TensorId v = c.in(2);
+  if (v != kNone)
+    c.expect(c.shape(v) == Shape{1} && c.dtype(v) == DType::I32, cat("valid-row count ", c.desc(v), " must be i32 [1]"));
+  c.expect(c.shape(c.out(0)) == Shape{1}, cat("loss ", c.desc(c.out(0)), " must be [1]"));
+}
+
+}  // namespace
+
+void check_softmax_cross_entropy(const OpCheck& c) {
+  const TensorId z = c.in(0), y = c.in(1);
+  c.expect(c.shape(z).size() >= 2, cat("logits ", c.desc(z), " must be [batch, classes] or [batch, ..., classes]"));
+  const Shape ls(c.shape(z).begin(), c.shape(z).end() - 1);
+  c.expect(c.shape(y) == ls && c.dtype(y) == DType::I32,
+           cat("labels must be i32 ", shape_str(ls), ", got ", dtype_name(c.dtype(y)), " ", shape_str(c.shape(y))));
+  c.same(z, c.out(1));
+  check_valid(c);
+}
+
+std::function<void()> cpu_softmax_cross_entropy(const CpuBind& b) {
+  const float* z = b.f(b.in(0));
+  const int32_t* y = b.i32(b.in(1));
+  const int32_t* valid = b.i32(b.in(2));
+  float *loss = b.f(b.out(0)), *dz = b.f(b.out(1));
+  // Logits [B, ..., C]: per_row labels per batch row.
+  const int64_t B = b.dim(b.in(0), 0), C = b.tensor(b.in(0)).shape.back(), per_row = b.count(b.in(1)) / B;
+  const Reduction r = b.attr<LossAttrs>().reduction;
+  const bool ignore = b.attr<LossAttrs>().ignore_negative;
+  return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r, per_row, ignore); };
+}
+
+void check_mean_squared_error(const OpCheck& c) {
+  c.same(c.in(0), c.in(1));
+  c.same(c.in(0), c.out(1));
+  check_valid(c);
+}
+
+std::function<void()> cpu_mean_squared_error(const CpuBind& b) {
+  const float *pred = b.f(b.in(0)), *tgt = b.f(b.in(1));
+  const int32_t* valid = b.i32(b.in(2));
+  float *loss = b.f(b.out(0)), *dp = b.f(b.out(1));
+  const int64_t B = b.dim(b.in(0), 0), T = b.count(b.in(0)) / B;
+  const Reduction r = b.attr<LossAttrs>().reduction;
+  return [=] { cpu::mean_squared_error(pred, tgt, valid, loss, dp, B, T, r); };
+}
+
+std::string loss_attrs_text(const Op& op) { return cat("(", reduction_name(op.attr<LossAttrs>().reduction), ")"); }
+
+}  // namespace sg::ops

@@ -1,0 +1,79 @@
+// The optimizer's ops: shape rules and the CPU reference bindings.
+#include "ops/optim_ops.h"
+
+#include "backend/cpu/cpu_kernels.h"
+
+namespace sg::ops {
+
+namespace {
+
+int64_t num_params(const Op& op) {
+  return op.kind == OpKind::AdamUpdate ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
+}
+// State tensors per parameter: Adam's two moments, SGD's momentum buffer when it has one.
+int64_t num_states(const Op& op) {
+  return op.kind == OpKind::AdamUpdate ? 2 : op.attr<SgdAttrs>().momentum != 0.0 ? 1 : 0;
+}
+
+}  // namespace
+
+void check_schedule(const OpCheck& c) {
+  c.expect(c.shape(c.in(0)) == Shape{1} && c.dtype(c.in(0)) == DType::I32, cat("step ", c.desc(c.in(0)), " must be i32 [1]"));
+  c.expect(c.out(0) == c.in(0), "writes the step counter it reads");
+  c.expect(c.shape(c.in(1)) == Shape{hyper::kSize}, cat("hyperparameters ", c.desc(c.in(1)), " must be [", hyper::kSize, "]"));
+  c.expect(c.shape(c.out(1)) == Shape{sched::kSize}, cat("schedule ", c.desc(c.out(1)), " must be [", sched::kSize, "]"));
+}
+
+std::function<void()> cpu_schedule(const CpuBind& b) {
+  int32_t* step = b.i32(b.out(0));
+  const float* hyper = b.f(b.in(1));
+  float* sched = b.f(b.out(1));
+  const ScheduleAttrs a = b.attr<ScheduleAttrs>();
+  return [=] { cpu::schedule(step, hyper, sched, a); };
+}
+
+void check_update(const OpCheck& c) {
+  const Op& op = c.op();
+  const int64_t n = num_params(op), s = num_states(op);
+  c.expect(n >= 1 && static_cast<int64_t>(op.in.size()) == 2 + n * (2 + s) &&
+               static_cast<int64_t>(op.out.size()) == n * (1 + s),
+           cat("expects 2 + ", 2 + s, " x ", n, " inputs and ", 1 + s, " x ", n, " outputs for ", n,
+               " parameters, got ", op.in.size(), " and ", op.out.size()));
+  for (int64_t k = 0; k < n; ++k) {
+    const TensorId P = c.in(2 + k);
+    c.expect(c.out(k) == P, cat("updates parameter ", c.desc(P), " in place"));
+    c.same(P, c.in(2 + n + k));  // its gradient
+    for (int64_t j = 0; j < s; ++j) {
+      c.same(P, c.in(2 + (2 + j) * n + k));
+      c.expect(c.out((1 + j) * n + k) == c.in(2 + (2 + j) * n + k), cat("updates the state of ", c.desc(P), " in place"));
+    }
+  }
+}
+
+std::function<void()> cpu_update(const CpuBind& b) {
+  const Op& op = b.op();
+  const bool adam = op.kind == OpKind::AdamUpdate;
+  const int64_t n = num_params(op);
+  const bool has_m = num_states(op) > 0;
+  std::vector<cpu::ParamSlice> slices;
+  for (int64_t k = 0; k < n; ++k) {
+    cpu::ParamSlice s{};
+    s.p = b.f(b.in(2 + k));
+    s.g = b.f(b.in(2 + n + k));
+    s.m = has_m ? b.f(b.in(2 + 2 * n + k)) : nullptr;
+    s.v = adam ? b.f(b.in(2 + 3 * n + k)) : nullptr;
+    s.n = b.count(b.in(2 + k));
+    slices.push_back(s);
+  }
+  const float *hyper = b.f(b.in(0)), *sched = b.f(b.in(1));
+  if (adam) {
+    const AdamAttrs a = b.attr<AdamAttrs>();
+    return [=] { cpu::adam_update(slices, hyper, sched, a); };
+  }
+  const SgdAttrs a = b.attr<SgdAttrs>();
+  return [=] { cpu::sgd_update(slices, hyper, sched, a); };
+}
+
+std::string update_summary(const Op& op) { return cat(num_params(op), " parameters in one launch"); }
+
+}  // namespace sg::ops

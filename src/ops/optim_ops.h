@@ -1,0 +1,25 @@
+// The optimizer's ops: the learning-rate schedule and the in-place parameter updates, each
+// update one op over every parameter. Their rows of the op table.
+#pragma once
+
+#include "ir/op_table.h"
+
+namespace sg::ops {
+
+void check_schedule(const OpCheck& c);
+std::function<void()> cpu_schedule(const CpuBind& b);
+void check_update(const OpCheck& c);
+std::function<void()> cpu_update(const CpuBind& b);
+std::string update_summary(const Op& op);
+
+// step += 1, then sched = {lr, 1 - beta1^t, 1 - beta2^t, step} from the device step counter.
+inline constexpr OpDef kSchedule{OpKind::Schedule, "schedule", "step hyper", "step sched", check_schedule, no_gradient,
+                                 cpu_schedule};
+// in {hyper, sched, P..., G..., M...} out {P..., M...}, in place (M only with momentum).
+inline constexpr OpDef kSgdUpdate{OpKind::SgdUpdate, "sgd_update", "hyper sched tensors...", "tensors...",
+                                  check_update, no_gradient, cpu_update, nullptr, nullptr, update_summary};
+// in {hyper, sched, P..., G..., M..., V...} out {P..., M..., V...}, in place.
+inline constexpr OpDef kAdamUpdate{OpKind::AdamUpdate, "adam_update", "hyper sched tensors...", "tensors...",
+                                   check_update, no_gradient, cpu_update, nullptr, nullptr, update_summary};
+
+}  // namespace sg::ops

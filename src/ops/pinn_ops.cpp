@@ -1,0 +1,171 @@
+// The physics-informed ops: shape rules, gradient rules and the CPU reference bindings.
+#include "ops/pinn_ops.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "autodiff/grad_builder.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/pinn_kernels.h"
+
+namespace sg::ops {
+
+namespace {
+
+// "u, u_0, u_1, u_00+u_11": a jet's components in row-block order, inputs by index.
+std::string jet_components(const JetSpec& js) {
+  std::string s = "u";
+  for (int i = 0; i < js.d; ++i) s += cat(", u_", i);
+  for (int p = 0; p < js.npairs; ++p) {
+    if (js.trace[p] == 0) {
+      s += cat(", u_", int{js.pi[p]}, int{js.pj[p]});
+      continue;
+    }
+    std::string sum;
+    for (int i = 0; i < js.d; ++i)
+      if ((js.trace[p] >> i) & 1) sum += cat(sum.empty() ? "" : "+", "u_", i, i);
+    s += ", " + sum;
+  }
+  return s;
+}
+
+}  // namespace
+
+void check_jet(const OpCheck& c) {
+  const Op& op = c.op();
+  const JetAttrs& a = c.attr<JetAttrs>();
+  const JetSpec& js = a.jet;
+  for (TensorId t : op.out)
+    if (t != kNone) c.rank(t, 2);
+  const int64_t rows = c.shape(c.out(0))[0];
+  c.expect(a.head >= 0 && a.head <= rows && (rows - a.head) % js.K() == 0,
+           cat("'", c.name(c.out(0)), "' has ", rows, " rows: ", a.head, " value rows, then not a multiple of the ",
+               js.K(), " jet components"));
+  if (op.kind == OpKind::JetInput) {
+    int64_t head = 0;
+    for (size_t k = 1; k < op.in.size(); ++k) head += c.shape(op.in[k])[0];
+    c.expect(rows == a.head + js.K() * c.shape(c.in(0))[0] && head == a.head,
+             cat("jet input: ", rows, " rows, expected the ", head, " rows of the value-only points (", a.head,
+                 " in its attributes) + ", js.K(), " x ", c.shape(c.in(0))[0], " jet rows"));
+  }
+}
+
+std::string jet_attrs_text(const Op& op) {
+  const JetAttrs& a = op.attr<JetAttrs>();
+  std::string s = op.kind == OpKind::JetInput ? cat("(", jet_components(a.jet), ")") : std::string();
+  // A network pass shared by several terms: the value-only rows first, each loss on its rows.
+  if (a.head > 0) s += cat("(", a.head, " value-only rows first)");
+  return s;
+}
+
+// Jet activations and Fourier features: in {A} out {Y} -> backward in {dY, A} out {dA}.
+void grad_jet_activation(GradBuilder& g, const Op& op) {
+  g.emit(op, OpKind::JetActivationBackward, {g.grad(op.out[0]), op.in[0]}, {op.in[0]});
+}
+void grad_fourier_features(GradBuilder& g, const Op& op) {
+  g.emit(op, OpKind::FourierFeaturesBackward, {g.grad(op.out[0]), op.in[0]}, {op.in[0]});
+}
+
+// A jet tensor's `head` value-only rows are a jet with no derivatives (JetSpec{}: one
+// component), then the K blocks follow from row head.
+std::function<void()> cpu_jet_input(const CpuBind& b) {
+  const Op& op = b.op();
+  const float* X = b.f(b.in(0));
+  float* J = b.f(b.out(0));
+  const JetAttrs a = b.attr<JetAttrs>();
+  const int64_t B = b.dim(b.in(0), 0), d = b.dim(b.in(0), 1);
+  std::vector<std::pair<const float*, int64_t>> heads;
+  for (size_t k = 1; k < op.in.size(); ++k) heads.emplace_back(b.f(op.in[k]), b.dim(op.in[k], 0));
+  return [=] {
+    float* j = J;
+    for (const auto& [H, n] : heads) j = std::copy(H, H + n * d, j);
+    cpu::jet_input(X, j, B, a.jet);
+  };
+}
+
+std::function<void()> cpu_jet_activation(const CpuBind& b) {
+  const float* A = b.f(b.in(0));
+  float* Y = b.f(b.out(0));
+  const JetAttrs a = b.attr<JetAttrs>();
+  const int64_t B = (b.dim(b.in(0), 0) - a.head) / a.jet.K(), H = b.dim(b.in(0), 1), W = b.dim(b.out(0), 1);
+  return [=] {
+    cpu::jet_activation(A, Y, a.head, H, JetSpec{}, a.act);
+    cpu::jet_activation(A + a.head * H, Y + a.head * W, B, H, a.jet, a.act);
+  };
+}
+
+std::function<void()> cpu_fourier_features(const CpuBind& b) {
+  const float* A = b.f(b.in(0));
+  float* Y = b.f(b.out(0));
+  const JetAttrs a = b.attr<JetAttrs>();
+  const int64_t B = (b.dim(b.in(0), 0) - a.head) / a.jet.K(), H = b.dim(b.in(0), 1), W = b.dim(b.out(0), 1);
+  return [=] {
+    cpu::fourier_features(A, Y, a.head, H, JetSpec{});
+    cpu::fourier_features(A + a.head * H, Y + a.head * W, B, H, a.jet);
+  };
+}
+
+std::function<void()> cpu_jet_activation_backward(const CpuBind& b) {
+  const float *dY = b.f(b.in(0)), *A = b.f(b.in(1));
+  float* dA = b.f(b.out(0));
+  const JetAttrs a = b.attr<JetAttrs>();
+  const int64_t B = (b.dim(b.in(1), 0) - a.head) / a.jet.K(), H = b.dim(b.in(1), 1), W = b.dim(b.in(0), 1);
+  const bool acc = b.accumulate(0);
+  return [=] {
+    cpu::jet_activation_backward(dY, A, dA, a.head, H, JetSpec{}, a.act, acc);
+    cpu::jet_activation_backward(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, a.act, acc);
+  };
+}
+
+std::function<void()> cpu_fourier_features_backward(const CpuBind& b) {
+  const float *dY = b.f(b.in(0)), *A = b.f(b.in(1));
+  float* dA = b.f(b.out(0));
+  const JetAttrs a = b.attr<JetAttrs>();
+  const int64_t B = (b.dim(b.in(1), 0) - a.head) / a.jet.K(), H = b.dim(b.in(1), 1), W = b.dim(b.in(0), 1);
+  const bool acc = b.accumulate(0);
+  return [=] {
+    cpu::fourier_features_backward(dY, A, dA, a.head, H, JetSpec{}, acc);
+    cpu::fourier_features_backward(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, acc);
+  };
+}
+
+void check_expression_loss(const OpCheck& c) {
+  const ExprLossAttrs& a = c.attr<ExprLossAttrs>();
+  c.expect(a.row0 >= 0 && a.row0 + a.K * c.shape(c.in(1))[0] <= c.shape(c.in(0))[0],
+           cat("U has ", c.shape(c.in(0))[0], " rows, expected at least ", a.row0, " + ", a.K, " jet components x ",
+               c.shape(c.in(1))[0], " points"));
+  c.same(c.in(0), c.out(2));
+}
+
+std::function<void()> cpu_expression_loss(const CpuBind& b) {
+  const ExprLossAttrs a = b.attr<ExprLossAttrs>();
+  const int64_t M = b.dim(b.in(1), 0), d = b.dim(b.in(1), 1), O = b.dim(b.in(0), 1);
+  const float *U = b.f(b.in(0)) + a.row0 * O, *X = b.f(b.in(1));  // this term's rows of a shared pass
+  float *total = b.f(b.out(0)), *term = b.f(b.out(1)), *dU = b.f(b.out(2)) + a.row0 * O;
+  const bool acc = b.accumulate(0);
+  return [=] { cpu::expression_loss(U, X, total, term, dU, M, d, O, a, acc); };
+}
+
+std::string expression_loss_attrs_text(const Op& op) {
+  const int64_t row0 = op.attr<ExprLossAttrs>().row0;
+  return row0 > 0 ? cat("(from row ", row0, ")") : std::string();
+}
+
+void check_sample_points(const OpCheck& c) {
+  c.expect(c.shape(c.in(0)) == Shape{1} && c.dtype(c.in(0)) == DType::I32, cat("step ", c.desc(c.in(0)), " must be i32 [1]"));
+  c.rank(c.out(0), 2);
+  c.expect(c.shape(c.out(0))[1] <= kMaxJetDim, cat("points ", c.desc(c.out(0)), " have more than ", kMaxJetDim, " coordinates"));
+}
+
+std::function<void()> cpu_sample_points(const CpuBind& b) {
+  const int32_t* step = b.i32(b.in(0));
+  float* X = b.f(b.out(0));
+  const SampleAttrs a = b.attr<SampleAttrs>();
+  const int64_t M = b.dim(b.out(0), 0), d = b.dim(b.out(0), 1);
+  return [=] { cpu::sample_points(step, X, M, d, a); };
+}
+
+// Drawn once (every = 0): the same points every step, whatever the step input says.
+bool sample_points_same_every_step(const Op& op, bool) { return op.attr<SampleAttrs>().every == 0; }
+
+}  // namespace sg::ops
