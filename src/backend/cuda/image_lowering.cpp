@@ -20,80 +20,60 @@ class ConvPlan {};  // never made without cuDNN: conv ops are refused before low
 ImageLowering::ImageLowering(LoweringHooks h) : h_(std::move(h)) {}
 ImageLowering::~ImageLowering() = default;
 
-bool ImageLowering::handles(OpKind k) {
-  switch (k) {
-    case OpKind::Conv2d:
-    case OpKind::Conv2dBackward:
-    case OpKind::MaxPool2d:
-    case OpKind::MaxPool2dBackward:
-    case OpKind::GlobalAvgPool:
-    case OpKind::GlobalAvgPoolBackward:
-    case OpKind::Reshape: return true;
-    default: return false;
-  }
-}
-
-bool ImageLowering::available(OpKind k) {
+bool ImageLowering::have_convolutions() {
 #ifdef STEPGRAPH_HAVE_CUDNN
-  return handles(k);
+  return true;
 #else
-  return handles(k) && k != OpKind::Conv2d && k != OpKind::Conv2dBackward;
+  return false;
 #endif
 }
 
-void ImageLowering::lower(const Op& op) {
+void ImageLowering::max_pool(const Op& op) {
   const auto& in = op.in;
   const auto& out = op.out;
-  switch (op.kind) {
-    case OpKind::Conv2d: return conv_forward(op);
-    case OpKind::Conv2dBackward: return conv_backward(op);
-    case OpKind::MaxPool2d:
-    case OpKind::MaxPool2dBackward: {
-      const bool fwd = op.kind == OpKind::MaxPool2d;
-      const TensorId X = fwd ? in[0] : in[1], Y = fwd ? out[0] : in[2];
-      const PoolAttrs a = op.attr<PoolAttrs>();
-      PoolGeometry g;
-      g.N = dim(X, 0), g.H = dim(X, 1), g.W = dim(X, 2), g.C = dim(X, 3);
-      g.P = dim(Y, 1), g.Q = dim(Y, 2);
-      g.R = a.window_h, g.S = a.window_w;
-      g.stride_h = a.stride_h, g.stride_w = a.stride_w, g.pad_h = a.pad_h, g.pad_w = a.pad_w;
-      const float* x = f(X);
-      if (fwd) {
-        float* y = f(Y);
-        h_.notes << "max pool kernel (first maximum in scan order)";
-        return h_.add_step(op, [=](cudaStream_t s) { max_pool2d(x, y, g, s); });
-      }
-      const float* dy = f(in[0]);
-      float* dx = f(out[0]);
-      const bool acc = op.accumulate[0];
-      h_.notes << "max pool backward kernel (a gather per input element, no atomics)";
-      return h_.add_step(op, [=](cudaStream_t s) { max_pool2d_backward(dy, x, dx, g, acc, s); });
-    }
-    case OpKind::GlobalAvgPool:
-    case OpKind::GlobalAvgPoolBackward: {
-      const bool fwd = op.kind == OpKind::GlobalAvgPool;
-      const TensorId img = fwd ? in[0] : out[0];
-      const int64_t N = dim(img, 0), HW = dim(img, 1) * dim(img, 2), C = dim(img, 3);
-      const float* x = f(in[0]);
-      float* y = f(out[0]);
-      if (fwd) {
-        h_.notes << "global average pool kernel (double sums)";
-        return h_.add_step(op, [=](cudaStream_t s) { global_avg_pool(x, y, N, HW, C, s); });
-      }
-      const bool acc = op.accumulate[0];
-      h_.notes << "global average pool backward kernel";
-      return h_.add_step(op, [=](cudaStream_t s) { global_avg_pool_backward(x, y, N, HW, C, acc, s); });
-    }
-    case OpKind::Reshape: {
-      const float* x = f(in[0]);
-      float* y = f(out[0]);
-      const int64_t n = numel(h_.p.tensor(out[0]).shape);
-      const bool acc = op.accumulate[0];
-      h_.notes << (acc ? "reshape: add kernel" : "reshape: device copy");
-      return h_.add_step(op, [=](cudaStream_t s) { copy_or_add(x, y, n, acc, s); });
-    }
-    default: throw Error(cat("image lowering: op '", op.name, "' (", op_kind_name(op.kind), ") is not an image op"));
+  const bool fwd = op.kind == OpKind::MaxPool2d;
+  const TensorId X = fwd ? in[0] : in[1], Y = fwd ? out[0] : in[2];
+  const PoolAttrs a = op.attr<PoolAttrs>();
+  PoolGeometry g;
+  g.N = dim(X, 0), g.H = dim(X, 1), g.W = dim(X, 2), g.C = dim(X, 3);
+  g.P = dim(Y, 1), g.Q = dim(Y, 2);
+  g.R = a.window_h, g.S = a.window_w;
+  g.stride_h = a.stride_h, g.stride_w = a.stride_w, g.pad_h = a.pad_h, g.pad_w = a.pad_w;
+  const float* x = f(X);
+  if (fwd) {
+    float* y = f(Y);
+    h_.notes << "max pool kernel (first maximum in scan order)";
+    return h_.add_step(op, [=](cudaStream_t s) { max_pool2d(x, y, g, s); });
   }
+  const float* dy = f(in[0]);
+  float* dx = f(out[0]);
+  const bool acc = op.accumulate[0];
+  h_.notes << "max pool backward kernel (a gather per input element, no atomics)";
+  h_.add_step(op, [=](cudaStream_t s) { max_pool2d_backward(dy, x, dx, g, acc, s); });
+}
+
+void ImageLowering::global_avg_pool(const Op& op) {
+  const bool fwd = op.kind == OpKind::GlobalAvgPool;
+  const TensorId img = fwd ? op.in[0] : op.out[0];
+  const int64_t N = dim(img, 0), HW = dim(img, 1) * dim(img, 2), C = dim(img, 3);
+  const float* x = f(op.in[0]);
+  float* y = f(op.out[0]);
+  if (fwd) {
+    h_.notes << "global average pool kernel (double sums)";
+    return h_.add_step(op, [=](cudaStream_t s) { sg::cuda::global_avg_pool(x, y, N, HW, C, s); });
+  }
+  const bool acc = op.accumulate[0];
+  h_.notes << "global average pool backward kernel";
+  h_.add_step(op, [=](cudaStream_t s) { global_avg_pool_backward(x, y, N, HW, C, acc, s); });
+}
+
+void ImageLowering::reshape(const Op& op) {
+  const float* x = f(op.in[0]);
+  float* y = f(op.out[0]);
+  const int64_t n = numel(h_.p.tensor(op.out[0]).shape);
+  const bool acc = op.accumulate[0];
+  h_.notes << (acc ? "reshape: add kernel" : "reshape: device copy");
+  h_.add_step(op, [=](cudaStream_t s) { copy_or_add(x, y, n, acc, s); });
 }
 
 #ifdef STEPGRAPH_HAVE_CUDNN

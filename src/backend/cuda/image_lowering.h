@@ -36,19 +36,21 @@ class ImageLowering {
   explicit ImageLowering(LoweringHooks h);
   ~ImageLowering();
 
-  static bool handles(OpKind k);
-  // False for the op kinds this build cannot run on the GPU (convolutions in a build without
-  // cuDNN): the Lowering pass refuses those before planning anything.
-  static bool available(OpKind k);
+  // Whether this build runs convolutions on the GPU (it needs cuDNN's headers): the Lowering
+  // pass refuses conv ops before planning anything when it does not.
+  static bool have_convolutions();
 
-  void lower(const Op& op);
+  // One per op kind (or forward and backward pair).
+  void conv_forward(const Op& op);
+  void conv_backward(const Op& op);
+  void max_pool(const Op& op);
+  void global_avg_pool(const Op& op);
+  void reshape(const Op& op);
   // After every op: the cuDNN plans' shared workspace (they run one after another on one stream),
   // and the summary of how the plans were made (loaded or built, tuned, compile times).
   void finish();
 
  private:
-  void conv_forward(const Op& op);
-  void conv_backward(const Op& op);
   void add_plan(const Op& op, std::shared_ptr<ConvPlan> plan, const char* what);
   // Autotune mode, precision, timing stream and plan cache for this program's cuDNN plans.
   ConvPlanOptions conv_options();

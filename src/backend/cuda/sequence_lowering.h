@@ -20,7 +20,6 @@ class SequenceLowering {
   explicit SequenceLowering(LoweringHooks h);
   ~SequenceLowering();
 
-  static bool handles(OpKind k);
   // Throws, naming the op, its shape and the limit, for shapes the kernels do not support
   // (attention head dimensions above kAttentionMaxHeadDim; embedding gradients over more than
   // kEmbeddingMaxIdReads vocabulary rows x tokens); with AttentionMode::CudnnBF16, for
@@ -28,7 +27,13 @@ class SequenceLowering {
   // not a multiple of 8 or above 256). Called before anything is planned.
   static void check_supported(const Program& p, const Op& op, AttentionMode attention = AttentionMode::FP32);
 
-  void lower(const Op& op);
+  // One per op kind.
+  void layer_norm(const Op& op);
+  void layer_norm_backward(const Op& op);
+  void embedding(const Op& op);
+  void embedding_backward(const Op& op);
+  void attention(const Op& op);
+  void attention_backward(const Op& op);
   // After every op: the cuDNN SDPA plans' shared workspace.
   void finish();
 

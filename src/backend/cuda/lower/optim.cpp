@@ -1,0 +1,59 @@
+// The optimizer step: the schedule (fused into the update launch when it precedes it) and one
+// multi-tensor launch for every parameter.
+#include "backend/cuda/lower/lowering.h"
+
+namespace sg::cuda {
+
+void Lowering::update_op(int, const Op& op) {
+  const bool adam = op.kind == OpKind::AdamUpdate;
+  const int64_t n = adam ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
+  const bool has_m = adam || op.attr<SgdAttrs>().momentum != 0.0;
+  std::vector<ChunkRef> chunks;
+  for (int64_t k = 0; k < n; ++k) {
+    ParamDesc d{};
+    d.p = f(op.in[2 + k]);
+    d.g = f(op.in[2 + n + k]);
+    d.m = has_m ? f(op.in[2 + 2 * n + k]) : nullptr;
+    d.v = adam ? f(op.in[2 + 3 * n + k]) : nullptr;
+    d.n = count(op.in[2 + k]);
+    for (int64_t start = 0; start < d.n; start += kOptimChunk) chunks.push_back({d, start});
+  }
+  auto* dchunk = reinterpret_cast<ChunkRef*>(own(chunks.size() * sizeof(ChunkRef)));
+  be_.upload(dchunk, chunks.data(), chunks.size() * sizeof(ChunkRef));
+  be_.synchronize();
+  const int nchunks = static_cast<int>(chunks.size());
+  const float *hyper = f(op.in[0]), *sched = f(op.in[1]);
+  notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks"
+         << (fused_schedule_ ? ", schedule fused" : "");
+  const std::optional<FusedSchedule> fs = fused_schedule_;
+  fused_schedule_.reset();
+  if (adam) {
+    const AdamAttrs a = op.attr<AdamAttrs>();
+    return add_step(op, [=](cudaStream_t s) { adam_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
+  }
+  const SgdAttrs a = op.attr<SgdAttrs>();
+  add_step(op, [=](cudaStream_t s) { sgd_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
+}
+
+void Lowering::schedule_op(int i, const Op& op) {
+  const auto& in = op.in;
+  const auto& out = op.out;
+  // Followed by the update op that reads it: computed inside that launch instead.
+  const auto& ops = p_.ops();
+  if (static_cast<size_t>(i) + 1 < ops.size() &&
+      (ops[i + 1].kind == OpKind::SgdUpdate || ops[i + 1].kind == OpKind::AdamUpdate) &&
+      ops[i + 1].in[1] == out[1]) {
+    fused_schedule_ = FusedSchedule{i32(out[0]), f(out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),
+                                    op.attr<ScheduleAttrs>()};
+    notes_ << "fused into the optimizer launch (its last block advances the step)";
+    return;
+  }
+  int32_t* step = i32(out[0]);
+  const float* hyper = f(in[1]);
+  float* sched = f(out[1]);
+  const ScheduleAttrs a = op.attr<ScheduleAttrs>();
+  notes_ << "1-thread kernel: step += 1, lr and bias corrections from the device step";
+  return add_step(op, [=](cudaStream_t s) { schedule(step, hyper, sched, a, s); });
+}
+
+}  // namespace sg::cuda
