@@ -1,4 +1,4 @@
-# cuDNN for the CUDA backend's convolutions (src/backend/cuda/cudnn_conv.cpp), included from
+# cuDNN for the CUDA backend's convolutions (src/backend/cuda/libs/cudnn_conv.cpp), included from
 # CMakeLists.txt when the CUDA backend is built. It needs headers only:
 #   - the cuDNN frontend's C++ headers: PyPI `nvidia-cudnn-frontend` installs them under
 #     <site-packages>/include (scripts/setup.sh puts them in .deps/cudnn-frontend/include);
@@ -74,12 +74,11 @@ message(STATUS "stepgraph: cuDNN frontend ${sg_fe_version} (${CUDNN_FRONTEND_INC
 # headers are not ours to warn about). Its JSON library (graph serialization, for the plan cache)
 # is its bundled nlohmann-json, kept in a namespace of its own (cudnn_graphs.h) apart from the
 # project's.
-set(sg_cudnn_sources src/backend/cuda/cudnn_conv.cpp src/backend/cuda/cudnn_plans.cpp src/backend/cuda/cudnn_sdpa.cpp
-                      src/backend/cuda/cudnn_dense.cpp)
+set(sg_cudnn_sources src/backend/cuda/libs/cudnn_conv.cpp src/backend/cuda/libs/cudnn_plans.cpp src/backend/cuda/libs/cudnn_sdpa.cpp
+                      src/backend/cuda/libs/cudnn_dense.cpp)
 target_sources(stepgraph_lib PRIVATE ${sg_cudnn_sources})
 set_source_files_properties(${sg_cudnn_sources} PROPERTIES
   COMPILE_OPTIONS "-isystem;${CUDNN_FRONTEND_INCLUDE_DIR};-isystem;${CUDNN_INCLUDE_DIR}"
   COMPILE_DEFINITIONS "NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING;STEPGRAPH_CUDNN_LIB_DIR=\"${sg_lib_dir}\";STEPGRAPH_CUDART_LIB_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
 target_compile_definitions(stepgraph_lib PUBLIC STEPGRAPH_HAVE_CUDNN)
-target_sources(stepgraph_lib PRIVATE src/backend/cuda/op_bench.cpp)
 target_link_libraries(stepgraph_lib PRIVATE ${CMAKE_DL_LIBS})

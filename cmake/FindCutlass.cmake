@@ -1,4 +1,4 @@
-# CUTLASS's C++ headers for the 3xTF32 dense products (src/backend/cuda/tf32x3_gemm.cu, used at
+# CUTLASS's C++ headers for the 3xTF32 dense products (src/backend/cuda/kernels/tf32x3_gemm.cu, used at
 # `precision: tf32x3`), included from CMakeLists.txt when the CUDA backend is built. Headers only:
 # PyPI nvidia-cutlass ships them (scripts/setup.sh unpacks them into .deps/cutlass/include), or
 # -DCUTLASS_INCLUDE_DIR=DIR. Without them tf32x3 builds as plain fp32 and explain says why.
@@ -15,6 +15,6 @@ if(NOT CUTLASS_INCLUDE_DIR)
 endif()
 message(STATUS "stepgraph: CUTLASS headers in ${CUTLASS_INCLUDE_DIR} (3xTF32 dense products)")
 # Only the one file that instantiates CUTLASS sees its headers (as system headers: no warnings).
-set_source_files_properties(src/backend/cuda/tf32x3_gemm.cu PROPERTIES
+set_source_files_properties(src/backend/cuda/kernels/tf32x3_gemm.cu PROPERTIES
   COMPILE_DEFINITIONS STEPGRAPH_HAVE_CUTLASS
   COMPILE_OPTIONS "-isystem;${CUTLASS_INCLUDE_DIR}")

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/kernels/dense_kernels.cuh"
 
 namespace sg::test {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cudnn_conv.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/libs/cudnn_conv.h"
 #include "test_util.h"
 
 namespace sg::test {

@@ -17,12 +17,12 @@
 #include "test_backends.h"
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDNN
-#include "backend/cuda/cudnn_conv.h"
+#include "backend/cuda/libs/cudnn_conv.h"
 #endif
 #ifdef STEPGRAPH_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/kernels/dense_kernels.cuh"
 #include "own_gemm_check.h"
 #endif
 

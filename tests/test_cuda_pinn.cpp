@@ -19,9 +19,9 @@
 
 #include <random>
 
-#include "backend/cuda/dense_kernels.cuh"
-#include "backend/cuda/stream_plan.h"
-#include "backend/cuda/tf32x3_gemm.h"
+#include "backend/cuda/kernels/dense_kernels.cuh"
+#include "backend/cuda/runtime/stream_plan.h"
+#include "backend/cuda/kernels/tf32x3_gemm.h"
 #include "own_gemm_check.h"
 #endif
 

@@ -16,8 +16,8 @@
 #include "test_backends.h"
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDA
-#include "backend/cuda/sequence_kernels.cuh"
-#include "backend/cuda/sequence_lowering.h"
+#include "backend/cuda/kernels/sequence_kernels.cuh"
+#include "backend/cuda/lower/sequence.h"
 #endif
 
 namespace sg::test {

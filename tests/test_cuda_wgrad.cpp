@@ -14,7 +14,7 @@
 #ifdef STEPGRAPH_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/kernels/dense_kernels.cuh"
 #endif
 
 namespace sg::test {

@@ -17,12 +17,12 @@
 #include "test_bf16.h"  // REQUIRE_GPU_AND_CUDNN
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDA
-#include "backend/cuda/bf16_kernels.cuh"
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/sequence_lowering.h"
+#include "backend/cuda/kernels/bf16_kernels.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/lower/sequence.h"
 #endif
 #ifdef STEPGRAPH_HAVE_CUDNN
-#include "backend/cuda/cudnn_conv.h"  // cudnn_loadable
+#include "backend/cuda/libs/cudnn_conv.h"  // cudnn_loadable
 #endif
 
 namespace sg::test {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.h"
-#include "stepgraph/bench.h"
+#include "op_bench.h"
 #include "stepgraph/ir.h"
 #include "test_bf16.h"
 #include "test_util.h"

@@ -19,8 +19,8 @@
 #include "test_util.h"
 
 #ifdef STEPGRAPH_HAVE_CUDNN
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cudnn_dense.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/libs/cudnn_dense.h"
 #endif
 
 namespace sg::test {

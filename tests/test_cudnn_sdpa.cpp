@@ -14,8 +14,8 @@
 #include "test_util.h"
 
 #ifdef STEPGRAPH_HAVE_CUDNN
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cudnn_sdpa.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/libs/cudnn_sdpa.h"
 #endif
 
 namespace sg::test {

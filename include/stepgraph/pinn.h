@@ -10,7 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "stepgraph/trainer.h"
+#include "stepgraph/core.h"
+#include "stepgraph/step.h"
+
+namespace sg {
+class Trainer;  // trainer.h
+}
 
 namespace sg::pinn {
 

@@ -17,6 +17,7 @@
 #include "stepgraph/nn.h"
 #include "stepgraph/optim.h"
 #include "stepgraph/plan.h"
+#include "stepgraph/step.h"
 
 namespace sg {
 
@@ -55,16 +56,6 @@ struct EvalResult {
   int64_t count = 0;
 };
 
-// A step whose forward pass and loss terms are built by the caller (physics-informed training:
-// several point sets, jets, expression losses). The Trainer adds backward and the optimizer.
-struct CustomStep {
-  TensorId loss = kNone;                              // the total loss, f32 [1]
-  std::vector<std::pair<TensorId, TensorId>> seeds;   // (tensor, d loss / d tensor) per term
-  size_t num_forward_ops = 0;                         // ops [0, n) are the forward pass
-  std::vector<std::pair<std::string, TensorId>> terms;  // named loss terms, f32 [1] each
-  int64_t input_dim = 0;                              // the model's input width (for predict)
-};
-using StepBuilder = std::function<CustomStep(GraphBuilder& g, Layer& model)>;
 
 // What Trainer::load takes from a checkpoint, and what must match. Names, dtypes and shapes
 // always must; errors list every tensor that is missing, shaped otherwise or extra.

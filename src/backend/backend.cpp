@@ -1,7 +1,7 @@
 #include "stepgraph/backend.h"
 
 #ifdef STEPGRAPH_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/runtime/cuda_backend.h"
 #endif
 
 namespace sg {

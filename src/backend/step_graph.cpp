@@ -3,7 +3,7 @@
 #ifdef STEPGRAPH_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/runtime/cuda_check.h"
 #endif
 
 namespace sg {

@@ -1,4 +1,5 @@
 #include "stepgraph/pinn.h"
+#include "stepgraph/trainer.h"
 
 #include <cmath>
 #include <set>

@@ -237,29 +237,4 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   return r;
 }
 
-std::pair<int64_t, int64_t> conv_bench_output_size(const ConvBench& b) {
-  const std::pair<const char*, int64_t> positive[] = {{"--batch", b.batch},     {"--channels", b.channels},
-                                                      {"--height", b.height},   {"--width", b.width},
-                                                      {"--filters", b.filters}, {"--kernel", b.kernel},
-                                                      {"--stride", b.stride},   {"--iters", b.iters}};
-  for (const auto& [name, v] : positive)
-    SG_REQUIRE(v > 0, "bench-op conv: ", name, " must be a positive integer (got ", v, ")");
-  SG_REQUIRE(b.pad >= 0, "bench-op conv: --pad must be 0 or more (got ", b.pad, ")");
-  const int64_t ph = b.height + 2 * b.pad, pw = b.width + 2 * b.pad;
-  SG_REQUIRE(b.kernel <= ph && b.kernel <= pw, "bench-op conv: the ", b.kernel, "x", b.kernel, " kernel (--kernel ",
-             b.kernel, ") is larger than the padded ", ph, "x", pw, " image (--height ", b.height, ", --width ", b.width,
-             ", --pad ", b.pad, "): expected --kernel <= ", std::min(ph, pw));
-  return {conv_output_size(b.height, b.kernel, b.pad, b.stride), conv_output_size(b.width, b.kernel, b.pad, b.stride)};
-}
-
-#ifndef STEPGRAPH_HAVE_CUDNN
-nlohmann::json bench_sdpa(const SdpaBench&) {
-  throw Error("bench-op sdpa: this build has no cuDNN (CMake found no cuDNN frontend headers; scripts/setup.sh installs them)");
-}
-nlohmann::json bench_conv(const ConvBench& b) {
-  conv_bench_output_size(b);  // bad options are named first, as with cuDNN
-  throw Error("bench-op conv: this build has no cuDNN (CMake found no cuDNN frontend headers; scripts/setup.sh installs them)");
-}
-#endif
-
 }  // namespace sg

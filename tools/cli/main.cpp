@@ -8,6 +8,7 @@
 #include <new>
 
 #include "stepgraph/bench.h"
+#include "op_bench.h"
 #include "stepgraph/distributed.h"
 #include "stepgraph/run.h"
 

@@ -2,7 +2,7 @@
 // cuDNN dense+amax graph), the activation statistic, and Add.
 #include "backend/cuda/lower/lowering.h"
 #ifdef STEPGRAPH_HAVE_CUDNN
-#include "backend/cuda/cudnn_dense.h"
+#include "backend/cuda/libs/cudnn_dense.h"
 #endif
 
 namespace sg::cuda {
