@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_vs_torch as bvt  # noqa: E402  (imports neither torch nor jax)
+import current_figures as cf  # noqa: E402  (the table at the top of RESULTS.md)
 import bench_pinn_vs_torch as bpt  # noqa: E402  (cuda_lib_env; no torch either)
 
 REPO = HERE.parent
@@ -783,7 +784,7 @@ def self_test() -> int:
                 fake.write_text(f"#!/bin/sh\necho '{json.dumps(line)}'\n")
                 fake.chmod(0o755)
                 md = Path(d) / "RESULTS.md"
-                md.write_text("# x\n\n## Runs\n")
+                md.write_text(cf.SAMPLE)  # a current-figures table and one section
                 saved = {k: os.environ.get(k) for k in ("OUT", "LD_LIBRARY_PATH")}
                 had_torch = "torch" in sys.modules
                 os.environ["OUT"] = d
@@ -811,6 +812,15 @@ def self_test() -> int:
                 self.assertIn("| 35.0 | 120.0 | error |", so.getvalue())
                 text = md.read_text()
                 self.assertEqual(text.count("## Runs"), 1)
+                # A new workload: its row added after the others, which are kept; the earlier
+                # text below the table untouched; the project's own table covers WORKLOADS.
+                rows = {r[0]: r for r in cf.parse_rows(text)}
+                self.assertEqual(list(rows), ["seed_mlp", "poisson_4x64", "digits_cnn"])
+                self.assertEqual(rows["digits_cnn"][1:5], ["35.0", "error", "—", "—"])
+                self.assertTrue(cf.anchors(text)[-1].endswith("cnn-and-transformer-training-steps"))
+                self.assertEqual(list(rows.values())[:2], cf.parse_rows(cf.SAMPLE))
+                self.assertIn(cf.SAMPLE[cf.SAMPLE.index(cf.END):], text)
+                cf.check_project_table(self, (HERE / "RESULTS.md").read_text(), list(WORKLOADS))
                 self.assertIn("— CNN and transformer training steps", text)
                 self.assertIn("--stepgraph " + str(fake), text)
 

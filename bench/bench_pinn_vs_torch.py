@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_vs_torch as bvt  # noqa: E402  (imports neither torch nor jax)
+import current_figures as cf  # noqa: E402  (the table at the top of RESULTS.md)
 
 REPO = HERE.parent
 CONFIG_DIR = HERE / "pinn_configs"  # not bench/configs/: other scripts glob that folder
@@ -513,8 +514,8 @@ def run_comparison(c: Comparison, args: argparse.Namespace, argv: Optional[Seque
         path.write_text(json.dumps(result, indent=1, default=str))
         print(f"wrote {path}")
     if args.results_md:
-        bvt.append_results_md(args.results_md, section)
-        print(f"appended to {args.results_md}")
+        bvt.append_results_md(args.results_md, section, records, meta)
+        print(f"appended to {args.results_md} (and its current figures)")
     else:
         print("note: not recorded; pass --results-md bench/RESULTS.md to append this run")
     return 0
@@ -662,7 +663,7 @@ def self_test() -> int:
                 fake.write_text(f"#!/bin/sh\necho '{json.dumps(line)}'\n")
                 fake.chmod(0o755)
                 md = Path(d) / "RESULTS.md"
-                md.write_text("# x\n\n## Runs\n")
+                md.write_text(cf.SAMPLE)  # a current-figures table and one section
                 saved = {k: os.environ.get(k) for k in ("OUT", "LD_LIBRARY_PATH")}
                 had_torch = "torch" in sys.modules
                 os.environ["OUT"] = d
@@ -688,6 +689,16 @@ def self_test() -> int:
                 self.assertIn("(poisson) PASS 280.0 us", so.getvalue())
                 text = md.read_text()
                 self.assertEqual(text.count("## Runs"), 1)
+                # This workload's row replaced (torch failed: "error"), the others kept, the
+                # earlier text below the table untouched; the project's own table covers WORKLOADS.
+                rows = {r[0]: r for r in cf.parse_rows(text)}
+                self.assertEqual(list(rows), ["seed_mlp", "poisson_4x64"])
+                self.assertEqual(rows["poisson_4x64"][1:5], ["280.0", "error", "—", "—"])
+                self.assertIn(f"(#{cf.anchors(text)[-1]})", rows["poisson_4x64"][7])
+                self.assertTrue(cf.anchors(text)[-1].endswith("physics-informed-step-pinn"))
+                self.assertEqual(rows["seed_mlp"], cf.parse_rows(cf.SAMPLE)[0])
+                self.assertIn(cf.SAMPLE[cf.SAMPLE.index(cf.END):], text)
+                cf.check_project_table(self, (HERE / "RESULTS.md").read_text(), list(WORKLOADS))
                 self.assertIn("| 280.0 |", text)
                 self.assertIn("--stepgraph " + str(fake), text)
 

@@ -40,6 +40,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import current_figures  # noqa: E402  (the table at the top of RESULTS.md; pure Python)
 CONFIG_DIR = HERE / "configs"
 
 # Shared by every workload and by the three configs (checked by check_config()).
@@ -884,13 +886,22 @@ def render_section(meta: dict, records: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def append_results_md(path: Path, section: str) -> None:
+def append_results_md(path: Path, section: str, records: Optional[Sequence[dict]] = None,
+                      meta: Optional[dict] = None) -> None:
+    """Appends `section` under "## Runs" and, given the run's records and meta, replaces the
+    rows of the "Current figures" table for the workloads it measured (current_figures.py), in
+    one write: a malformed table stops it before the file changes."""
     text = path.read_text() if path.exists() else ""
     if "## Runs" not in text:
         text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + "## Runs\n"
     if not text.endswith("\n"):
         text += "\n"
-    path.write_text(text + "\n" + section)
+    text += "\n" + section
+    if records is not None:
+        anchor = current_figures.last_anchor(text, current_figures.section_heading(section))
+        rows = current_figures.rows_from_records(records, meta or {}, anchor, fmt_us, fmt_x)
+        text = current_figures.update_table(text, rows)
+    path.write_text(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1061,8 +1072,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         path.write_text(json.dumps(result, indent=1, default=str))
         print(f"wrote {path}")
     if args.results_md:
-        append_results_md(args.results_md, section)
-        print(f"appended to {args.results_md}")
+        append_results_md(args.results_md, section, records, meta)
+        print(f"appended to {args.results_md} (and its current figures)")
     else:
         print("note: not recorded; pass --results-md bench/RESULTS.md to append this run")
     return 0
@@ -1282,10 +1293,35 @@ def self_test() -> int:
                 q = Path(d) / "new.md"
                 append_results_md(q, sec)
                 self.assertTrue(q.read_text().startswith("## Runs\n\n### "))
-            # The project's own file is well formed.
+            # The project's own file is well formed, its current figures covering these workloads.
             real = HERE / "RESULTS.md"
             self.assertTrue(real.exists(), real)
             self.assertIn("\n## Runs\n", real.read_text())
+            current_figures.check_project_table(self, real.read_text(), list(WORKLOADS))
+
+        def test_results_md_table_write_is_one_step(self) -> None:
+            # A malformed table stops the append before the file changes.
+            recs = [_fake_record("seed_mlp", 25.0, 117.0)]
+            meta = {"date_utc": "2026-12-01 10:00 UTC", "gpu": "NVIDIA H200", "command": "x",
+                    "stepgraph_binary": "b"}
+            with tempfile.TemporaryDirectory() as d:
+                p = Path(d) / "RESULTS.md"
+                bad = "# x\n\n" + current_figures.BEGIN + "\n\n## Runs\n"
+                p.write_text(bad)
+                with self.assertRaises(ValueError):
+                    append_results_md(p, render_section(meta, recs), recs, meta)
+                self.assertEqual(p.read_text(), bad)
+                p.write_text(current_figures.SAMPLE)
+                append_results_md(p, render_section(meta, recs), recs, meta)
+                append_results_md(p, render_section(meta, recs), recs, meta)  # same heading twice
+                text = p.read_text()
+                self.assertTrue(text.startswith(current_figures.SAMPLE.split(current_figures.BEGIN)[0]))
+                self.assertIn(current_figures.SAMPLE[current_figures.SAMPLE.index("## Runs"):], text)
+                row = current_figures.parse_rows(text)[0]
+                self.assertEqual(row[1:5], ["25.0", "117.0", "170.0", "4.68x"])
+                # the second of two equal headings: GitHub's anchor ends in -1
+                self.assertTrue(row[7].endswith("-utc--nvidia-h200-1)"), row[7])
+                current_figures.check_project_table(self, text, ["seed_mlp", "poisson_4x64"])
 
         def test_configs_match_models(self) -> None:
             for w in WORKLOADS.values():
@@ -1334,7 +1370,7 @@ def self_test() -> int:
                                 f"echo '{json.dumps(_fake_bench(graph_us_per_step=20.0))}'\n")
                 fake.chmod(0o755)
                 md = Path(d) / "RESULTS.md"
-                md.write_text("# x\n\n## Runs\n")
+                md.write_text(current_figures.SAMPLE)  # a current-figures table, one section
                 old_out = os.environ.get("OUT")
                 os.environ["OUT"] = d
                 try:
@@ -1359,6 +1395,19 @@ def self_test() -> int:
                 self.assertIn("--skip torch,jax", text)
                 self.assertIn("| 20.0 |", text)
                 self.assertIn("(a) PASS 20.0 us", so.getvalue())
+                # The run's workload has its row replaced, linking the new section; the other
+                # row and the earlier section are as they were.
+                sample = current_figures.SAMPLE
+                rows = {r[0]: r for r in current_figures.parse_rows(text)}
+                self.assertEqual(list(rows), ["seed_mlp", "poisson_4x64"])
+                self.assertEqual(rows["seed_mlp"][1:5], ["20.0", "—", "—", "—"])
+                self.assertEqual(rows["seed_mlp"][6], "NVIDIA H200")
+                anchor = current_figures.anchors(text)[-1]
+                self.assertTrue(anchor.endswith("-utc--nvidia-h200"), anchor)
+                self.assertIn(f", --quick](#{anchor})", rows["seed_mlp"][7])
+                self.assertEqual(rows["poisson_4x64"], current_figures.parse_rows(sample)[1])
+                end = sample.index(current_figures.END)
+                self.assertTrue(text[text.index(current_figures.END):].startswith(sample[end:]))
 
         def test_median_us(self) -> None:
             calls = []
@@ -1372,6 +1421,7 @@ def self_test() -> int:
             self.assertNotIn("jax", sys.modules)
 
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(T)
+    suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(current_figures.Tests))
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     return 0 if result.wasSuccessful() else 1
 
