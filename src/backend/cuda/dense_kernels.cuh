@@ -109,7 +109,8 @@ struct WgradBatch {
 };
 // Whether an M x N x K weight gradient may join such a launch: a medium product (sliced_gemm)
 // whose rows load as 16-byte chunks, on a device with the FP64 tensor cores of
-// sliced_fp64_tensor_cores (SG_WGRAD_BATCH=0: never).
+// sliced_fp64_tensor_cores. Which runs of layers do is wgrad_groups' choice (none with
+// LowerOptions::fusion off).
 bool wgrad_batchable(int64_t M, int64_t N, int64_t K);
 void wgrad_batch(const WgradBatch& b, cudaStream_t s);
 // How many k-ranges our kernel splits the product into (1: none).

@@ -9,12 +9,12 @@
 //             gradient in the same product, so that layer's backward skips both.
 // Where cuBLASLt has no algorithm for an epilogue, the op falls back to a plain product and the
 // project's own kernels (noted in explain). A last dense layer with at most 32 outputs runs
-// inside the softmax cross-entropy kernel that reads it. SG_CUBLASLT_EPILOGUES=0 turns these
+// inside the softmax cross-entropy kernel that reads it. LowerOptions::fusion false turns these
 // fusions off everywhere.
 // A dense layer whose output an AbsMax op reads ("amax": true) is, where cuDNN has an engine for
 // it, one cuDNN graph (cudnn_dense.h): product, scale, bias, activation and the max |Y|
 // reduction, and the AbsMax op is then empty; otherwise the paths above and our abs_max kernel,
-// with the reason in explain. SG_CUDNN_AMAX=0 forces the latter.
+// with the reason in explain. LowerOptions::fusion false forces the latter.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -46,11 +46,6 @@ namespace sg::cuda {
 
 namespace {
 
-bool epilogues_enabled() {
-  const char* v = std::getenv("SG_CUBLASLT_EPILOGUES");
-  return !(v && std::string(v) == "0");
-}
-
 // The M x N x K weight gradient (dW = dZ^T X) a dense backward op would join a batch with, or
 // nothing (wgrad_groups' rules).
 std::optional<std::array<int64_t, 3>> wgrad_shape(const Program& p, const Op& op) {
@@ -68,7 +63,7 @@ std::optional<std::array<int64_t, 3>> wgrad_shape(const Program& p, const Op& op
 
 std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt) {
   std::vector<std::vector<int>> runs;
-  if (opt.comm || opt.precision == Precision::TF32X3) return runs;
+  if (!opt.fusion || opt.comm || opt.precision == Precision::TF32X3) return runs;
   for (const Op& op : p.ops())
     if (op.kind == OpKind::JetInput) return runs;  // the jet fusions take a PINN's dense backward ops
   std::vector<int> run;
@@ -95,7 +90,7 @@ namespace {
 class Lowering {
  public:
   Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
-      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()),
+      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(opt.fusion),
         tc_(opt.precision == Precision::TF32X3 && tf32_tensor_cores()) {}
 
   // Data parallel: the gradient buckets, each as few contiguous f32 spans as the memory plan
@@ -194,10 +189,9 @@ class Lowering {
   }
 
   // Concurrent branches (stream_plan.h). Off with collectives, cuDNN plans (their shared
-  // workspaces) and SG_CONCURRENT=0.
+  // workspaces) and LowerOptions::concurrent false.
   void plan_streams() {
-    const char* env = std::getenv("SG_CONCURRENT");
-    if ((env && std::string(env) == "0") || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
+    if (!opt_.concurrent || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
     std::vector<std::pair<int, int>> links;  // ops one launch does the work of
     for (const auto& [b, q] : fusions_.into) links.emplace_back(b, q);
     for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
@@ -537,7 +531,7 @@ class Lowering {
       case OpKind::Schedule: {
         // Followed by the update op that reads it: computed inside that launch instead.
         const auto& ops = p_.ops();
-        if (static_cast<size_t>(i) + 1 < ops.size() &&
+        if (fuse_ && static_cast<size_t>(i) + 1 < ops.size() &&
             (ops[i + 1].kind == OpKind::SgdUpdate || ops[i + 1].kind == OpKind::AdamUpdate) &&
             ops[i + 1].in[1] == out[1]) {
           fused_schedule_ = FusedSchedule{i32(out[0]), f(out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),
@@ -602,7 +596,7 @@ class Lowering {
     // The next op sums this term onto the earlier ones (the loss total): a one-element Add that
     // this kernel's last block does.
     const auto& ops = p_.ops();
-    if (static_cast<size_t>(i) + 1 < ops.size()) {
+    if (fuse_ && static_cast<size_t>(i) + 1 < ops.size()) {
       const Op& add = ops[i + 1];
       if (add.kind == OpKind::Add && add.in[1] == op.out[1] && add.in[0] != op.out[1] && count(add.out[0]) == 1 &&
           !add.accumulate[0]) {
@@ -624,7 +618,7 @@ class Lowering {
     // residual's pass): both in one launch, their blocks side by side.
     const auto& ops = p_.ops();
     const Op* next = static_cast<size_t>(i) + 1 < ops.size() ? &ops[i + 1] : nullptr;
-    if (next && next->kind == OpKind::ExpressionLoss && next->in[0] == op.in[0] && next->out[0] == kNone &&
+    if (fuse_ && next && next->kind == OpKind::ExpressionLoss && next->in[0] == op.in[0] && next->out[0] == kNone &&
         op.out[0] == kNone) {
       notes_ << "; and '" << next->name << "': ";
       auto second = std::make_shared<ExprTerm>(expression_term(i + 1, *next, i));
@@ -746,7 +740,7 @@ class Lowering {
       // The jet activation reading this output adds the bias itself (Y is read by nothing else
       // before it).
       const auto& ops = p_.ops();
-      if (bp && act == Activation::None && !z && static_cast<size_t>(i) + 1 < ops.size() &&
+      if (fuse_ && bp && act == Activation::None && !z && static_cast<size_t>(i) + 1 < ops.size() &&
           ops[i + 1].kind == OpKind::JetActivation && ops[i + 1].in[0] == Y) {
         jet_bias_[i + 1] = bp;
         notes_ << "bias added by the next op's jet kernel";
@@ -860,7 +854,7 @@ class Lowering {
 
 #ifdef STEPGRAPH_HAVE_CUDNN
   std::string try_dense_amax(int i, int j, const Op& op) {
-    if (const char* v = std::getenv("SG_CUDNN_AMAX"); v && std::string(v) == "0") return "SG_CUDNN_AMAX=0";
+    if (!fuse_) return "fusion off";
     const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
     const Activation act = op.attr<DenseAttrs>().act;
     if (std::string r = dense_amax_refusal(act); !r.empty()) return r;
