@@ -234,7 +234,7 @@ class Lowering {
     if (fuse_) fusions_ = plan_fusions(p_, ptrs_, /*jet_dense=*/!tc_);
     plan_collectives();
     plan_wgrad_runs();
-    const size_t fixed_ops = once_prefix(p_);
+    const size_t fixed_ops = invariant_prefix(p_);
     for (size_t i = 0; i < p_.ops().size(); ++i) {
       const Op& op = p_.ops()[i];
       join_before(static_cast<int>(i), op);
