@@ -84,9 +84,6 @@ for at in off heuristic exhaustive; do
   "$SG" bench bench/cnn_configs/cnn_wide.json --steps 200 --autotune "$at" --plan-cache off --json > "$LOG/bench_cnn_wide_$at.json" 2> "$LOG/bench_cnn_wide_$at.err"
   row "cnn_wide autotune $at" "$(grep -o '"graph_us_per_step":[0-9.]*' "$LOG/bench_cnn_wide_$at.json" || echo FAILED)"
 done
-SG_CUDNN_DYNAMIC_SHAPES=0 "$SG" bench bench/cnn_configs/cnn_wide.json --steps 200 --autotune heuristic --plan-cache off --json \
-  > "$LOG/bench_cnn_wide_static.json" 2> "$LOG/bench_cnn_wide_static.err"
-row "cnn_wide heuristic, static shapes" "$(grep -o '"graph_us_per_step":[0-9.]*' "$LOG/bench_cnn_wide_static.json" || echo FAILED)"
 # Data parallel (README "Several GPUs"): world size 1 through the NCCL path trains like the plain
 # run (same final loss); its bench shows the cost of the in-graph all-reduce; with 2+ GPUs, two
 # ranks train with checksums compared every 100 steps, and the scaling of seed/large MLPs.

@@ -210,6 +210,14 @@ sg_cli_ok(cli_explain_tf32x3_option
 sg_cli_ok(cli_explain_attention_option
   ARGS explain "${SG_CONFIGS}/reverse_transformer.json" --device cpu --batch 2 --attention cudnn_bf16
   STDOUT "attention\\(4 heads, causal\\).*precision fp32, attention cudnn_bf16")
+# Fusion and concurrent branches are CUDA lowering options; the CPU accepts them, and explain's
+# options line lists them, on by default.
+sg_cli_ok(cli_explain_fusion_concurrent_default
+  ARGS explain --device cpu
+  STDOUT "deterministic, fusion on, concurrent branches on")
+sg_cli_ok(cli_explain_no_fusion_no_concurrent
+  ARGS explain --device cpu --no-fusion --no-concurrent
+  STDOUT "deterministic, fusion off, concurrent branches off")
 
 # The decoder-only transformer learns the generated reverse task (untrained: about 5% of the
 # answer tokens; 150 of the config's 300 steps reach 100% on the CPU in about 8 s).

@@ -73,7 +73,7 @@ TEST(Cuda, DenseAmaxMatchesCpu) {
   REQUIRE_GPU();
   // max |output| of each amax layer against the CPU's, over small and many-block outputs; the
   // layers train as without it. Where cuDNN builds the dense+amax graph these layers are that
-  // graph (test_cudnn_dense.cpp); SG_CUDNN_AMAX=0 tests the abs_max kernel path, whose maximum
+  // graph (test_cudnn_dense.cpp); with fusion off they take the abs_max kernel path, whose maximum
   // is exact (bitwise the CPU's for the same outputs).
   for (int64_t batch : {16, 3000}) {
     auto model = sequential({dense(40, Activation::GELU, std::nullopt, true, /*amax=*/true),
@@ -596,10 +596,12 @@ TEST(Cuda, ConvolutionsMatchCpu) {
     Built b = train_program(*model, SoftmaxCrossEntropy(), {6, numel(c.image)}, Adam(1e-3));
     compare_backends(b.p, b.specs, ++seed, c.what);
     // The other forward path: a plain convolution, then our bias+relu kernel (what runs when no
-    // engine supports the fused graph).
-    setenv("SG_CUDNN_FUSION", "0", 1);
-    compare_backends(b.p, b.specs, seed, cat(c.what, ", bias and relu unfused (SG_CUDNN_FUSION=0)"));
-    unsetenv("SG_CUDNN_FUSION");
+    // engine supports the fused graph, and with fusion off).
+    LowerOptions unfused;
+    unfused.fusion = false;
+    const std::string ex = compare_backends(b.p, b.specs, seed, cat(c.what, ", fusion off"), 1, 1e-4, unfused);
+    // The first layer (bias, relu) says why.
+    EXPECT_NE(ex.find("relu kernel [not fused: fusion off]"), std::string::npos) << c.what << "\n" << ex;
   }
 }
 

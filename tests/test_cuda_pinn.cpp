@@ -176,11 +176,32 @@ TEST(Cuda, JetDenseKernelMatchesCpu) {
   }
 }
 
+// Fusion off (LowerOptions::fusion false): a PINN with Fourier features and jet layers the
+// jet dense kernel takes lowers every op on its own (no op done by another, no jet dense kernel,
+// no loss launch adding the sum, no two terms in one launch) and still matches the CPU.
+TEST(Cuda, PinnFusionOffLowersEveryOpOnItsOwn) {
+  REQUIRE_GPU();
+  pinn::Problem p = pinn::builtin_problem("poisson2d");
+  p.terms[0].points = 1001;
+  for (size_t t = 1; t < p.terms.size(); ++t) p.terms[t].points = 77;
+  auto model = sequential({std::make_shared<FourierFeatures>(16, 1.0, false), dense(64, Activation::Tanh),
+                           dense(64, Activation::Tanh), dense(1)});
+  Built b = pinn_program(p, *model, Adam(1e-3));
+  const std::string fused = compare_backends(b.p, b.specs, 95, "PINN, fusion on", 2);
+  EXPECT_NE(fused.find("done by '"), std::string::npos) << fused;
+  LowerOptions o;
+  o.fusion = false;
+  const std::string plain = compare_backends(b.p, b.specs, 95, "PINN, fusion off", 2, 1e-4, o);
+  for (const char* fusion : {"done by '", "jet dense kernel", "also the sum", "one launch"})
+    EXPECT_EQ(plain.find(fusion), std::string::npos) << fusion << "\n" << plain;
+}
+
 std::unique_ptr<Trainer> pinn_trainer(ExecMode mode, const pinn::Problem& p, int64_t width = 32,
-                                      Precision precision = Precision::FP32) {
+                                      Precision precision = Precision::FP32, bool concurrent = true) {
   TrainerOptions o;
   o.mode = mode;
   o.lower.precision = precision;
+  o.lower.concurrent = concurrent;
   auto t = std::make_unique<Trainer>(sequential({dense(width, Activation::Tanh), dense(width, Activation::Tanh), dense(1)}),
                                      pinn::make_step(p), std::make_shared<Adam>(1e-3), Device::CUDA, 9, o);
   t->compile_custom();
@@ -365,12 +386,12 @@ TEST(Cuda, PinnBoundaryBranchRunsConcurrentlyAndEqualsSerial) {
     "coordinates": ["x", "y"], "domain": [[0, 1], [-1, 1]],
     "residual": "u_xx + u_yy", "conditions": [{"on": "x=1", "residual": "u_x - y", "points": 200}]})J"));
   p.terms.push_back(n.terms[1]);
-  setenv("SG_CONCURRENT", "0", 1);
-  auto serial = pinn_trainer(ExecMode::Graph, p, 64);
-  unsetenv("SG_CONCURRENT");
+  auto serial = pinn_trainer(ExecMode::Graph, p, 64, Precision::FP32, /*concurrent=*/false);
   auto graph = pinn_trainer(ExecMode::Graph, p, 64), eager = pinn_trainer(ExecMode::Eager, p, 64);
-  EXPECT_NE(graph->explain().find("concurrent branches"), std::string::npos) << graph->explain();
-  EXPECT_EQ(serial->explain().find("concurrent branches"), std::string::npos);
+  // The lowering's note ("concurrent branches: N ops on a second stream"), not the options line.
+  EXPECT_NE(graph->explain().find("concurrent branches:"), std::string::npos) << graph->explain();
+  EXPECT_EQ(serial->explain().find("concurrent branches:"), std::string::npos) << serial->explain();
+  EXPECT_NE(serial->explain().find("concurrent branches off"), std::string::npos) << serial->explain();
   expect_bitwise_same_steps({serial.get(), graph.get(), eager.get()}, 30);
 }
 

@@ -19,7 +19,7 @@ enum class Device : uint8_t { CPU, CUDA };
 const char* device_name(Device d);
 Device parse_device(const std::string& s);  // "cpu" | "cuda"
 
-// How library plans are chosen and computed (CUDA; the CPU ignores all four).
+// How library plans are chosen and computed (CUDA; the CPU ignores all of these).
 //   autotune off:        the library heuristic's first algorithm (cuBLASLt) or plan (cuDNN)
 //            heuristic:  time the heuristic's top candidates on scratch buffers (cuBLASLt 4,
 //                        cuDNN up to 8 of heuristic A's), keep the fastest
@@ -64,6 +64,18 @@ struct LowerOptions {
   // faster, but two runs, and graph replay against eager, may then differ in the last bits.
   // true (default): every kernel and plan sums in a fixed order.
   bool deterministic = true;
+  // false: every op computes on its own, in the launches it would take alone: no cuBLASLt
+  // epilogues, no op doing another's work (the output layer inside the loss kernel, an input
+  // gradient applying the previous layer's activation derivative, the jet dense kernel and the
+  // other PINN fusions, one launch for a run of layers' weight gradients), convolutions without
+  // their bias and relu in the cuDNN graph, amax layers without their cuDNN graph. For debugging
+  // numerics (a fused path rounds differently); slower. true (default): those fusions where
+  // they apply. The CPU reference has none either way.
+  bool fusion = true;
+  // true (default): ops of independent branches (a PINN condition with a network pass of its
+  // own) run on a second, lower-priority stream inside the step's graph, where their memory and
+  // workspaces allow; results are bitwise those of one stream. false: one stream.
+  bool concurrent = true;
   std::string plan_cache;
   // Data-parallel training (CUDA backend): a step with gradients averages them over the
   // communicator's ranks inside the step, in buckets of about bucket_bytes (dist::plan_buckets),

@@ -21,6 +21,8 @@ struct BenchResult {
   std::string precision = "fp32";  // train.precision: fp32, tf32 or tf32x3
   std::string attention = "fp32";  // train.attention: fp32 | cudnn_bf16
   bool deterministic = true;       // train.deterministic
+  bool fusion = true;              // train.fusion
+  bool concurrent = true;          // train.concurrent
   std::vector<std::pair<std::string, double>> per_op_us;  // each op timed alone (eager)
   std::string lowering;                                   // explain's lowering notes
   // Data parallel (`stepgraph launch --gpus N bench`): every rank times its own steps with the

@@ -63,7 +63,8 @@ struct RunConfig {
   TrainConfig train;
   // train.mode (graph | eager), train.shape_policy (recapture | pad | error), train.max_shapes,
   // train.autotune (off | heuristic | exhaustive), train.precision (fp32 | tf32 | tf32x3),
-  // train.attention (fp32 | cudnn_bf16).
+  // train.attention (fp32 | cudnn_bf16), train.deterministic, train.fusion, train.concurrent
+  // (true | false), train.plan_cache.
   TrainerOptions trainer;
   // A physics-informed problem (section "problem"): replaces "data" and "loss".
   std::optional<pinn::Problem> problem;

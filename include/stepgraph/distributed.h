@@ -30,7 +30,7 @@ struct World {
 // (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK; the rendezvous then
 // uses MASTER_ADDR / MASTER_PORT when set, else 127.0.0.1:29500, which suits one host); else a
 // single process. Malformed or inconsistent values throw sg::Error naming the variable and value.
-// `get` looks a variable up (default: std::getenv); tests pass their own.
+// `get` looks a variable up (default: the process environment); tests pass their own.
 World world_from_env(const std::function<const char*(const char*)>& get = {});
 
 // The sharding rule. Every rank draws the same global batch of size * per_rank rows (same data

@@ -293,9 +293,6 @@ class Program {
 // the values survive from step to step. Constants written later (a checkpoint load) call for
 // Executable::recompute_invariants. 0 for programs that start with a batch or a trained weight.
 size_t invariant_prefix(const Program& p);
-// The ops a backend runs once: invariant_prefix(p), or 0 when the environment sets SG_ONCE=0
-// (the prefix then runs in every step, as before the optimization; for comparisons).
-size_t once_prefix(const Program& p);
 
 // A readable listing: one line per op with its tensors' names and shapes.
 std::string print_program(const Program& p);

@@ -184,7 +184,8 @@ std::string options_repr(const sg::TrainerOptions& o) {
                  o.lower.attention == sg::AttentionMode::FP32
                      ? ""
                      : sg::cat(", attention=", sg::attention_mode_name(o.lower.attention)),
-                 o.lower.deterministic ? "" : ", deterministic=False",
+                 o.lower.deterministic ? "" : ", deterministic=False", o.lower.fusion ? "" : ", fusion=False",
+                 o.lower.concurrent ? "" : ", concurrent=False",
                  o.lower.plan_cache.empty() ? "" : sg::cat(", plan_cache=", o.lower.plan_cache));
 }
 
@@ -219,7 +220,7 @@ void bind_trainer(nb::module_& m) {
            [](PyTrainer* self, sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, const std::string& device,
               uint64_t seed, const std::string& mode, const std::string& shape_policy, int max_shapes,
               const std::string& autotune, const std::string& precision, const std::string& attention,
-              bool deterministic, const std::string& plan_cache) {
+              bool deterministic, bool fusion, bool concurrent, const std::string& plan_cache) {
              if (!model) throw InputError("Trainer: model is None");
              if (!loss) throw InputError("Trainer: loss is None");
              if (!opt) throw InputError("Trainer: optimizer is None");
@@ -232,6 +233,8 @@ void bind_trainer(nb::module_& m) {
                o.lower.precision = sg::parse_precision(precision);
                o.lower.attention = sg::parse_attention_mode(attention);
                o.lower.deterministic = deterministic;
+               o.lower.fusion = fusion;
+               o.lower.concurrent = concurrent;
                o.lower.plan_cache = plan_cache;
                if (max_shapes < 1) throw sg::Error(sg::cat("max_shapes must be >= 1, got ", max_shapes));
                o.max_shapes = max_shapes;
@@ -247,7 +250,8 @@ void bind_trainer(nb::module_& m) {
            },
            "model"_a, "loss"_a, "optimizer"_a, "device"_a = "auto", "seed"_a = 0, nb::kw_only(), "mode"_a = "graph",
            "shape_policy"_a = "recapture", "max_shapes"_a = 8, "autotune"_a = "off", "precision"_a = "fp32",
-           "attention"_a = "fp32", "deterministic"_a = true, "plan_cache"_a = "",
+           "attention"_a = "fp32", "deterministic"_a = true, "fusion"_a = true, "concurrent"_a = true,
+           "plan_cache"_a = "",
            "model, loss, optimizer: the step's pieces.\n"
            "device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).\n"
            "seed: fixes the initial parameters (per parameter name); kept in checkpoints.\n"
@@ -264,6 +268,11 @@ void bind_trainer(nb::module_& m) {
            "deterministic: True (default): every kernel and cuDNN plan sums in a fixed order, so runs "
            "repeat bit for bit; False: cuDNN may pick nondeterministic (atomic) engines for convolution "
            "gradients and the SDPA backward, as PyTorch does by default (often faster).\n"
+           "fusion: True (default): ops share launches on CUDA (cuBLASLt epilogues, the output layer in "
+           "the loss kernel, the jet dense kernel, conv + bias + relu in one cuDNN graph, ...); False: "
+           "every op computes on its own, for debugging numerics (slower).\n"
+           "concurrent: True (default): independent branches of the step run on a second CUDA stream "
+           "inside the graph (results bitwise the same); False: one stream.\n"
            "plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): "
            "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.")
 
@@ -567,10 +576,13 @@ void bind_trainer(nb::module_& m) {
                      d["precision"] = sg::precision_name(o.lower.precision);
                      d["attention"] = sg::attention_mode_name(o.lower.attention);
                      d["deterministic"] = o.lower.deterministic;
+                     d["fusion"] = o.lower.fusion;
+                     d["concurrent"] = o.lower.concurrent;
                      d["plan_cache"] = o.lower.plan_cache;
                      return d;
                    },
-                   "mode, shape_policy, max_shapes, autotune, precision, attention, deterministic and plan_cache.")
+                   "mode, shape_policy, max_shapes, autotune, precision, attention, deterministic, fusion, concurrent "
+                   "and plan_cache.")
       .def_prop_ro("model", [](PyTrainer& s) { return s.t.model(); })
       .def_prop_ro("loss_fn", [](PyTrainer& s) { return s.t.loss_fn(); })
       .def_prop_ro("optimizer", [](PyTrainer& s) { return s.t.optimizer(); })

@@ -417,7 +417,7 @@ class Trainer:
     Calls release the GIL; one trainer runs one call at a time.
     """
 
-    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, plan_cache: str = '') -> None:
+    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
         """
         model, loss, optimizer: the step's pieces.
         device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).
@@ -610,7 +610,9 @@ class Trainer:
 
     @property
     def options(self) -> dict[str, Any]:
-        """mode, shape_policy, max_shapes, autotune, precision, attention, deterministic and plan_cache."""
+        """
+        mode, shape_policy, max_shapes, autotune, precision, attention, deterministic, fusion, concurrent and plan_cache.
+        """
 
     @property
     def model(self) -> Layer: ...

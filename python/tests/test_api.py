@@ -298,7 +298,9 @@ def test_explain_counts_invalidate_and_lr(data):
         t.set_lr(-1)
     assert t.device == "cpu" and "cpu" in t.backend
     assert t.options == {"mode": "graph", "shape_policy": "recapture", "max_shapes": 8, "autotune": "off",
-                         "precision": "fp32", "attention": "fp32", "deterministic": True, "plan_cache": ""}
+                         "precision": "fp32", "attention": "fp32", "deterministic": True, "fusion": True,
+                         "concurrent": True, "plan_cache": ""}
+    assert "deterministic, fusion on, concurrent branches on" in t.explain()
     t2 = trainer(compile=False, autotune="heuristic", plan_cache="off")
     assert (t2.options["autotune"], t2.options["plan_cache"]) == ("heuristic", "off")
     assert "plan_cache=off" in repr(t2)
@@ -309,6 +311,14 @@ def test_explain_counts_invalidate_and_lr(data):
         trainer(compile=False, attention="bf16")
     t4 = trainer(compile=False, deterministic=False)
     assert t4.options["deterministic"] is False and "deterministic=False" in repr(t4)
+    # Fusion and concurrent branches are CUDA lowering choices; the CPU accepts them (it has
+    # neither) and explain lists them among the options in force.
+    t5 = trainer(fusion=False, concurrent=False)
+    assert (t5.options["fusion"], t5.options["concurrent"]) == (False, False)
+    assert "fusion=False, concurrent=False" in repr(t5)
+    assert "fusion off, concurrent branches off" in t5.explain()
+    with pytest.raises(TypeError):
+        trainer(compile=False, fusion="off")
     assert "Trainer(device=cpu" in repr(t)
     assert isinstance(t.profile(2), list)
 

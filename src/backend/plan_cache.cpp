@@ -11,6 +11,7 @@
 #include <iterator>
 #include <system_error>
 
+#include "core/environment.h"
 #include "stepgraph/core.h"
 
 namespace sg::plan_cache {
@@ -126,11 +127,11 @@ std::string decode_any(const std::vector<uint8_t>& bytes, Entry* out) { return d
 std::string resolve_dir(const std::string& configured) {
   std::string d = configured;
   if (d.empty())
-    if (const char* env = std::getenv("SG_PLAN_CACHE")) d = env;
+    if (const char* v = env::get("SG_PLAN_CACHE")) d = v;
   if (d == "off") return "";
   if (!d.empty()) return d;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return (fs::path(xdg) / "stepgraph" / "cudnn").string();
-  if (const char* home = std::getenv("HOME"); home && *home)
+  if (const char* xdg = env::get("XDG_CACHE_HOME"); xdg && *xdg) return (fs::path(xdg) / "stepgraph" / "cudnn").string();
+  if (const char* home = env::get("HOME"); home && *home)
     return (fs::path(home) / ".cache" / "stepgraph" / "cudnn").string();
   return "";
 }

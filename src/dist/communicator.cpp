@@ -11,6 +11,8 @@
 
 #include "stepgraph/distributed.h"
 
+#include "core/environment.h"
+
 #ifdef STEPGRAPH_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -30,7 +32,7 @@ uint64_t checksum(const void* data, size_t bytes, uint64_t h) {
 }
 
 double timeout_from_env(const std::function<const char*(const char*)>& get_in) {
-  const char* v = get_in ? get_in("SG_DIST_TIMEOUT") : std::getenv("SG_DIST_TIMEOUT");
+  const char* v = get_in ? get_in("SG_DIST_TIMEOUT") : env::get("SG_DIST_TIMEOUT");
   if (!v) return kDefaultTimeoutS;
   char* end = nullptr;
   const double t = std::strtod(v, &end);
@@ -102,7 +104,7 @@ std::shared_ptr<Communicator> Communicator::create(const World& w, double timeou
   // NVLink multicast (NVLS) off unless the user chose: the shared GPU machines need it off. Once
   // per process, before any NCCL call reads the environment (ranks may be threads).
   static std::once_flag nvls_once;
-  std::call_once(nvls_once, [] { setenv("NCCL_NVLS_ENABLE", "0", 0); });
+  std::call_once(nvls_once, [] { env::set_default("NCCL_NVLS_ENABLE", "0"); });
   std::shared_ptr<Communicator> c(new Communicator());
   c->world_ = w;
   c->timeout_s_ = timeout_s;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/environment.h"
+
 namespace sg::dist {
 
 namespace {
@@ -26,7 +28,7 @@ int env_int(const std::function<const char*(const char*)>& get, const char* name
 
 World world_from_env(const std::function<const char*(const char*)>& get_in) {
   const std::function<const char*(const char*)> get =
-      get_in ? get_in : [](const char* n) -> const char* { return std::getenv(n); };
+      get_in ? get_in : [](const char* n) -> const char* { return env::get(n); };
   constexpr int kMax = std::numeric_limits<int>::max();
   World w;
   if (get("WORLD_SIZE") || get("RANK")) {

@@ -13,7 +13,7 @@
 
 #include "stepgraph/distributed.h"
 
-extern char** environ;
+#include "core/environment.h"
 
 namespace sg::dist {
 
@@ -81,7 +81,9 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& argv, s
   SG_REQUIRE(o.master_port >= 0 && o.master_port < 65536, "launch: --master-port ", o.master_port,
              " is outside [1, 65535]");
   const int port = o.master_port ? o.master_port : free_port();
-  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  const char* nvls = env::get("NCCL_NVLS_ENABLE");
+
+  const std::vector<std::string> inherited = env::snapshot();
 
   std::vector<Child> kids(static_cast<size_t>(o.nprocs));
   auto stop_all = [&](int sig) {
@@ -92,8 +94,7 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& argv, s
     // Everything the child needs is built before fork (only async-signal-safe calls after it).
     std::vector<std::string> env_strings;
     const auto mine = rank_environment(o, r, port, nvls);
-    for (char** e = environ; e && *e; ++e) {
-      const std::string kv = *e;
+    for (const std::string& kv : inherited) {
       const std::string key = kv.substr(0, kv.find('='));
       bool ours = false;
       for (const auto& [k, v] : mine) ours = ours || k == key;

@@ -13,6 +13,8 @@
 
 #include "stepgraph/distributed.h"
 
+#include "core/environment.h"
+
 namespace sg::dist {
 
 namespace {
@@ -66,7 +68,7 @@ void mpi_check(int rc, const char* call, const World& w) {
 }  // namespace
 
 bool mpi_bootstrap_available(std::string* why) {
-  const char* off = std::getenv("SG_MPI_BOOTSTRAP");
+  const char* off = env::get("SG_MPI_BOOTSTRAP");
   if (off && std::string(off) == "0") {
     if (why) *why = "SG_MPI_BOOTSTRAP=0";
     return false;

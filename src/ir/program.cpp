@@ -163,11 +163,6 @@ size_t invariant_prefix(const Program& p) {
   return n;
 }
 
-size_t once_prefix(const Program& p) {
-  const char* once = std::getenv("SG_ONCE");
-  return once && std::string(once) == "0" ? 0 : invariant_prefix(p);
-}
-
 void Program::add_op(Op op) {
   if (op.accumulate.empty()) op.accumulate.assign(op.out.size(), 0);
   SG_ASSERT(op.accumulate.size() == op.out.size());

@@ -34,6 +34,7 @@ json BenchResult::to_json() const {
           {"graph_us_per_step", graph_us_per_step},
           {"graph_nodes", graph_nodes}, {"peak_device_bytes", peak_device_bytes},
           {"arena_bytes", arena_bytes}, {"tf32", tf32}, {"precision", precision}, {"attention", attention}, {"deterministic", deterministic},
+          {"fusion", fusion},           {"concurrent", concurrent},
           {"per_op_us", per_op_us},
           {"cudnn_plans", cudnn},       {"ranks", ranks},             {"rank_graph_us_per_step", rank_graph_us}};
 }
@@ -116,6 +117,8 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   r.precision = precision_name(cfg.trainer.lower.precision);
   r.attention = attention_mode_name(cfg.trainer.lower.attention);
   r.deterministic = cfg.trainer.lower.deterministic;
+  r.fusion = cfg.trainer.lower.fusion;
+  r.concurrent = cfg.trainer.lower.concurrent;
   r.ranks = world.size;
   r.rank = world.rank;
   for (ExecMode mode : {ExecMode::Eager, ExecMode::Graph}) {

@@ -377,13 +377,15 @@ TrainerOptions parse_trainer_options(const Node& n) {
   o.lower.precision = parse_precision(n.string("precision", "fp32", {"fp32", "tf32", "tf32x3"}));
   o.lower.attention = parse_attention_mode(n.string("attention", "fp32", {"fp32", "cudnn_bf16"}));
   o.lower.deterministic = n.boolean("deterministic", true);
+  o.lower.fusion = n.boolean("fusion", true);
+  o.lower.concurrent = n.boolean("concurrent", true);
   o.lower.plan_cache = n.string("plan_cache", "");
   return o;
 }
 
 TrainConfig parse_train(const Node& n) {
   n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every", "mode",
-          "shape_policy", "max_shapes", "autotune", "precision", "attention", "deterministic", "plan_cache", "distributed",
+          "shape_policy", "max_shapes", "autotune", "precision", "attention", "deterministic", "fusion", "concurrent", "plan_cache", "distributed",
           "bucket_mb", "check_params"});
   TrainConfig t;
   t.steps = n.integer("steps", t.steps, 1);

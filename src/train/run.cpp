@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "core/environment.h"
 #include "core/files.h"
 #include "stepgraph/distributed.h"
 #include "stepgraph/rng.h"
@@ -299,7 +300,7 @@ std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, co
                                                        dist::World* world_out) {
   const dist::World world = dist::world_from_env();
   if (world_out) *world_out = world;
-  const char* forced = std::getenv("SG_DISTRIBUTED");
+  const char* forced = env::get("SG_DISTRIBUTED");
   SG_REQUIRE(!forced || std::string(forced) == "nccl" || std::string(forced) == "auto",
              "environment: SG_DISTRIBUTED='", forced, "': expected nccl or auto");
   const bool want = world.size > 1 || cfg.train.distributed == "nccl" || (forced && std::string(forced) == "nccl");

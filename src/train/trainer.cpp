@@ -702,7 +702,9 @@ std::string Trainer::explain() const {
      << " shapes), autotune " << autotune_name(options_.lower.autotune) << ", precision "
      << precision_name(options_.lower.precision) << ", attention "
      << attention_mode_name(options_.lower.attention)
-     << (options_.lower.deterministic ? ", deterministic" : ", nondeterministic engines allowed") << "\n";
+     << (options_.lower.deterministic ? ", deterministic" : ", nondeterministic engines allowed") << ", fusion "
+     << (options_.lower.fusion ? "on" : "off") << ", concurrent branches " << (options_.lower.concurrent ? "on" : "off")
+     << "\n";
   os << "compiles: " << compiles_ << " (train shapes: " << train_variants_.size()
      << ", eval shapes: " << eval_variants_.size() << "), graph captures: " << captures_
      << ", graph nodes per step: " << graph_nodes() << ", launches: " << launches_ << "\n";

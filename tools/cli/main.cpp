@@ -20,11 +20,12 @@ struct Common {
   uint64_t seed = 0;
   double tolerance = 1e-3;
   bool json = false;
-  bool nondeterministic = false;
+  bool nondeterministic = false, no_fusion = false, no_concurrent = false;
   bool overwrite = false, weights_only = false;
 };
 
-// Command-line overrides of the config's train.mode / autotune / precision / attention / plan_cache.
+// Command-line overrides of the config's train.mode / autotune / precision / attention /
+// deterministic / fusion / concurrent / plan_cache.
 void apply_overrides(const Common& c, sg::RunConfig& cfg) {
   if (!c.mode.empty() && c.mode != "verify") cfg.trainer.mode = sg::parse_exec_mode(c.mode);
   if (!c.autotune.empty()) cfg.trainer.lower.autotune = sg::parse_autotune(c.autotune);
@@ -32,6 +33,8 @@ void apply_overrides(const Common& c, sg::RunConfig& cfg) {
   if (!c.attention.empty()) cfg.trainer.lower.attention = sg::parse_attention_mode(c.attention);
   if (!c.plan_cache.empty()) cfg.trainer.lower.plan_cache = c.plan_cache;
   if (c.nondeterministic) cfg.trainer.lower.deterministic = false;
+  if (c.no_fusion) cfg.trainer.lower.fusion = false;
+  if (c.no_concurrent) cfg.trainer.lower.concurrent = false;
 }
 
 void add_tuning_options(CLI::App* cmd, Common& c) {
@@ -46,6 +49,11 @@ void add_tuning_options(CLI::App* cmd, Common& c) {
   cmd->add_flag("--nondeterministic", c.nondeterministic,
                "let cuDNN pick nondeterministic (atomic) engines, as PyTorch does by default "
                "(sets train.deterministic false)");
+  cmd->add_flag("--no-fusion", c.no_fusion,
+                "every op in its own launches: no cuBLASLt epilogues or cross-op fusions, for debugging "
+                "numerics (sets train.fusion false)");
+  cmd->add_flag("--no-concurrent", c.no_concurrent,
+                "run the step on one stream, independent branches too (sets train.concurrent false)");
   cmd->add_option("--plan-cache", c.plan_cache,
                   "folder of the cuDNN plan cache, or off (default: the config's train.plan_cache, else "
                   "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn)");

@@ -58,7 +58,7 @@ class CpuBackend : public Backend {
         SG_REQUIRE(t.role != Role::Gradient, "data-parallel training (NCCL all-reduce) runs on the CUDA backend only");
     std::vector<std::function<void()>> steps;
     for (const Op& op : p.ops()) steps.push_back(op_def(op.kind).cpu(CpuBind(p, op, ptrs)));
-    return std::make_unique<CpuExecutable>(std::move(steps), once_prefix(p));
+    return std::make_unique<CpuExecutable>(std::move(steps), invariant_prefix(p));
   }
 
 };

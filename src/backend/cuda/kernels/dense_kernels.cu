@@ -429,7 +429,6 @@ int64_t sliced_splits(int64_t M, int64_t N, int64_t K) {
 }
 
 bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
-  if (const char* v = std::getenv("SG_SLICED"); v && std::string(v) == "0") return false;
   // Above the small products and up to 2^28 multiply-adds; one wave of blocks (one per SM, at
   // least half the SMs), each over a whole k-range of 256 or more. Measured on an H200: mlp_8x256's
   // 1024 x 256 x 256 and 256 x 256 x 1024 products 298 -> 231 us per step; shorter k or a
@@ -444,9 +443,6 @@ bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
 }
 
 bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
-  const char* v = std::getenv("SG_OWN_GEMM");
-  if (v && std::string(v) == "0") return false;
-  if (v && std::string(v) == "1") return true;
   if (sliced_gemm(M, N, K)) return true;
   // Up to ~4M multiply-adds (the seed MLP's products) the library's fixed costs dominate; above
   // that cuBLASLt's tuned kernels win (measured on an H200, see bench/RESULTS.md). A long
@@ -457,8 +453,6 @@ bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
 }
 
 int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_cores) {
-  const char* v = std::getenv("SG_SPLIT_K");
-  if (v && std::string(v) == "0") return 1;  // such products go to cuBLASLt
   if (sliced_gemm(M, N, K) && !tensor_cores) return static_cast<int>(sliced_splits(M, N, K));
   if (tensor_cores) {
     // 64 x 64 tiles, three blocks per SM, each over at least 256 values of k. Fourier 4x128's
@@ -499,7 +493,6 @@ int64_t own_gemm_counters(const DenseGemm& g) {
 }
 
 bool sliced_pair(DenseGemm& w, DenseGemm& x) {
-  if (const char* v = std::getenv("SG_SLICED_PAIR"); v && std::string(v) == "0") return false;
   if (!w.sliced || !x.sliced || w.tf32x3 || x.tf32x3 || !sliced_pair_layout(w, x)) return false;
   // Two products of 32 x 64 tiles each fill the GPU for a few microseconds of arithmetic and about
   // as much fixed cost (loads, the warps' sum, the epilogue, the launch); on 64 x 64 tiles side by

@@ -74,12 +74,12 @@ constexpr int kSlicedPairRows = 64, kSlicedPairWarps = 8;
 constexpr int kSlicedTcSlices = 4;
 // Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
 // 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
-// at most 16 blocks where that gives more), k >= 256 (SG_SLICED=0: never).
+// at most 16 blocks where that gives more), k >= 256.
 bool sliced_gemm(int64_t M, int64_t N, int64_t K);
 // Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
 bool own_gemm_sliced(const DenseGemm& g);
 // Whether the k-sliced kernel's single products (not pairs) run on this device's FP64 tensor cores
-// (mma.sync m16n8k8 .f64: compute capability 9.0 and code built for it; SG_FP64_TC=0: never)
+// (mma.sync m16n8k8 .f64: compute capability 9.0 and code built for it)
 // instead of fp32 FMAs: the fp32 inputs converted exactly, their products summed in fp64 along
 // each warp's slice of k (a forward product's slices too, so that its outputs round like the CPU
 // reference's double sums), so at least fp32's accuracy. On an H200 the FP64 tensor cores run
@@ -87,7 +87,7 @@ bool own_gemm_sliced(const DenseGemm& g);
 bool sliced_fp64_tensor_cores();
 // Whether a layer's weight gradient w (dZ^T X) and input gradient x (dZ W), each planned for the
 // k-sliced kernel, run as one launch instead of two: each on 64 x 64 tiles over about half the
-// SMs, w's k split to fill its half (SG_SLICED_PAIR=0: never). If so, sets their splits and
+// SMs, w's k split to fill its half. If so, sets their splits and
 // `paired` and clears fp64_tc (a pair runs on fp32 FMAs: on the FP64 tensor cores, 8 warps a
 // block, mlp_8x256's layer took 16.6 against 15.5 us); dense_gemm(w, &x) then launches both.
 bool sliced_pair(DenseGemm& w, DenseGemm& x);
@@ -109,7 +109,8 @@ struct WgradBatch {
 };
 // Whether an M x N x K weight gradient may join such a launch: a medium product (sliced_gemm)
 // whose rows load as 16-byte chunks, on a device with the FP64 tensor cores of
-// sliced_fp64_tensor_cores (SG_WGRAD_BATCH=0: never).
+// sliced_fp64_tensor_cores. Which runs of layers do is wgrad_groups' choice (none with
+// LowerOptions::fusion off).
 bool wgrad_batchable(int64_t M, int64_t N, int64_t K);
 void wgrad_batch(const WgradBatch& b, cudaStream_t s);
 // How many k-ranges our kernel splits the product into (1: none).
@@ -153,7 +154,7 @@ struct SkinnyDense {
   float *dX = nullptr, *dW = nullptr, *db = nullptr;
   bool dX_accumulate = false, dW_accumulate = false, db_accumulate = false;
 };
-// Whether an R x O x I layer takes the skinny kernels (O * I <= 1024; SG_SKINNY=0: never).
+// Whether an R x O x I layer takes the skinny kernels (O * I <= 1024).
 bool skinny_dense(int64_t R, int64_t O, int64_t I);
 void skinny_forward(const SkinnyDense& g, cudaStream_t s);
 // Scratch floats skinny_backward needs (its blocks' partial sums).

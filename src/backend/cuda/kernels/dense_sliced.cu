@@ -649,7 +649,6 @@ void detail::launch_sliced(const DenseGemm& g, cudaStream_t s) {
 
 bool sliced_fp64_tensor_cores() {
   static const bool on = [] {
-    if (const char* v = std::getenv("SG_FP64_TC"); v && std::string(v) == "0") return false;
     int dev = 0, major = 0;
     cudaFuncAttributes fa{};
     const bool ok = cudaGetDevice(&dev) == cudaSuccess &&

@@ -334,7 +334,6 @@ bool shape_fits(const JetSpec& js, int64_t K, int64_t N) {
 }  // namespace
 
 bool jet_dense_fits(const JetSpec& js, int64_t K, int64_t N) {
-  if (const char* v = std::getenv("SG_JET_DENSE"); v && std::string(v) == "0") return false;
   const size_t most = Shape<8, kBK, kStages>::smem_bytes(128);
   return shape_fits(js, K, N) &&
          static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most;

@@ -43,7 +43,7 @@ struct JetDense {
 // components (value, two first derivatives and one second-order component: 2D Poisson's
 // Laplacian, Burgers' and heat's (t, x) with u_xx; or three first derivatives), N = 64 or 128,
 // K a multiple of 32 up to 128, a device that gives a block its shared memory (100 KB at
-// K = N = 128: A100, H100/H200), and SG_JET_DENSE not "0". Pointers must be 16-byte aligned
+// K = N = 128: A100, H100/H200). Only with LowerOptions::fusion (plan_fusions). Pointers must be 16-byte aligned
 // (jet_dense_aligned).
 bool jet_dense_fits(const JetSpec& js, int64_t K, int64_t N);
 bool jet_dense_aligned(const JetDense& g);

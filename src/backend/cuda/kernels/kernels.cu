@@ -13,8 +13,6 @@ namespace sg::cuda {
 
 bool pdl_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("SG_PDL");
-    if (v && std::string(v) == "0") return false;
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {

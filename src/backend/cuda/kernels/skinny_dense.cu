@@ -194,8 +194,6 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(SkinnyDense g, float
 }  // namespace
 
 bool skinny_dense(int64_t R, int64_t O, int64_t I) {
-  const char* v = std::getenv("SG_SKINNY");
-  if (v && std::string(v) == "0") return false;
   // From a few thousand rows (below, the fused small-layer kernel); W and the backward's
   // per-warp sums in 48 KB of shared memory, each lane's dW sums in registers.
   return O <= kSkinnyMax && R >= 4096 && O * I <= 1024;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/runtime/cuda_check.h"
+#include "core/environment.h"
 
 // The frontend's dynamic loading reads every libcudnn symbol through this handle, which it
 // declares and leaves to the program to define and set: one process-wide library handle, by the
@@ -44,13 +45,13 @@ struct Loaded {
 // copy CMake saw; without this it warns when both are on the path and takes 12. A value the
 // user set is kept.
 void choose_cudart_for_frontend() {
-  if (std::getenv("CUDNN_FRONTEND_CUDART_LIB_NAME")) return;
+  if (env::get("CUDNN_FRONTEND_CUDART_LIB_NAME")) return;
   std::vector<std::string> names = {"libcudart.so.13"};
   if (std::strlen(STEPGRAPH_CUDART_LIB_DIR) > 0) names.push_back(std::string(STEPGRAPH_CUDART_LIB_DIR) + "/libcudart.so.13");
   for (const std::string& n : names) {
     if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       (void)h;  // stays loaded for the frontend
-      setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", n.c_str(), 0);
+      env::set_default("CUDNN_FRONTEND_CUDART_LIB_NAME", n.c_str());
       return;
     }
   }

@@ -109,7 +109,7 @@ inline size_t share_workspace(const std::vector<std::shared_ptr<ConvPlan>>& plan
 }
 
 // Whether plans are built with dynamic shapes and a kernel cache shared by the shape variants of
-// one op (cuDNN >= 9.5 loaded and SG_CUDNN_DYNAMIC_SHAPES not 0); `why` says why not.
+// one op (cuDNN >= 9.5 loaded); `why` says why not.
 bool dynamic_shapes_enabled(const CudnnContext& ctx, std::string* why = nullptr);
 // Records one program's cuDNN compile (its first convolution's batch size, its plans' stats) in
 // the context and returns the context's history, one line per compile, for explain: the first

@@ -391,11 +391,6 @@ void GraphPlan::run(cudaStream_t s) const {
 }
 
 bool dynamic_shapes_enabled(const CudnnContext& ctx, std::string* why) {
-  const char* v = std::getenv("SG_CUDNN_DYNAMIC_SHAPES");
-  if (v && std::string(v) == "0") {
-    if (why) *why = "SG_CUDNN_DYNAMIC_SHAPES=0";
-    return false;
-  }
   // The frontend binds a kernel cache to its first operation graph (CUDNN_ATTR_KERNEL_CACHE_
   // OPERATION_GRAPH), which cuDNN has from 9.5; dynamic shapes alone (9.4) gain nothing here.
   if (ctx.version < 90500) {

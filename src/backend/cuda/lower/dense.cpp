@@ -72,7 +72,7 @@ void Lowering::dense_forward(int i, const Op& op) {
     // The jet activation reading this output adds the bias itself (Y is read by nothing else
     // before it).
     const auto& ops = p_.ops();
-    if (bp && act == Activation::None && !z && static_cast<size_t>(i) + 1 < ops.size() &&
+    if (fuse_ && bp && act == Activation::None && !z && static_cast<size_t>(i) + 1 < ops.size() &&
         ops[i + 1].kind == OpKind::JetActivation && ops[i + 1].in[0] == Y) {
       jet_bias_[i + 1] = bp;
       notes_ << "bias added by the next op's jet kernel";
@@ -225,7 +225,7 @@ void Lowering::add_op(int i, const Op& op) {
 #ifdef STEPGRAPH_HAVE_CUDNN
 
 std::string Lowering::try_dense_amax(int i, int j, const Op& op) {
-  if (const char* v = std::getenv("SG_CUDNN_AMAX"); v && std::string(v) == "0") return "SG_CUDNN_AMAX=0";
+  if (!fuse_) return "fusion off";
   const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
   const Activation act = op.attr<DenseAttrs>().act;
   if (std::string r = dense_amax_refusal(act); !r.empty()) return r;

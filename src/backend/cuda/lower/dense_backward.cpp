@@ -23,7 +23,7 @@ std::optional<std::array<int64_t, 3>> wgrad_shape(const Program& p, const Op& op
 
 std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt) {
   std::vector<std::vector<int>> runs;
-  if (opt.comm || opt.precision == Precision::TF32X3) return runs;
+  if (!opt.fusion || opt.comm || opt.precision == Precision::TF32X3) return runs;
   for (const Op& op : p.ops())
     if (op.kind == OpKind::JetInput) return runs;  // the jet fusions take a PINN's dense backward ops
   std::vector<int> run;

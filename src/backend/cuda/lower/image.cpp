@@ -90,13 +90,6 @@ ConvGeometry conv_geometry(const Program& p, TensorId X, TensorId W, TensorId Y,
   return g;
 }
 
-// SG_CUDNN_FUSION=0 keeps bias and relu out of the cuDNN graph (our kernel after a plain
-// convolution): the path taken anyway when no engine supports the fused graph, forced for tests.
-bool fusion_enabled() {
-  const char* v = std::getenv("SG_CUDNN_FUSION");
-  return !(v && std::string(v) == "0");
-}
-
 std::shared_ptr<CudnnContext> cudnn(CudaBackend& be) {
   auto& slot = be.cudnn_context();
   if (!slot) slot = make_cudnn_context();
@@ -132,7 +125,9 @@ void ImageLowering::conv_forward(const Op& op) {
   const ConvPlanOptions opt = conv_options();
   std::string why_fused, why;
   std::shared_ptr<ConvPlan> plan;
-  if (!fusion_enabled()) why_fused = "SG_CUDNN_FUSION=0";
+  // Fusion off keeps bias and relu out of the cuDNN graph (our kernel after a plain convolution):
+  // the path taken anyway when no engine supports the fused graph.
+  if (!h_.opt.fusion) why_fused = "fusion off";
   else if (b || act != Activation::None) {
     plan = conv_forward_plan(ctx, g, X, W, b, Y, act, true, opt, &why_fused);
     if (plan) return add_plan(op, plan, "forward");

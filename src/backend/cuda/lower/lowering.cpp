@@ -6,14 +6,9 @@
 
 namespace sg::cuda {
 
-bool epilogues_enabled() {
-  const char* v = std::getenv("SG_CUBLASLT_EPILOGUES");
-  return !(v && std::string(v) == "0");
-}
 
 void Lowering::plan_streams() {
-  const char* env = std::getenv("SG_CONCURRENT");
-  if ((env && std::string(env) == "0") || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
+  if (!opt_.concurrent || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
   std::vector<std::pair<int, int>> links;  // ops one launch does the work of
   for (const auto& [b, q] : fusions_.into) links.emplace_back(b, q);
   for (const auto& [loss, dense] : fused_loss_) links.emplace_back(loss, dense);
@@ -44,7 +39,7 @@ std::unique_ptr<Executable> Lowering::run() {
   if (fuse_) fusions_ = plan_fusions(p_, ptrs_, /*jet_dense=*/!tc_);
   plan_collectives();
   plan_wgrad_runs();
-  const size_t fixed_ops = once_prefix(p_);
+  const size_t fixed_ops = invariant_prefix(p_);
   for (size_t i = 0; i < p_.ops().size(); ++i) {
     const Op& op = p_.ops()[i];
     join_before(static_cast<int>(i), op);

@@ -14,12 +14,12 @@
 //             gradient in the same product, so that layer's backward skips both.
 // Where cuBLASLt has no algorithm for an epilogue, the op falls back to a plain product and the
 // project's own kernels (noted in explain). A last dense layer with at most 32 outputs runs
-// inside the softmax cross-entropy kernel that reads it. SG_CUBLASLT_EPILOGUES=0 turns these
+// inside the softmax cross-entropy kernel that reads it. LowerOptions::fusion false turns these
 // fusions off everywhere.
 // A dense layer whose output an AbsMax op reads ("amax": true) is, where cuDNN has an engine for
 // it, one cuDNN graph (cudnn_dense.h): product, scale, bias, activation and the max |Y|
 // reduction, and the AbsMax op is then empty; otherwise the paths above and our abs_max kernel,
-// with the reason in explain. SG_CUDNN_AMAX=0 forces the latter.
+// with the reason in explain. LowerOptions::fusion false forces the latter.
 #pragma once
 
 #include <algorithm>
@@ -53,12 +53,10 @@ namespace sg::cuda {
 
 class ConvPlan;
 
-bool epilogues_enabled();
-
 class Lowering {
  public:
   Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
-      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(epilogues_enabled()),
+      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(opt.fusion),
         tc_(opt.precision == Precision::TF32X3 && tf32_tensor_cores()) {}
 
   std::unique_ptr<Executable> run();
@@ -96,7 +94,7 @@ class Lowering {
   void add_join(const std::string& before);
 
   // Concurrent branches (stream_plan.h). Off with collectives, cuDNN plans (their shared
-  // workspaces) and SG_CONCURRENT=0.
+  // workspaces) and LowerOptions::concurrent false.
   void plan_streams();
 
   void refuse_unsupported_ops() const;

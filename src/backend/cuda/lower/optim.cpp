@@ -40,7 +40,7 @@ void Lowering::schedule_op(int i, const Op& op) {
   const auto& out = op.out;
   // Followed by the update op that reads it: computed inside that launch instead.
   const auto& ops = p_.ops();
-  if (static_cast<size_t>(i) + 1 < ops.size() &&
+  if (fuse_ && static_cast<size_t>(i) + 1 < ops.size() &&
       (ops[i + 1].kind == OpKind::SgdUpdate || ops[i + 1].kind == OpKind::AdamUpdate) &&
       ops[i + 1].in[1] == out[1]) {
     fused_schedule_ = FusedSchedule{i32(out[0]), f(out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),

@@ -33,7 +33,7 @@ ExprTerm Lowering::expression_term(int i, const Op& op, int launcher) {
   // The next op sums this term onto the earlier ones (the loss total): a one-element Add that
   // this kernel's last block does.
   const auto& ops = p_.ops();
-  if (static_cast<size_t>(i) + 1 < ops.size()) {
+  if (fuse_ && static_cast<size_t>(i) + 1 < ops.size()) {
     const Op& add = ops[i + 1];
     if (add.kind == OpKind::Add && add.in[1] == op.out[1] && add.in[0] != op.out[1] && count(add.out[0]) == 1 &&
         !add.accumulate[0]) {
@@ -56,7 +56,7 @@ void Lowering::expression_loss_op(int i, const Op& op) {
   // residual's pass): both in one launch, their blocks side by side.
   const auto& ops = p_.ops();
   const Op* next = static_cast<size_t>(i) + 1 < ops.size() ? &ops[i + 1] : nullptr;
-  if (next && next->kind == OpKind::ExpressionLoss && next->in[0] == op.in[0] && next->out[0] == kNone &&
+  if (fuse_ && next && next->kind == OpKind::ExpressionLoss && next->in[0] == op.in[0] && next->out[0] == kNone &&
       op.out[0] == kNone) {
     notes_ << "; and '" << next->name << "': ";
     auto second = std::make_shared<ExprTerm>(expression_term(i + 1, *next, i));

@@ -34,10 +34,9 @@ CudaBackend::CudaBackend() {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   // The step's stream at the device's highest priority, so a concurrent branch (a side stream at
   // the default, lowest, priority: CudaExecutable) fills the SMs it leaves idle instead of
-  // delaying the critical path's blocks. SG_STREAM_PRIORITY=0: both at the default.
+  // delaying the critical path's blocks.
   int lowest = 0, highest = 0;
-  const char* pv = std::getenv("SG_STREAM_PRIORITY");
-  if (!(pv && std::string(pv) == "0")) CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
   CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest));
   CUBLAS_CHECK(cublasLtCreate(&lt_));
   CUDA_CHECK(cudaEventCreateWithFlags(&up_done_, cudaEventDisableTiming));

@@ -6,7 +6,7 @@
 // PDL_PROLOGUE(): it lets the next kernel launch early in turn (griddepcontrol.launch_dependents)
 // and then waits (griddepcontrol.wait) until every kernel it depends on has finished and its
 // writes are visible, before it touches any memory. So results and their order are exactly those
-// of plain launches; only the idle gaps shrink. SG_PDL=0 turns it off (plain serialized launches).
+// of plain launches; only the idle gaps shrink.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,8 +23,8 @@ __device__ __forceinline__ void pdl_prologue() {
 }
 #define PDL_PROLOGUE() ::sg::cuda::pdl_prologue()
 
-// Whether launches use the programmatic attribute: a GPU of compute capability 9.0 or newer and
-// SG_PDL not "0" (decided once per process, for the current device).
+// Whether launches use the programmatic attribute: a GPU of compute capability 9.0 or newer
+// (decided once per process, for the current device).
 bool pdl_enabled();
 
 template <typename... KArgs, typename... Args>
