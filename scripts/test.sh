@@ -45,6 +45,10 @@ echo
 echo "test: bench/bench_ops_vs_torch.py --self-test"
 python3 bench/bench_ops_vs_torch.py --self-test || failed+=("bench_ops_vs_torch.py --self-test")
 
+echo
+echo "test: bench/ab_builds.py --self-test"
+python3 bench/ab_builds.py --self-test || failed+=("ab_builds.py --self-test")
+
 # ASan + UBSan and the fuzzers need clang (scripts/setup.sh installs it); one clang build in
 # build-sanitize/ serves both (docs/fuzzing.md).
 echo

@@ -17,6 +17,7 @@
 #include "test_util.h"
 #ifdef STEPGRAPH_HAVE_CUDA
 #include "backend/cuda/kernels/sequence_kernels.cuh"
+#include "backend/cuda/lower/lowerings.h"
 #include "backend/cuda/lower/sequence.h"
 #endif
 
@@ -261,14 +262,16 @@ TEST(CudaSequence, UnsupportedShapesAreRefusedWithAMessage) {
   auto model = sequential({embedding(10, 160, 8), self_attention(2, true), dense(10)});  // head dimension 80
   Built b = seq_train_program(*model, SoftmaxCrossEntropy(), {2, 8}, AdamW());
   int refused = 0;
+  // The refusals are the CUDA lowering table's (lower/lowerings.cpp).
   for (const Op& op : b.p.ops()) {
-    if (!cuda::SequenceLowering::handles(op.kind)) continue;
+    const auto refuse = cuda::cuda_lowering(op.kind).refuse;
+    if (!refuse) continue;
     if (op.kind != OpKind::Attention && op.kind != OpKind::AttentionBackward) {
-      EXPECT_NO_THROW(cuda::SequenceLowering::check_supported(b.p, op)) << op.name;
+      EXPECT_NO_THROW(refuse(b.p, op, LowerOptions{})) << op.name;
       continue;
     }
     try {
-      cuda::SequenceLowering::check_supported(b.p, op);
+      refuse(b.p, op, LowerOptions{});
       ADD_FAILURE() << op.name << " accepted";
     } catch (const Error& e) {
       ++refused;
@@ -283,7 +286,7 @@ TEST(CudaSequence, UnsupportedShapesAreRefusedWithAMessage) {
   auto ok = sequential({embedding(10, 128, 8), self_attention(2, true), dense(10)});
   Built c = seq_train_program(*ok, SoftmaxCrossEntropy(), {2, 8}, AdamW());
   for (const Op& op : c.p.ops())
-    if (cuda::SequenceLowering::handles(op.kind)) EXPECT_NO_THROW(cuda::SequenceLowering::check_supported(c.p, op));
+    if (const auto refuse = cuda::cuda_lowering(op.kind).refuse) EXPECT_NO_THROW(refuse(c.p, op, LowerOptions{}));
   EXPECT_TRUE(cuda::embedding_backward_supported(50000, 65536));
   EXPECT_FALSE(cuda::embedding_backward_supported(100000, 65536));
 }

@@ -12,23 +12,11 @@ int64_t Lowering::bias_rows(const Op& op, int64_t B) const {
   return br > 0 && br < B ? br : B;
 }
 
-bool Lowering::fuse_with_loss(int i, const Op& op) const {
-  const auto& ops = p_.ops();
-  if (!fuse_ || static_cast<size_t>(i) + 1 >= ops.size()) return false;
-  const Op& next = ops[i + 1];
-  const DenseAttrs& a = op.attr<DenseAttrs>();
-  // Token rows too ([B, S, I] inputs, labels per position with -1 for none).
-  return a.act == Activation::None && a.bias_rows == 0 && op.out[1] == kNone &&
-         next.kind == OpKind::SoftmaxCrossEntropy && next.in[0] == op.out[0] &&
-         fused_loss_fits(dim(op.in[1], 0), dim(op.in[1], 1));
-}
-
 void Lowering::dense_forward(int i, const Op& op) {
   const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
   const int64_t B = rows(X), I = width(X), O = dim(W, 0);
   const Activation act = op.attr<DenseAttrs>().act;
-  if (fuse_with_loss(i, op)) {
-    fused_loss_[i + 1] = i;
+  if (const auto it = fusions_.loss_dense.find(i + 1); it != fusions_.loss_dense.end() && it->second == i) {
     notes_ << "fused into the next op's loss kernel";
     return;
   }
@@ -69,12 +57,8 @@ void Lowering::dense_forward(int i, const Op& op) {
     GemmPlan* g = gemm(s, CUBLASLT_EPILOGUE_DEFAULT, ap);
     SG_REQUIRE(g, "cuBLASLt has no algorithm for a plain fp32 product of ", B, "x", I, " by ", I, "x", O);
     add_gemm(op, g, "gemm");
-    // The jet activation reading this output adds the bias itself (Y is read by nothing else
-    // before it).
-    const auto& ops = p_.ops();
-    if (fuse_ && bp && act == Activation::None && !z && static_cast<size_t>(i) + 1 < ops.size() &&
-        ops[i + 1].kind == OpKind::JetActivation && ops[i + 1].in[0] == Y) {
-      jet_bias_[i + 1] = bp;
+    // The jet activation reading this output adds the bias itself (FusionPlan::jet_bias).
+    if (const auto it = fusions_.jet_bias.find(i + 1); it != fusions_.jet_bias.end() && it->second == i) {
       notes_ << "bias added by the next op's jet kernel";
       return;
     }
@@ -134,38 +118,10 @@ void Lowering::dense_forward(int i, const Op& op) {
   add_step(op, [=](cudaStream_t st) { bias_act_forward(pre, badd, z, y, B, O, act, st); });
 }
 
-int Lowering::amax_reader(int i, const Op& op) const {
-  const auto& ops = p_.ops();
-  for (size_t j = static_cast<size_t>(i) + 1; j < ops.size(); ++j)
-    if (ops[j].kind == OpKind::AbsMax && ops[j].in[0] == op.out[0]) return static_cast<int>(j);
-  return -1;
-}
-
-std::string Lowering::early_write_refusal(int i, int j) const {
-  const TensorId m = p_.ops()[j].out[0];
-  const char* mp = static_cast<const char*>(ptrs_[m]);
-  const size_t mb = static_cast<size_t>(count(m)) * sizeof(float);
-  auto overlaps = [&](TensorId t) {
-    if (t == kNone || t == m) return false;
-    const char* tp = static_cast<const char*>(ptrs_[t]);
-    const size_t tb = static_cast<size_t>(count(t)) * sizeof(float);
-    return tp < mp + mb && mp < tp + tb;
-  };
-  auto why = [&](TensorId t) { return cat("'", p_.tensor(m).name, "' shares memory with '", p_.tensor(t).name, "'"); };
-  const auto& ops = p_.ops();
-  for (int k = i; k < j; ++k) {
-    for (TensorId t : ops[k].out)
-      if (overlaps(t)) return why(t);
-    if (k == i)
-      for (TensorId t : ops[k].in)
-        if (overlaps(t)) return why(t);
-  }
-  return "";
-}
-
 bool Lowering::dense_with_amax(int i, const Op& op) {
-  const int j = amax_reader(i, op);
-  if (j < 0) return false;
+  const auto planned = fusions_.amax_graph.find(i);
+  if (planned == fusions_.amax_graph.end()) return false;
+  const int j = planned->second;
   std::string why;
   try {
     why = try_dense_amax(i, j, op);
@@ -186,6 +142,8 @@ void Lowering::abs_max_op(int i, const Op& op) {
   }
   if (auto it = amax_not_in_graph_.find(i); it != amax_not_in_graph_.end())
     notes_ << "[not in a cuDNN graph: " << it->second << "] ";
+  else if (auto r = fusions_.amax_refused.find(i); r != fusions_.amax_refused.end())
+    notes_ << "[not in a cuDNN graph: " << r->second << "] ";
   const float* x = f(op.in[0]);
   float* m = f(op.out[0]);
   const int64_t n = count(op.in[0]);
@@ -211,7 +169,7 @@ void Lowering::dense_op(int i, const Op& op) {
 void Lowering::add_op(int i, const Op& op) {
   const auto& in = op.in;
   const auto& out = op.out;
-  if (const auto it = loss_sum_.find(i); it != loss_sum_.end()) {
+  if (const auto it = fusions_.loss_sum.find(i); it != fusions_.loss_sum.end()) {
     notes_ << "done by '" << p_.ops()[it->second].name << "' (its expression loss launch adds the sum)";
     return;
   }
@@ -225,14 +183,9 @@ void Lowering::add_op(int i, const Op& op) {
 #ifdef STEPGRAPH_HAVE_CUDNN
 
 std::string Lowering::try_dense_amax(int i, int j, const Op& op) {
-  if (!fuse_) return "fusion off";
   const TensorId X = op.in[0], W = op.in[1], b = op.in[2], Y = op.out[0], Z = op.out[1];
   const Activation act = op.attr<DenseAttrs>().act;
-  if (std::string r = dense_amax_refusal(act); !r.empty()) return r;
   const int64_t B = rows(X), I = width(X), O = dim(W, 0);
-  if (bias_rows(op, B) < B) return "a jet layer (the bias on the value rows only)";
-  if (Z != kNone && act == Activation::None) return "a pre-activation of a layer without activation";
-  if (std::string r = early_write_refusal(i, j); !r.empty()) return r;
   auto& slot = be_.cudnn_context();
   if (!slot) slot = make_cudnn_context();  // throws naming what is missing (libcudnn.so.9)
   if (!dense_cache_) dense_cache_ = std::make_unique<plan_cache::PlanCache>(plan_cache::resolve_dir(opt_.plan_cache));

@@ -56,43 +56,6 @@ ColumnSumScratch Lowering::column_sum_scratch(int64_t rows, int64_t cols) {
   return sc;
 }
 
-void Lowering::plan_wgrad_runs() {
-  for (std::vector<int>& run : wgrad_groups(p_, opt_)) {
-    if (!wgrad_inputs_kept(run)) {
-      notes_ << "weight gradients of ops " << run.front() << "-" << run.back()
-             << " not batched: the memory plan reuses a layer's dZ or X before op " << run.back()
-             << " (planned without the backend's lifetime hints)\n";
-      continue;
-    }
-    for (int i : run) wgrad_run_of_[i] = wgrad_runs_.size();
-    wgrad_runs_.push_back({std::move(run), {}});
-  }
-}
-
-bool Lowering::wgrad_inputs_kept(const std::vector<int>& run) const {
-  auto span = [&](TensorId t) {
-    const uintptr_t b = reinterpret_cast<uintptr_t>(ptrs_[t]);
-    return std::make_pair(b, b + static_cast<uintptr_t>(count(t)) * dtype_size(p_.tensor(t).dtype));
-  };
-  auto overlaps = [&](TensorId t, std::pair<uintptr_t, uintptr_t> r) {
-    if (t == kNone || !ptrs_[t]) return false;
-    const auto s = span(t);
-    return s.first < r.second && r.first < s.second;
-  };
-  for (size_t a = 0; a + 1 < run.size(); ++a) {
-    const Op& op = p_.ops()[run[a]];
-    const auto dz = span(op.in[0]), x = span(op.in[1]);
-    for (int j = run[a] + 1; j <= run.back(); ++j) {
-      const Op& later = p_.ops()[j];
-      std::vector<TensorId> written = later.out;
-      if (later.kind == OpKind::DenseBackward) written.push_back(later.in[0]);  // dY becomes dZ in place
-      for (TensorId t : written)
-        if (overlaps(t, dz) || overlaps(t, x)) return false;
-    }
-  }
-  return true;
-}
-
 void Lowering::add_to_wgrad_batch(int i, const Op& op, float* dz, bool need_db) {
   WgradRun& r = wgrad_runs_[wgrad_run_of_.at(i)];
   const int64_t B = rows(op.in[1]), I = width(op.in[1]), O = dim(op.in[2], 0);
@@ -162,8 +125,8 @@ void Lowering::dense_backward(int i, const Op& op) {
   }
   std::string dx_what = "dX";
   const int jet = fused_jet(fusions_.jet_dense_backward, i);
-  const bool dx_done = loss_dx_.count(i) != 0 || jet >= 0;
-  if (loss_dx_.count(i)) notes_ << "dX from the loss kernel; ";
+  const bool dx_done = fusions_.loss_dx.count(i) != 0 || jet >= 0;
+  if (fusions_.loss_dx.count(i)) notes_ << "dX from the loss kernel; ";
   if (dX != kNone && !dx_done && prefer_own_gemm(B, I, O)) {
     DenseGemm d;  // dX[b, i] = sum_o dZ[b, o] W[o, i], times the previous activation's derivative
     d.M = B, d.N = I, d.K = O;

@@ -1,13 +1,17 @@
 // Which ops of a step share a launch, decided once before any op is lowered (after memory
-// planning: one fusion needs the planned addresses). Each entry lets one op do another's work,
-// so the tensor between them is not written and read back, or not at all.
+// planning: some fusions need the planned addresses). Each entry lets one op do another's work,
+// so the tensor between them is not written and read back, or not at all. The lowering of each
+// family reads this record; explain prints its `decisions`, one line each with the reason.
+// Where a library may still refuse (a cuBLASLt epilogue without an algorithm, a cuDNN graph
+// without an engine), the lowering takes the unfused path and says so on the op's line.
 #pragma once
 
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
-#include "stepgraph/ir.h"
+#include "stepgraph/backend.h"
 
 namespace sg::cuda {
 
@@ -42,11 +46,41 @@ struct FusionPlan {
   // Jet activation backward -> the dense backward right before it whose input-gradient product
   // applies the activation's jet derivative in its epilogue: dY is never written.
   std::map<int, int> jet_dense_backward;
+  // Softmax cross-entropy -> the last dense layer right before it (no activation, at most 32
+  // outputs) that its kernel computes too.
+  std::map<int, int> loss_dense;
+  // Dense backward ops right after such a loss whose input gradient that loss kernel writes
+  // (with the previous layer's activation derivative when `into` has it).
+  std::set<int> loss_dx;
+  // Jet activation -> the dense op right before it whose bias it adds to the value rows (a
+  // cuBLASLt jet layer: the product has no bias epilogue for some rows only).
+  std::map<int, int> jet_bias;
+  // Expression loss -> the loss right before it on the same network pass: one launch for both.
+  std::map<int, int> merged_loss;
+  // Add op summing a loss term onto the total -> the expression loss whose launch does it.
+  std::map<int, int> loss_sum;
+  // Schedule op -> the optimizer update right after it, whose launch computes the schedule.
+  std::map<int, int> schedule_in_update;
+  // Runs of dense backward ops whose weight gradients run in one launch at the run's last op
+  // (wgrad_groups, where the memory plan keeps the run's inputs).
+  std::vector<std::vector<int>> wgrad_runs;
+  // Dense op -> the AbsMax op reading its output: tried as one cuDNN graph (cudnn_dense.h).
+  std::map<int, int> amax_graph;
+  // AbsMax op -> why its dense layer is not tried as one cuDNN graph.
+  std::map<int, std::string> amax_refused;
+  // Every decision above, for explain: "fuse: ops 7,8 -> dense+softmax_ce (...)".
+  std::vector<std::string> decisions;
 };
 
-// The fusions above for `p` with tensors at `ptrs` (the planned addresses). jet_dense: whether
-// the jet layers may take the fp32 fused kernel (not at precision tf32x3, whose products run on
-// tensor cores).
-FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, bool jet_dense);
+// The fusions above for `p` with tensors at `ptrs` (the planned addresses); none with
+// opt.fusion false. jet_dense: whether the jet layers may take the fp32 fused kernel (not at
+// precision tf32x3 on tensor cores, whose products run as 3xTF32).
+FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense);
+
+// Whether op i may write op j's first output early (a dense layer an AbsMax op's, a fused loss
+// the next backward's dX): the memory planner placed it for op j, so its bytes must not be any
+// of op i's tensors (whose last use may be op i) nor anything an op between them writes. Empty
+// if it may; else why not.
+std::string early_write_refusal(const Program& p, const std::vector<void*>& ptrs, int i, int j);
 
 }  // namespace sg::cuda

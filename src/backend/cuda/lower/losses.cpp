@@ -4,28 +4,22 @@
 
 namespace sg::cuda {
 
-FusedInputGrad Lowering::loss_input_gradient(int i, const Op& loss, const Op& d) {
-  const auto& ops = p_.ops();
-  const size_t j = static_cast<size_t>(i) + 1;
-  if (!fuse_ || j >= ops.size()) return {};
-  const Op& bw = ops[j];
-  if (bw.kind != OpKind::DenseBackward || bw.in[0] != loss.out[1] || bw.in[1] != d.in[0] || bw.in[2] != d.in[1] ||
-      bw.out[0] == kNone || bw.accumulate[0] != 0)
-    return {};
+// The dX of the dense backward right after loss op i, when the plan has the loss kernel write it
+// (FusionPlan::loss_dx), with the previous layer's activation derivative where `into` has it.
+FusedInputGrad Lowering::loss_input_gradient(int i, const Op& d) {
+  const int j = i + 1;
+  if (!fusions_.loss_dx.count(j)) return {};
+  const Op& bw = p_.ops()[j];
   const int64_t B = rows(d.in[0]), I = width(d.in[0]), O = dim(d.in[1], 0);
-  const bool one_launch =
-      prefer_own_gemm(O, I, B, true) && own_gemm_splits(O, I, B, true) == 1 && prefer_own_gemm(B, I, O);
-  if (one_launch || skinny_dense(B, O, I) || !early_write_refusal(i, static_cast<int>(j)).empty()) return {};
   FusedInputGrad g;
   g.dX = f(bw.out[0]);
   std::string also;
-  if (auto fuse = fusions_.into.find(static_cast<int>(j)); fuse != fusions_.into.end()) {
-    const Op& q = ops[fuse->second];
+  if (auto fuse = fusions_.into.find(j); fuse != fusions_.into.end()) {
+    const Op& q = p_.ops()[fuse->second];
     g.dact = q.attr<DenseAttrs>().act, g.y = f(q.in[3]), g.z = f(q.in[4]);
     dz_ready_.insert(fuse->second);
     also = cat(", times the ", activation_name(g.dact), "' of '", q.name, "'");
   }
-  loss_dx_.insert(static_cast<int>(j));
   notes_ << ", and '" << bw.name << "''s dX (" << B << "x" << I << "x" << O << also << ")";
   return g;
 }
@@ -53,14 +47,14 @@ void Lowering::loss_op(int i, const Op& op) {
   notes_ << "fused loss + gradient kernel, " << blocks << " blocks, deterministic reduction";
   if (ce) {
     const int32_t* labels = i32(in[1]);
-    if (auto fd = fused_loss_.find(i); fd != fused_loss_.end()) {
+    if (auto fd = fusions_.loss_dense.find(i); fd != fusions_.loss_dense.end()) {
       const Op& d = p_.ops()[fd->second];
       const float *X = f(d.in[0]), *W = f(d.in[1]), *bias = f(d.in[2]);
       float* logits = f(d.out[0]);
       const int64_t I = width(d.in[0]);
       notes_ << "; computes '" << d.name << "' (" << B * per_row << "x" << I << "x" << C
              << ") in the same launch, a warp per row";
-      const FusedInputGrad dx = loss_input_gradient(i, op, d);
+      const FusedInputGrad dx = loss_input_gradient(i, d);
       return add_step(op, [=](cudaStream_t s) {
         dense_softmax_cross_entropy(X, W, bias, logits, labels, valid, loss, dpred, B, I, C, r, sc, s, per_row,
                                     ignore, dx);

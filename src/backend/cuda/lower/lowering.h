@@ -126,26 +126,11 @@ class Lowering {
   // Rows that get the bias: all, or a jet's value rows.
   int64_t bias_rows(const Op& op, int64_t B) const;
 
-  // The fused loss kernel of op i (which computes dense op d) also writes the input gradient of
-  // the dense backward right after it, with the previous layer's activation derivative, where
-  // that backward would launch dX on its own: its dW split over k or on cuBLASLt (mlp_8x256's
-  // 1024 x 256 x 10). Not where dW and dX share one launch (the seed MLP), for skinny layers
-  // (their kernel does all three), an accumulating dX, or where dX's memory may not be written
-  // at op i (early_write_refusal).
-  FusedInputGrad loss_input_gradient(int i, const Op& loss, const Op& d);
-  // A last dense layer (no activation, at most 32 outputs) read by the softmax cross-entropy
-  // that follows: both in one kernel (the product is tiny; the launch was not).
-  bool fuse_with_loss(int i, const Op& op) const;
+  // The input gradient the fused loss kernel of op i (computing dense op d) writes, if the plan
+  // has it (FusionPlan::loss_dx).
+  FusedInputGrad loss_input_gradient(int i, const Op& d);
 
   void dense_forward(int i, const Op& op);
-
-  // The AbsMax op reading this dense layer's output, or -1.
-  int amax_reader(int i, const Op& op) const;
-  // Whether op `i` may write op `j`'s first output early (the dense layer an AbsMax op's, the
-  // fused loss the next backward's dX): the memory planner placed it for op j, so its bytes must
-  // not be any of op i's tensors (whose last use may be op i) nor anything an op between them
-  // writes. Empty if it may; else why not.
-  std::string early_write_refusal(int i, int j) const;
 
   // A dense layer read by an AbsMax op, as one cuDNN graph computing both; false (noted) when
   // that is not possible, and the usual paths follow.
@@ -156,16 +141,12 @@ class Lowering {
   // The dense graphs' shared workspace (their steps run one after another on one stream).
   void finish_cudnn_dense();
 
-  // Batched weight gradients (wgrad_groups): a run's batch is filled as its ops are lowered and
-  // launched at its last op. The run's dZ and X must outlive their ops: the trainer's memory plan
-  // keeps them (CudaBackend::lifetime_hints); a plan made without that is checked here.
+  // Batched weight gradients (FusionPlan::wgrad_runs): a run's batch is filled as its ops are
+  // lowered and launched at its last op.
   struct WgradRun {
     std::vector<int> ops;
     WgradBatch batch;
   };
-  void plan_wgrad_runs();
-  // Whether no op after a run member and up to the run's last writes where its dY (dZ) or X lie.
-  bool wgrad_inputs_kept(const std::vector<int>& run) const;
   // Op i's weight gradient (and bias gradient) into its run's batch; the batch launched at the
   // run's last op.
   void add_to_wgrad_batch(int i, const Op& op, float* dz, bool need_db);
@@ -204,16 +185,11 @@ class Lowering {
   std::vector<DeviceBuffer> owned_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::ostringstream notes_;
+  // What the libraries accepted of the plan: dZ or db already written by a fused epilogue.
   std::set<int> dz_ready_, db_done_;
-  std::set<int> loss_dx_;  // dense backward ops whose dX the fused loss kernel before them writes
-  FusionPlan fusions_;  // which ops share a launch (fusion_plan.h); empty with fusions off
+  FusionPlan fusions_;  // every cross-op decision (fusion_plan.h), made before any op is lowered
   std::map<int, std::pair<void*, int64_t>> relu_mask_;
-  std::map<int, const float*> jet_bias_;  // jet activation op -> the bias it adds (fused)
   std::map<int, JetDY> skinny_grads_;     // skinny dense backward -> its dW/db, formed by a jet backward
-  std::map<int, int> fused_loss_;         // loss op -> the dense op it computes (fused)
-  std::map<int, int> loss_sum_;           // Add op -> the expression loss op whose kernel does it
-  std::map<int, int> merged_loss_;        // expression loss op -> the one whose launch does it too
-  std::optional<FusedSchedule> fused_schedule_;
   std::unique_ptr<ImageLowering> image_;
   std::unique_ptr<Collectives> coll_;               // data parallel (opt_.comm)
   std::map<int, std::vector<size_t>> fork_at_;      // op -> buckets to all-reduce after it

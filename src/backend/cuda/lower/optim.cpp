@@ -4,7 +4,7 @@
 
 namespace sg::cuda {
 
-void Lowering::update_op(int, const Op& op) {
+void Lowering::update_op(int i, const Op& op) {
   const bool adam = op.kind == OpKind::AdamUpdate;
   const int64_t n = adam ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
   const bool has_m = adam || op.attr<SgdAttrs>().momentum != 0.0;
@@ -23,10 +23,14 @@ void Lowering::update_op(int, const Op& op) {
   be_.synchronize();
   const int nchunks = static_cast<int>(chunks.size());
   const float *hyper = f(op.in[0]), *sched = f(op.in[1]);
-  notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks"
-         << (fused_schedule_ ? ", schedule fused" : "");
-  const std::optional<FusedSchedule> fs = fused_schedule_;
-  fused_schedule_.reset();
+  // The schedule op right before, computed in this launch (FusionPlan::schedule_in_update).
+  std::optional<FusedSchedule> fs;
+  if (const auto it = fusions_.schedule_in_update.find(i - 1); it != fusions_.schedule_in_update.end() && it->second == i) {
+    const Op& sc = p_.ops()[i - 1];
+    fs = FusedSchedule{i32(sc.out[0]), f(sc.out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),
+                       sc.attr<ScheduleAttrs>()};
+  }
+  notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks" << (fs ? ", schedule fused" : "");
   if (adam) {
     const AdamAttrs a = op.attr<AdamAttrs>();
     return add_step(op, [=](cudaStream_t s) { adam_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
@@ -39,12 +43,7 @@ void Lowering::schedule_op(int i, const Op& op) {
   const auto& in = op.in;
   const auto& out = op.out;
   // Followed by the update op that reads it: computed inside that launch instead.
-  const auto& ops = p_.ops();
-  if (fuse_ && static_cast<size_t>(i) + 1 < ops.size() &&
-      (ops[i + 1].kind == OpKind::SgdUpdate || ops[i + 1].kind == OpKind::AdamUpdate) &&
-      ops[i + 1].in[1] == out[1]) {
-    fused_schedule_ = FusedSchedule{i32(out[0]), f(out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),
-                                    op.attr<ScheduleAttrs>()};
+  if (fusions_.schedule_in_update.count(i)) {
     notes_ << "fused into the optimizer launch (its last block advances the step)";
     return;
   }

@@ -31,22 +31,17 @@ ExprTerm Lowering::expression_term(int i, const Op& op, int launcher) {
   t.accumulate_total = op.accumulate[0];
   notes_ << e.n << "-instruction tape in fp64, " << e.blocks << " blocks";
   // The next op sums this term onto the earlier ones (the loss total): a one-element Add that
-  // this kernel's last block does.
-  const auto& ops = p_.ops();
-  if (fuse_ && static_cast<size_t>(i) + 1 < ops.size()) {
-    const Op& add = ops[i + 1];
-    if (add.kind == OpKind::Add && add.in[1] == op.out[1] && add.in[0] != op.out[1] && count(add.out[0]) == 1 &&
-        !add.accumulate[0]) {
-      e.sum_in = f(add.in[0]), e.sum = f(add.out[0]);
-      loss_sum_[i + 1] = launcher;
-      notes_ << ", also the sum '" << add.name << "'";
-    }
+  // this kernel's last block does (FusionPlan::loss_sum).
+  if (const auto it = fusions_.loss_sum.find(i + 1); it != fusions_.loss_sum.end() && it->second == launcher) {
+    const Op& add = p_.ops()[i + 1];
+    e.sum_in = f(add.in[0]), e.sum = f(add.out[0]);
+    notes_ << ", also the sum '" << add.name << "'";
   }
   return t;
 }
 
 void Lowering::expression_loss_op(int i, const Op& op) {
-  if (const auto it = merged_loss_.find(i); it != merged_loss_.end()) {
+  if (const auto it = fusions_.merged_loss.find(i); it != fusions_.merged_loss.end()) {
     notes_ << "done by '" << p_.ops()[it->second].name << "' (one launch for both terms)";
     return;
   }
@@ -54,13 +49,10 @@ void Lowering::expression_loss_op(int i, const Op& op) {
   const ExprTerm first = expression_term(i, op, i);
   // The next op another term of the same network pass (a boundary term riding in the
   // residual's pass): both in one launch, their blocks side by side.
-  const auto& ops = p_.ops();
-  const Op* next = static_cast<size_t>(i) + 1 < ops.size() ? &ops[i + 1] : nullptr;
-  if (fuse_ && next && next->kind == OpKind::ExpressionLoss && next->in[0] == op.in[0] && next->out[0] == kNone &&
-      op.out[0] == kNone) {
+  if (const auto it = fusions_.merged_loss.find(i + 1); it != fusions_.merged_loss.end() && it->second == i) {
+    const Op* next = &p_.ops()[i + 1];
     notes_ << "; and '" << next->name << "': ";
     auto second = std::make_shared<ExprTerm>(expression_term(i + 1, *next, i));
-    merged_loss_[i + 1] = i;
     unsigned* done = reinterpret_cast<unsigned*>(own(sizeof(unsigned)));
     notes_ << "; one launch, deterministic reductions";
     return add_step(op, [=](cudaStream_t s) { expression_loss(first, second.get(), done, s); });
@@ -160,8 +152,8 @@ void Lowering::jet_activation_op(int i, const Op& op) {
     notes_ << "Fourier jet kernel (sinpi/cospi" << head << ")";
     return add_step(op, [=](cudaStream_t s) { fourier_features(A, Y, a.head, B, H, a.jet, s); });
   }
-  const auto fused = jet_bias_.find(i);
-  const float* bias = fused == jet_bias_.end() ? nullptr : fused->second;
+  const auto fused = fusions_.jet_bias.find(i);
+  const float* bias = fused == fusions_.jet_bias.end() ? nullptr : f(p_.ops()[fused->second].in[2]);
   notes_ << activation_name(a.act) << " jet kernel (" << a.jet.K() << " components" << head
          << (bias ? ", adds the dense layer's bias to the value rows" : "") << ")";
   return add_step(op, [=](cudaStream_t s) { jet_activation(A, bias, Y, a.head, B, H, a.jet, a.act, s); });
