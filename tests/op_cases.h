@@ -1,6 +1,11 @@
 // The cases of the op-table test (test_op_table.cpp): for each op kind, programs of one op of that
 // kind (with its backward ops where it has a gradient rule) on random inputs of several shapes
 // and attributes, and the float64 references the finite differences evaluate.
+//
+// A new kind: write its <kind>_cases() (a CaseBuilder per case: its input tensors with values,
+// then the op, then done(), gradient(out) for a kind with a gradient rule, or loss(...) for one
+// that writes its own gradients), list it in all_op_cases(), and give a differentiable kind its
+// float64 forward in eval_op_double (test_util.h) or reference_output below.
 #pragma once
 
 #include <cmath>
