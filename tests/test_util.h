@@ -222,190 +222,205 @@ inline Built build(Layer& model, const Loss& loss, Shape in, bool backward) {
   return b;
 }
 
-// Float64 forward evaluation of the forward + loss ops, written independently of the kernels
-// (plain formulas, exact GELU-tanh and log-sum-exp). Returns the loss.
-inline double eval_double(const Program& p, std::map<std::string, std::vector<double>> v) {
+// Float64 evaluation of one forward or loss op, written independently of the kernels (plain
+// formulas, exact GELU-tanh and log-sum-exp): writes the op's first output into `v` (by tensor
+// name), or for a loss op sets *loss (valid rows and ignored labels as in ir.h) and returns true.
+inline bool eval_op_double(const Program& p, const Op& op, std::map<std::string, std::vector<double>>& v,
+                           double* loss) {
   auto val = [&](TensorId t) -> std::vector<double>& { return v[p.tensor(t).name]; };
-  for (const Op& op : p.ops()) {
-    switch (op.kind) {
-      case OpKind::Dense: {
-        const Shape& xs = p.tensor(op.in[0]).shape;
-        const Shape& ws = p.tensor(op.in[1]).shape;
-        int64_t I = ws[1], B = numel(xs) / I, O = ws[0];  // rows: every leading index
-        const auto X = val(op.in[0]);
-        const auto W = val(op.in[1]);
-        std::vector<double> b = op.in[2] == kNone ? std::vector<double>(O, 0.0) : val(op.in[2]);
-        std::vector<double> Y(B * O);
-        for (int64_t r = 0; r < B; ++r)
-          for (int64_t o = 0; o < O; ++o) {
-            double z = b[o];
-            for (int64_t i = 0; i < I; ++i) z += X[r * I + i] * W[o * I + i];
-            double y = z;
-            switch (op.attr<DenseAttrs>().act) {
-              case Activation::None: break;
-              case Activation::ReLU: y = std::max(z, 0.0); break;
-              case Activation::GELU:
-                y = 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
-                break;
-              case Activation::Tanh: y = std::tanh(z); break;
-              case Activation::Sigmoid: y = 1 / (1 + std::exp(-z)); break;
-              case Activation::Sin: y = std::sin(z); break;
-              case Activation::Softplus: y = std::log(1 + std::exp(z)); break;
-            }
-            Y[r * O + o] = y;
+  // A loss's valid-row count (all rows without one).
+  auto valid_rows = [&](int64_t rows) { return op.in[2] == kNone ? rows : static_cast<int64_t>(val(op.in[2])[0]); };
+  switch (op.kind) {
+    case OpKind::Dense: {
+      const Shape& xs = p.tensor(op.in[0]).shape;
+      const Shape& ws = p.tensor(op.in[1]).shape;
+      int64_t I = ws[1], B = numel(xs) / I, O = ws[0];  // rows: every leading index
+      const auto X = val(op.in[0]);
+      const auto W = val(op.in[1]);
+      std::vector<double> b = op.in[2] == kNone ? std::vector<double>(O, 0.0) : val(op.in[2]);
+      const int64_t bias_rows = op.attr<DenseAttrs>().bias_rows ? op.attr<DenseAttrs>().bias_rows : B;
+      std::vector<double> Y(B * O);
+      for (int64_t r = 0; r < B; ++r)
+        for (int64_t o = 0; o < O; ++o) {
+          double z = r < bias_rows ? b[o] : 0.0;
+          for (int64_t i = 0; i < I; ++i) z += X[r * I + i] * W[o * I + i];
+          double y = z;
+          switch (op.attr<DenseAttrs>().act) {
+            case Activation::None: break;
+            case Activation::ReLU: y = std::max(z, 0.0); break;
+            case Activation::GELU:
+              y = 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+              break;
+            case Activation::Tanh: y = std::tanh(z); break;
+            case Activation::Sigmoid: y = 1 / (1 + std::exp(-z)); break;
+            case Activation::Sin: y = std::sin(z); break;
+            case Activation::Softplus: y = std::log(1 + std::exp(z)); break;
           }
-        val(op.out[0]) = Y;
-        break;
-      }
-      case OpKind::Conv2d: {
-        const Shape& xs = p.tensor(op.in[0]).shape;
-        const Shape& ws = p.tensor(op.in[1]).shape;
-        const Shape& ys = p.tensor(op.out[0]).shape;
-        const ConvAttrs& a = op.attr<ConvAttrs>();
-        const auto& X = val(op.in[0]);
-        const auto& W = val(op.in[1]);
-        std::vector<double> Y(numel(ys));
-        for (int64_t n = 0; n < ys[0]; ++n)
-          for (int64_t i = 0; i < ys[1]; ++i)
-            for (int64_t j = 0; j < ys[2]; ++j)
-              for (int64_t k = 0; k < ys[3]; ++k) {
-                double z = op.in[2] == kNone ? 0.0 : val(op.in[2])[k];
-                for (int64_t r = 0; r < ws[1]; ++r)
-                  for (int64_t t = 0; t < ws[2]; ++t)
-                    for (int64_t c = 0; c < ws[3]; ++c) {
-                      const int64_t h = i * a.stride_h + r * a.dil_h - a.pad_h;
-                      const int64_t w = j * a.stride_w + t * a.dil_w - a.pad_w;
-                      if (h >= 0 && h < xs[1] && w >= 0 && w < xs[2])
-                        z += X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c] * W[((k * ws[1] + r) * ws[2] + t) * ws[3] + c];
-                    }
-                Y[((n * ys[1] + i) * ys[2] + j) * ys[3] + k] = a.act == Activation::ReLU ? std::max(z, 0.0) : z;
-              }
-        val(op.out[0]) = Y;
-        break;
-      }
-      case OpKind::MaxPool2d: {
-        const Shape& xs = p.tensor(op.in[0]).shape;
-        const Shape& ys = p.tensor(op.out[0]).shape;
-        const PoolAttrs& a = op.attr<PoolAttrs>();
-        const auto& X = val(op.in[0]);
-        std::vector<double> Y(numel(ys), -std::numeric_limits<double>::infinity());
-        for (int64_t n = 0; n < ys[0]; ++n)
-          for (int64_t i = 0; i < ys[1]; ++i)
-            for (int64_t j = 0; j < ys[2]; ++j)
-              for (int64_t c = 0; c < ys[3]; ++c)
-                for (int64_t h = i * a.stride_h - a.pad_h; h < i * a.stride_h - a.pad_h + a.window_h; ++h)
-                  for (int64_t w = j * a.stride_w - a.pad_w; w < j * a.stride_w - a.pad_w + a.window_w; ++w)
-                    if (h >= 0 && h < xs[1] && w >= 0 && w < xs[2]) {
-                      double& y = Y[((n * ys[1] + i) * ys[2] + j) * ys[3] + c];
-                      y = std::max(y, X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c]);
-                    }
-        val(op.out[0]) = Y;
-        break;
-      }
-      case OpKind::GlobalAvgPool: {
-        const Shape& xs = p.tensor(op.in[0]).shape;
-        const auto& X = val(op.in[0]);
-        std::vector<double> Y(xs[0] * xs[3], 0.0);
-        for (int64_t n = 0; n < xs[0]; ++n)
-          for (int64_t h = 0; h < xs[1]; ++h)
-            for (int64_t w = 0; w < xs[2]; ++w)
-              for (int64_t c = 0; c < xs[3]; ++c)
-                Y[n * xs[3] + c] += X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c] / (xs[1] * xs[2]);
-        val(op.out[0]) = Y;
-        break;
-      }
-      case OpKind::Reshape: val(op.out[0]) = val(op.in[0]); break;
-      case OpKind::Add: {
-        auto A = val(op.in[0]);
-        const auto& Bv = val(op.in[1]);
-        for (size_t k = 0; k < A.size(); ++k) A[k] += Bv[k];
-        val(op.out[0]) = A;
-        break;
-      }
-      case OpKind::SoftmaxCrossEntropy: {
-        // Logits [rows..., C]; labels < 0 count only when not ignored (then they are an error).
-        const int64_t C = p.tensor(op.in[0]).shape.back(), R = numel(p.tensor(op.in[0]).shape) / C;
-        const auto& z = val(op.in[0]);
-        const auto& y = val(op.in[1]);
-        double total = 0;
-        int64_t counted = 0;
-        for (int64_t r = 0; r < R; ++r) {
-          if (y[r] < 0 && op.attr<LossAttrs>().ignore_negative) continue;
-          double mx = -1e300, se = 0;
-          for (int64_t c = 0; c < C; ++c) mx = std::max(mx, z[r * C + c]);
-          for (int64_t c = 0; c < C; ++c) se += std::exp(z[r * C + c] - mx);
-          total += mx + std::log(se) - z[r * C + static_cast<int64_t>(y[r])];
-          ++counted;
+          Y[r * O + o] = y;
         }
-        return op.attr<LossAttrs>().reduction == Reduction::Mean ? total / std::max<int64_t>(counted, 1) : total;
-      }
-      case OpKind::LayerNorm: {
-        const int64_t E = p.tensor(op.in[1]).shape[0];
-        auto Y = val(op.in[0]);
-        const auto& g = val(op.in[1]);
-        const auto& b = val(op.in[2]);
-        for (size_t r = 0; r < Y.size() / E; ++r) {
-          double mean = 0, var = 0;
-          for (int64_t e = 0; e < E; ++e) mean += Y[r * E + e] / E;
-          for (int64_t e = 0; e < E; ++e) var += (Y[r * E + e] - mean) * (Y[r * E + e] - mean) / E;
-          for (int64_t e = 0; e < E; ++e)
-            Y[r * E + e] = (Y[r * E + e] - mean) / std::sqrt(var + op.attr<NormAttrs>().eps) * g[e] + b[e];
-        }
-        val(op.out[0]) = Y;
-        break;
-      }
-      case OpKind::Embedding: {
-        const Shape& is = p.tensor(op.in[0]).shape;
-        const int64_t E = p.tensor(op.in[1]).shape[1];
-        const auto& ids = val(op.in[0]);
-        const auto& table = val(op.in[1]);
-        std::vector<double> Y(numel(is) * E);
-        for (int64_t k = 0; k < numel(is); ++k)
-          for (int64_t e = 0; e < E; ++e)
-            Y[k * E + e] = table[static_cast<int64_t>(ids[k]) * E + e] +
-                           (op.in[2] == kNone ? 0.0 : val(op.in[2])[(k % is[1]) * E + e]);
-        val(op.out[0]) = Y;
-        break;
-      }
-      case OpKind::Attention: {
-        // Per batch and head: softmax over the allowed keys of the scaled scores, times V.
-        const Shape& qs = p.tensor(op.in[0]).shape;
-        const AttentionAttrs& a = op.attr<AttentionAttrs>();
-        const int64_t B = qs[0], S = qs[1], H = a.heads, D = qs[2] / H;
-        const double scale = a.scale > 0 ? a.scale : 1 / std::sqrt(static_cast<double>(D));
-        const auto& Q = val(op.in[0]);
-        const auto& K = val(op.in[1]);
-        const auto& V = val(op.in[2]);
-        std::vector<double> O(Q.size(), 0.0);
-        auto at = [&](int64_t b, int64_t s, int64_t h, int64_t d) { return (b * S + s) * H * D + h * D + d; };
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = 0; i < S; ++i) {
-              std::vector<double> w(S, 0.0);
-              double total = 0;
-              for (int64_t j = 0; j < S; ++j) {
-                if (a.causal && j > i) continue;
-                double sc = 0;
-                for (int64_t d = 0; d < D; ++d) sc += Q[at(b, i, h, d)] * K[at(b, j, h, d)];
-                w[j] = std::exp(scale * sc);
-                total += w[j];
-              }
-              for (int64_t j = 0; j < S; ++j)
-                for (int64_t d = 0; d < D; ++d) O[at(b, i, h, d)] += w[j] / total * V[at(b, j, h, d)];
-            }
-        val(op.out[0]) = O;
-        break;
-      }
-      case OpKind::MeanSquaredError: {
-        const auto& a = val(op.in[0]);
-        const auto& b = val(op.in[1]);
-        double total = 0;
-        for (size_t k = 0; k < a.size(); ++k) total += (a[k] - b[k]) * (a[k] - b[k]);
-        return op.attr<LossAttrs>().reduction == Reduction::Mean ? total / a.size() : total;
-      }
-      default: throw Error("eval_double: unexpected op");
+      val(op.out[0]) = Y;
+      break;
     }
+    case OpKind::Conv2d: {
+      const Shape& xs = p.tensor(op.in[0]).shape;
+      const Shape& ws = p.tensor(op.in[1]).shape;
+      const Shape& ys = p.tensor(op.out[0]).shape;
+      const ConvAttrs& a = op.attr<ConvAttrs>();
+      const auto& X = val(op.in[0]);
+      const auto& W = val(op.in[1]);
+      std::vector<double> Y(numel(ys));
+      for (int64_t n = 0; n < ys[0]; ++n)
+        for (int64_t i = 0; i < ys[1]; ++i)
+          for (int64_t j = 0; j < ys[2]; ++j)
+            for (int64_t k = 0; k < ys[3]; ++k) {
+              double z = op.in[2] == kNone ? 0.0 : val(op.in[2])[k];
+              for (int64_t r = 0; r < ws[1]; ++r)
+                for (int64_t t = 0; t < ws[2]; ++t)
+                  for (int64_t c = 0; c < ws[3]; ++c) {
+                    const int64_t h = i * a.stride_h + r * a.dil_h - a.pad_h;
+                    const int64_t w = j * a.stride_w + t * a.dil_w - a.pad_w;
+                    if (h >= 0 && h < xs[1] && w >= 0 && w < xs[2])
+                      z += X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c] * W[((k * ws[1] + r) * ws[2] + t) * ws[3] + c];
+                  }
+              Y[((n * ys[1] + i) * ys[2] + j) * ys[3] + k] = a.act == Activation::ReLU ? std::max(z, 0.0) : z;
+            }
+      val(op.out[0]) = Y;
+      break;
+    }
+    case OpKind::MaxPool2d: {
+      const Shape& xs = p.tensor(op.in[0]).shape;
+      const Shape& ys = p.tensor(op.out[0]).shape;
+      const PoolAttrs& a = op.attr<PoolAttrs>();
+      const auto& X = val(op.in[0]);
+      std::vector<double> Y(numel(ys), -std::numeric_limits<double>::infinity());
+      for (int64_t n = 0; n < ys[0]; ++n)
+        for (int64_t i = 0; i < ys[1]; ++i)
+          for (int64_t j = 0; j < ys[2]; ++j)
+            for (int64_t c = 0; c < ys[3]; ++c)
+              for (int64_t h = i * a.stride_h - a.pad_h; h < i * a.stride_h - a.pad_h + a.window_h; ++h)
+                for (int64_t w = j * a.stride_w - a.pad_w; w < j * a.stride_w - a.pad_w + a.window_w; ++w)
+                  if (h >= 0 && h < xs[1] && w >= 0 && w < xs[2]) {
+                    double& y = Y[((n * ys[1] + i) * ys[2] + j) * ys[3] + c];
+                    y = std::max(y, X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c]);
+                  }
+      val(op.out[0]) = Y;
+      break;
+    }
+    case OpKind::GlobalAvgPool: {
+      const Shape& xs = p.tensor(op.in[0]).shape;
+      const auto& X = val(op.in[0]);
+      std::vector<double> Y(xs[0] * xs[3], 0.0);
+      for (int64_t n = 0; n < xs[0]; ++n)
+        for (int64_t h = 0; h < xs[1]; ++h)
+          for (int64_t w = 0; w < xs[2]; ++w)
+            for (int64_t c = 0; c < xs[3]; ++c)
+              Y[n * xs[3] + c] += X[((n * xs[1] + h) * xs[2] + w) * xs[3] + c] / (xs[1] * xs[2]);
+      val(op.out[0]) = Y;
+      break;
+    }
+    case OpKind::Reshape: val(op.out[0]) = val(op.in[0]); break;
+    case OpKind::Add: {
+      auto A = val(op.in[0]);
+      const auto& Bv = val(op.in[1]);
+      for (size_t k = 0; k < A.size(); ++k) A[k] += Bv[k];
+      val(op.out[0]) = A;
+      break;
+    }
+    case OpKind::SoftmaxCrossEntropy: {
+      // Logits [rows..., C]; labels < 0 count only when not ignored (then they are an error).
+      const int64_t C = p.tensor(op.in[0]).shape.back(), B = p.tensor(op.in[0]).shape[0];
+      const int64_t R = valid_rows(B) * (numel(p.tensor(op.in[0]).shape) / C / B);
+      const auto& z = val(op.in[0]);
+      const auto& y = val(op.in[1]);
+      double total = 0;
+      int64_t counted = 0;
+      for (int64_t r = 0; r < R; ++r) {
+        if (y[r] < 0 && op.attr<LossAttrs>().ignore_negative) continue;
+        double mx = -1e300, se = 0;
+        for (int64_t c = 0; c < C; ++c) mx = std::max(mx, z[r * C + c]);
+        for (int64_t c = 0; c < C; ++c) se += std::exp(z[r * C + c] - mx);
+        total += mx + std::log(se) - z[r * C + static_cast<int64_t>(y[r])];
+        ++counted;
+      }
+      *loss = op.attr<LossAttrs>().reduction == Reduction::Mean ? total / std::max<int64_t>(counted, 1) : total;
+      return true;
+    }
+    case OpKind::LayerNorm: {
+      const int64_t E = p.tensor(op.in[1]).shape[0];
+      auto Y = val(op.in[0]);
+      const auto& g = val(op.in[1]);
+      const auto& b = val(op.in[2]);
+      for (size_t r = 0; r < Y.size() / E; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t e = 0; e < E; ++e) mean += Y[r * E + e] / E;
+        for (int64_t e = 0; e < E; ++e) var += (Y[r * E + e] - mean) * (Y[r * E + e] - mean) / E;
+        for (int64_t e = 0; e < E; ++e)
+          Y[r * E + e] = (Y[r * E + e] - mean) / std::sqrt(var + op.attr<NormAttrs>().eps) * g[e] + b[e];
+      }
+      val(op.out[0]) = Y;
+      break;
+    }
+    case OpKind::Embedding: {
+      const Shape& is = p.tensor(op.in[0]).shape;
+      const int64_t E = p.tensor(op.in[1]).shape[1];
+      const auto& ids = val(op.in[0]);
+      const auto& table = val(op.in[1]);
+      std::vector<double> Y(numel(is) * E);
+      for (int64_t k = 0; k < numel(is); ++k)
+        for (int64_t e = 0; e < E; ++e)
+          Y[k * E + e] = table[static_cast<int64_t>(ids[k]) * E + e] +
+                         (op.in[2] == kNone ? 0.0 : val(op.in[2])[(k % is[1]) * E + e]);
+      val(op.out[0]) = Y;
+      break;
+    }
+    case OpKind::Attention: {
+      // Per batch and head: softmax over the allowed keys of the scaled scores, times V.
+      const Shape& qs = p.tensor(op.in[0]).shape;
+      const AttentionAttrs& a = op.attr<AttentionAttrs>();
+      const int64_t B = qs[0], S = qs[1], H = a.heads, D = qs[2] / H;
+      const double scale = a.scale > 0 ? a.scale : 1 / std::sqrt(static_cast<double>(D));
+      const auto& Q = val(op.in[0]);
+      const auto& K = val(op.in[1]);
+      const auto& V = val(op.in[2]);
+      std::vector<double> O(Q.size(), 0.0);
+      auto at = [&](int64_t b, int64_t s, int64_t h, int64_t d) { return (b * S + s) * H * D + h * D + d; };
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < S; ++i) {
+            std::vector<double> w(S, 0.0);
+            double total = 0;
+            for (int64_t j = 0; j < S; ++j) {
+              if (a.causal && j > i) continue;
+              double sc = 0;
+              for (int64_t d = 0; d < D; ++d) sc += Q[at(b, i, h, d)] * K[at(b, j, h, d)];
+              w[j] = std::exp(scale * sc);
+              total += w[j];
+            }
+            for (int64_t j = 0; j < S; ++j)
+              for (int64_t d = 0; d < D; ++d) O[at(b, i, h, d)] += w[j] / total * V[at(b, j, h, d)];
+          }
+      val(op.out[0]) = O;
+      break;
+    }
+    case OpKind::MeanSquaredError: {
+      const auto& a = val(op.in[0]);
+      const auto& b = val(op.in[1]);
+      const int64_t B = p.tensor(op.in[0]).shape[0], n = valid_rows(B) * static_cast<int64_t>(a.size()) / B;
+      double total = 0;
+      for (int64_t k = 0; k < n; ++k) total += (a[k] - b[k]) * (a[k] - b[k]);
+      *loss = op.attr<LossAttrs>().reduction == Reduction::Mean ? total / std::max<int64_t>(n, 1) : total;
+      return true;
+    }
+    default: throw Error(cat("eval_double: unexpected op ", op_kind_name(op.kind)));
   }
+  return false;
+}
+
+// Float64 forward evaluation of the forward + loss ops (eval_op_double in turn). Returns the loss.
+inline double eval_double(const Program& p, std::map<std::string, std::vector<double>> v) {
+  double loss = 0;
+  for (const Op& op : p.ops())
+    if (eval_op_double(p, op, v, &loss)) return loss;
   throw Error("eval_double: no loss op");
 }
 

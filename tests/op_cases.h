@@ -1,0 +1,622 @@
+// The cases of the op-table test (test_op_table.cpp): for each op kind, programs of one op of that
+// kind (with its backward ops where it has a gradient rule) on random inputs of several shapes
+// and attributes, and the float64 references the finite differences evaluate.
+//
+// A new kind: write its <kind>_cases() (a CaseBuilder per case: its input tensors with values,
+// then the op, then done(), gradient(out) for a kind with a gradient rule, or loss(...) for one
+// that writes its own gradients), list it in all_op_cases(), and give a differentiable kind its
+// float64 forward in eval_op_double (test_util.h) or reference_output below.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jet_reference.h"
+#include "pinn/expression.h"
+
+namespace sg::test {
+
+struct OpCase {
+  std::string name;  // "dense gelu [7,17] -> 5"
+  OpKind kind;       // the kind under test: the program's first op
+  Program p;
+  std::map<std::string, HostArray> inputs;  // every tensor that no op writes first, and the in-place ones
+  // Gradient cases: the op's differentiable inputs are parameters; `out` is seeded with the
+  // cotangent `dout` (an input), so the parameters' gradients are those of sum(out * dout).
+  TensorId out = kNone, dout = kNone;
+  std::vector<ParamGrad> grads;
+  // Loss cases: the loss is the sum of these tensors, and each (input, output) pair is an input
+  // with the output the op writes as its gradient.
+  std::vector<TensorId> losses;
+  std::vector<std::pair<TensorId, TensorId>> loss_grads;
+};
+
+// Builds one case: tensors with their values, then the op.
+class CaseBuilder {
+ public:
+  CaseBuilder(OpKind kind, const std::string& what, uint64_t seed) : seed_(seed) {
+    c_.kind = kind;
+    c_.name = cat(op_kind_name(kind), " ", what);
+  }
+  TensorId input(const std::string& name, HostArray v, Role role = Role::Input) {
+    const TensorId t = c_.p.add_tensor({name, v.shape(), v.dtype(), role});
+    c_.inputs.emplace(name, std::move(v));
+    return t;
+  }
+  // N(0, scale^2) values; differentiable inputs default to parameters.
+  TensorId random(const std::string& name, Shape s, Role role = Role::Parameter, double scale = 1.0) {
+    return input(name, random_f32(std::move(s), mix_seed(seed_, name), scale), role);
+  }
+  TensorId i32(const std::string& name, Shape s, std::vector<int32_t> v, Role role = Role::Input) {
+    return input(name, HostArray::i32(std::move(s), std::move(v)), role);
+  }
+  TensorId output(const std::string& name, Shape s, DType dt = DType::F32) {
+    return c_.p.add_tensor({name, std::move(s), dt, Role::Activation});
+  }
+  void op(std::vector<TensorId> in, std::vector<TensorId> out, OpAttrs attrs = {}, std::vector<uint8_t> acc = {}) {
+    Op o;
+    o.kind = c_.kind;
+    o.name = cat("op", c_.p.ops().size());
+    o.in = std::move(in);
+    o.out = std::move(out);
+    o.attrs = std::move(attrs);
+    o.accumulate = std::move(acc);
+    c_.p.add_op(std::move(o));
+  }
+  uint64_t seed() const { return seed_; }
+  // The case as built (kinds without a gradient rule).
+  OpCase done() { return std::move(c_); }
+  // Seeds `out` with a random cotangent and appends the backward ops.
+  OpCase gradient(TensorId out) {
+    c_.out = out;
+    c_.dout = random("dY", c_.p.tensor(out).shape, Role::Input);
+    c_.grads = append_backward(c_.p, {{out, c_.dout}}, 1);
+    return done();
+  }
+  OpCase loss(std::vector<TensorId> losses, std::vector<std::pair<TensorId, TensorId>> grads) {
+    c_.losses = std::move(losses);
+    c_.loss_grads = std::move(grads);
+    return done();
+  }
+
+ private:
+  OpCase c_;
+  uint64_t seed_;
+};
+
+inline HostArray uniform_ints(Shape s, int64_t below, uint64_t seed, DType dt = DType::I32) {
+  HostArray a(dt, std::move(s));
+  Rng r(seed);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const auto v = static_cast<int32_t>(r.below(static_cast<uint64_t>(below)));
+    if (dt == DType::I32) a.data<int32_t>()[i] = v;
+    else a.data<float>()[i] = static_cast<float>(v);
+  }
+  return a;
+}
+
+// ---- Jets ----
+
+inline JetSpec jet1d() {  // u, u_x, u_xx
+  JetSpec js;
+  js.d = 1, js.npairs = 1;
+  js.pi[0] = js.pj[0] = 0;
+  return js;
+}
+inline JetSpec jet2d() {  // u, u_x, u_y, u_xx, u_yy, u_xy
+  JetSpec js;
+  js.d = 2, js.npairs = 3;
+  js.pi[0] = 0, js.pj[0] = 0, js.pi[1] = 1, js.pj[1] = 1, js.pi[2] = 0, js.pj[2] = 1;
+  return js;
+}
+inline JetSpec jet3d_laplacian() {  // u, u_x, u_y, u_z, u_xx + u_yy + u_zz, u_xz
+  JetSpec js;
+  js.d = 3, js.npairs = 2;
+  js.trace[0] = 0b111, js.pi[0] = js.pj[0] = -1;
+  js.pi[1] = 0, js.pj[1] = 2;
+  return js;
+}
+
+inline std::vector<OpCase> jet_input_cases() {
+  std::vector<OpCase> v;
+  struct C { JetSpec js; int64_t B, head; };
+  int seed = 0;
+  for (const C& c : {C{jet1d(), 7, 0}, C{jet2d(), 1, 0}, C{jet3d_laplacian(), 5, 3}}) {
+    CaseBuilder b(OpKind::JetInput, cat("d=", c.js.d, " K=", c.js.K(), " B=", c.B, " head ", c.head), 100 + seed++);
+    std::vector<TensorId> in = {b.random("X", {c.B, c.js.d}, Role::Input)};
+    if (c.head) in.push_back(b.random("Xh", {c.head, c.js.d}, Role::Input));
+    b.op(in, {b.output("J", {c.head + c.js.K() * c.B, c.js.d})}, JetAttrs{c.js, Activation::None, c.head});
+    v.push_back(b.done());
+  }
+  return v;
+}
+
+// Jet activations and Fourier features: A [head + K*B, H].
+inline std::vector<OpCase> jet_elementwise_cases(OpKind kind) {
+  std::vector<OpCase> v;
+  struct C { JetSpec js; int64_t B, H, head; Activation act; };
+  const bool ff = kind == OpKind::FourierFeatures;
+  std::vector<C> cs = {{jet1d(), 7, 5, 0, Activation::Tanh}, {jet2d(), 1, 1, 2, Activation::Sin},
+                       {jet3d_laplacian(), 3, 4, 0, Activation::GELU}};
+  if (!ff) cs.insert(cs.end(), {{jet1d(), 4, 3, 3, Activation::Softplus}, {jet2d(), 2, 2, 0, Activation::Sigmoid}});
+  int seed = 0;
+  for (const C& c : cs) {
+    CaseBuilder b(kind, cat(ff ? "" : activation_name(c.act), " d=", c.js.d, " B=", c.B, " H=", c.H, " head ", c.head),
+                  200 + 10 * ff + seed++);
+    const int64_t rows = c.head + c.js.K() * c.B;
+    // Fourier inputs are projections (2 pi p is the phase): keep them near one period.
+    const TensorId A = b.random("A", {rows, c.H}, Role::Parameter, ff ? 0.4 : 1.0);
+    const TensorId Y = b.output("Y", {rows, ff ? 2 * c.H : c.H});
+    b.op({A}, {Y}, JetAttrs{c.js, ff ? Activation::None : c.act, c.head});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+// ---- Physics-informed losses and points ----
+
+inline ExprVar jet_var(int comp, int out) { return {ExprVar::Kind::Jet, comp, out, 0.0}; }
+inline ExprVar coord_var(int i) { return {ExprVar::Kind::Coordinate, i, 0, 0.0}; }
+inline ExprVar const_var(double x) { return {ExprVar::Kind::Constant, 0, 0, x}; }
+
+inline ExprLossAttrs expr_attrs(const std::string& text, const std::vector<std::string>& names, std::vector<ExprVar> vars,
+                                int K, int64_t row0, double weight) {
+  ExprLossAttrs a;
+  a.expr = std::make_shared<pinn::Expression>(pinn::compile_expression(text, names, "test"));
+  a.vars = std::move(vars);
+  a.K = K, a.row0 = row0, a.weight = weight, a.label = text;
+  return a;
+}
+
+inline std::vector<OpCase> expression_loss_cases() {
+  std::vector<OpCase> v;
+  {  // one term over a 1D jet (u, u_x, u_xx), total written
+    CaseBuilder b(OpKind::ExpressionLoss, "u_xx + u u_x - sin(x) + c, K=3, 7 points", 300);
+    const TensorId U = b.random("U", {3 * 7, 1}, Role::Input), X = b.random("X", {7, 1}, Role::Input);
+    const TensorId total = b.output("total", {1}), term = b.output("term", {1}), dU = b.output("dU", {3 * 7, 1});
+    b.op({U, X}, {total, term, dU},
+         expr_attrs("u_xx + u*u_x - sin(x) + c", {"u", "u_x", "u_xx", "x", "c"},
+                    {jet_var(0, 0), jet_var(1, 0), jet_var(2, 0), coord_var(0), const_var(0.5)}, 3, 0, 0.7));
+    v.push_back(b.loss({term}, {{U, dU}}));
+  }
+  {  // two terms sharing one pass of two outputs: 3 value rows (a boundary), then a 2D jet of 4
+     // points of which the residual reads only some components (the rest get zero gradients)
+    CaseBuilder b(OpKind::ExpressionLoss, "boundary rows then a 2D residual, 2 outputs", 301);
+    const int64_t K = jet2d().K();
+    const TensorId U = b.random("U", {3 + K * 4, 2}, Role::Input);
+    const TensorId Xb = b.random("Xb", {3, 2}, Role::Input), X = b.random("X", {4, 2}, Role::Input);
+    const TensorId tb = b.output("term.b", {1}), tr = b.output("term.r", {1}), dU = b.output("dU", {3 + K * 4, 2});
+    b.op({U, Xb}, {kNone, tb, dU},
+         expr_attrs("u - v*y", {"u", "v", "y"}, {jet_var(0, 0), jet_var(0, 1), coord_var(1)}, 1, 0, 2.0));
+    b.op({U, X}, {kNone, tr, dU},
+         expr_attrs("u_xx + u_yy - exp(v)*x + u_x*v", {"u_xx", "u_yy", "v", "x", "u_x"},
+                    {jet_var(3, 0), jet_var(4, 0), jet_var(0, 1), coord_var(0), jet_var(1, 0)}, static_cast<int>(K), 3,
+                    1.0));
+    v.push_back(b.loss({tb, tr}, {{U, dU}}));
+  }
+  {  // one point, one component
+    CaseBuilder b(OpKind::ExpressionLoss, "u^2 - 1 at one point", 302);
+    const TensorId U = b.random("U", {1, 1}, Role::Input), X = b.random("X", {1, 3}, Role::Input);
+    const TensorId total = b.output("total", {1}), term = b.output("term", {1}), dU = b.output("dU", {1, 1});
+    b.op({U, X}, {total, term, dU}, expr_attrs("u^2 - 1", {"u"}, {jet_var(0, 0)}, 1, 0, 1.0));
+    v.push_back(b.loss({term}, {{U, dU}}));
+  }
+  return v;
+}
+
+// weight * mean over points of r^2 (ir.h ExpressionLoss), from the expression's own evaluator.
+inline double expression_loss_double(const Program& p, const Op& op, const Values& v) {
+  const ExprLossAttrs& a = op.attr<ExprLossAttrs>();
+  const std::vector<double>& U = v.at(p.tensor(op.in[0]).name);
+  const std::vector<double>& X = v.at(p.tensor(op.in[1]).name);
+  const int64_t M = p.tensor(op.in[1]).shape[0], d = p.tensor(op.in[1]).shape[1], O = p.tensor(op.in[0]).shape[1];
+  std::vector<double> vars(a.vars.size());
+  double sum = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    for (size_t i = 0; i < a.vars.size(); ++i) {
+      const ExprVar& s = a.vars[i];
+      vars[i] = s.kind == ExprVar::Kind::Coordinate ? X[m * d + s.index]
+                : s.kind == ExprVar::Kind::Jet      ? U[(a.row0 + s.index * M + m) * O + s.output]
+                                                    : s.value;
+    }
+    const double r = a.expr->eval(vars.data());
+    sum += r * r;
+  }
+  return a.weight * sum / static_cast<double>(M);
+}
+
+inline std::vector<OpCase> sample_points_cases() {
+  std::vector<OpCase> v;
+  struct C { const char* what; int64_t M, d, every; int32_t step, face; };
+  int seed = 0;
+  for (const C& c : {C{"interior, drawn once", 7, 2, 0, 0, -1}, C{"every face, redrawn every 3 steps", 33, 3, 3, 7, -2},
+                     C{"face x=lo, one point", 1, 1, 1, 4, 0}}) {
+    CaseBuilder b(OpKind::SamplePoints, c.what, 400 + seed);
+    SampleAttrs a;
+    a.seed = 11 + seed++, a.every = c.every, a.face_dim = c.face;
+    for (int k = 0; k < c.d; ++k) a.lo[k] = -1.0 + 0.5 * k, a.hi[k] = 1.0 + k;
+    a.face_value = a.lo[0];
+    b.op({b.i32("step", {1}, {c.step}, Role::StepScalar)}, {b.output("X", {c.M, c.d})}, a);
+    v.push_back(b.done());
+  }
+  return v;
+}
+
+// ---- Data ----
+
+inline std::vector<OpCase> gather_batch_cases() {
+  std::vector<OpCase> v;
+  struct C { const char* what; int64_t N, D, T, B; bool i32_labels, shuffle, partial; int32_t step, shard, shards; };
+  int seed = 0;
+  for (const C& c : {C{"shuffled, padded last batch", 10, 3, 1, 4, true, true, true, 2, 0, 1},
+                     C{"in order, f32 targets [N, 2], second epoch", 9, 1, 2, 3, false, false, false, 5, 0, 1},
+                     C{"the whole data set as one batch", 7, 5, 1, 7, true, true, false, 0, 0, 1},
+                     C{"shard 1 of 2, second epoch", 13, 2, 1, 3, true, true, false, 3, 1, 2}}) {
+    CaseBuilder b(OpKind::GatherBatch, c.what, 500 + seed++);
+    const TensorId dX = b.random("data.X", {c.N, c.D}, Role::Input);
+    const Shape ys = c.T == 1 ? Shape{c.N} : Shape{c.N, c.T}, bys = c.T == 1 ? Shape{c.B} : Shape{c.B, c.T};
+    const TensorId dY = c.i32_labels ? b.input("data.y", uniform_ints(ys, 5, b.seed() + 1)) : b.random("data.y", ys, Role::Input);
+    GatherAttrs a;
+    a.seed = 3 + seed, a.shuffle = c.shuffle, a.partial_last = c.partial, a.shard = c.shard, a.shards = c.shards;
+    b.op({dX, dY, b.i32("step", {1}, {c.step}, Role::StepScalar)},
+         {b.output("X", {c.B, c.D}), b.output("y", bys, c.i32_labels ? DType::I32 : DType::F32),
+          b.output("valid", {1}, DType::I32)},
+         a);
+    v.push_back(b.done());
+  }
+  return v;
+}
+
+// ---- Dense, Add, AbsMax ----
+
+inline std::vector<OpCase> dense_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape X; int64_t O; Activation act; bool bias, dX; int64_t bias_rows; };
+  int seed = 0;
+  for (const C& c : {C{{1, 5}, 3, Activation::None, true, true, 0}, C{{7, 17}, 5, Activation::GELU, true, true, 0},
+                     C{{33, 1}, 4, Activation::ReLU, false, false, 0}, C{{7, 5}, 1, Activation::Tanh, true, true, 0},
+                     C{{5, 3}, 6, Activation::Sigmoid, true, true, 0}, C{{2, 3, 5}, 4, Activation::Softplus, true, true, 0},
+                     C{{9, 4}, 3, Activation::Sin, true, true, 3}, C{{6, 2}, 17, Activation::Tanh, false, true, 0}}) {
+    CaseBuilder b(OpKind::Dense, cat(activation_name(c.act), " ", shape_str(c.X), " -> ", c.O, c.bias ? "" : " no bias",
+                                     c.dX ? "" : " (X an input)", c.bias_rows ? cat(" bias on ", c.bias_rows, " rows") : ""),
+                  600 + seed++);
+    const TensorId X = b.random("X", c.X, c.dX ? Role::Parameter : Role::Input);
+    const TensorId W = b.random("W", {c.O, c.X.back()}, Role::Parameter, 0.6);
+    const TensorId bias = c.bias ? b.random("b", {c.O}) : kNone;
+    Shape ys = c.X;
+    ys.back() = c.O;
+    const TensorId Y = b.output("Y", ys);
+    // Activations whose derivative reads the pre-activation keep it (as nn's Dense does).
+    const TensorId Z = activation_needs_preact(c.act) ? b.output("Z", ys) : kNone;
+    b.op({X, W, bias}, {Y, Z}, DenseAttrs{c.act, c.bias_rows});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> add_cases() {
+  std::vector<OpCase> v;
+  int seed = 0;
+  for (const Shape& s : {Shape{1, 1}, Shape{7, 5}, Shape{33, 17}, Shape{2, 3, 5}}) {
+    const bool b_input = seed == 2;  // one side not differentiated
+    CaseBuilder b(OpKind::Add, cat(shape_str(s), b_input ? " (B an input)" : ""), 700 + seed++);
+    const TensorId A = b.random("A", s), B = b.random("B", s, b_input ? Role::Input : Role::Parameter);
+    const TensorId Y = b.output("Y", s);
+    b.op({A, B}, {Y});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> abs_max_cases() {
+  std::vector<OpCase> v;
+  int seed = 0;
+  for (const Shape& s : {Shape{1}, Shape{7, 5}, Shape{33, 17}, Shape{2, 3, 4, 5}, Shape{70, 77}}) {
+    CaseBuilder b(OpKind::AbsMax, shape_str(s), 800 + seed++);
+    b.op({b.random("X", s, Role::Input, 3.0)}, {b.output("amax", {1})});
+    v.push_back(b.done());
+  }
+  return v;
+}
+
+// ---- Losses ----
+
+inline std::vector<OpCase> softmax_cross_entropy_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape z; Reduction r; int32_t valid; bool ignore; };
+  int seed = 0;
+  for (const C& c : {C{{1, 2}, Reduction::Mean, -1, false}, C{{7, 5}, Reduction::Sum, 4, false},
+                     C{{33, 17}, Reduction::Mean, 33, false}, C{{3, 4, 6}, Reduction::Mean, 2, true},
+                     C{{5, 1}, Reduction::Mean, -1, false}, C{{2, 7, 3}, Reduction::Sum, -1, true}}) {
+    CaseBuilder b(OpKind::SoftmaxCrossEntropy,
+                  cat(shape_str(c.z), " ", reduction_name(c.r), c.valid >= 0 ? cat(", ", c.valid, " valid rows") : "",
+                      c.ignore ? ", some labels ignored" : ""),
+                  900 + seed++);
+    const TensorId z = b.random("logits", c.z, Role::Input, 2.0);
+    const Shape ls(c.z.begin(), c.z.end() - 1);
+    HostArray y = uniform_ints(ls, c.z.back(), b.seed() + 1);
+    if (c.ignore)
+      for (int64_t i = 1; i < y.numel(); i += 3) y.data<int32_t>()[i] = -1;
+    const TensorId labels = b.input("labels", std::move(y));
+    const TensorId valid = c.valid >= 0 ? b.i32("valid", {1}, {c.valid}) : kNone;
+    const TensorId loss = b.output("loss", {1}), dz = b.output("dlogits", c.z);
+    b.op({z, labels, valid}, {loss, dz}, LossAttrs{c.r, c.ignore});
+    v.push_back(b.loss({loss}, {{z, dz}}));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> mean_squared_error_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape s; Reduction r; int32_t valid; };
+  int seed = 0;
+  for (const C& c : {C{{1, 1}, Reduction::Mean, -1}, C{{7, 5}, Reduction::Sum, 3}, C{{33, 17}, Reduction::Mean, -1},
+                     C{{4, 2, 3}, Reduction::Mean, 1}}) {
+    CaseBuilder b(OpKind::MeanSquaredError,
+                  cat(shape_str(c.s), " ", reduction_name(c.r), c.valid >= 0 ? cat(", ", c.valid, " valid rows") : ""),
+                  1000 + seed++);
+    const TensorId pred = b.random("pred", c.s, Role::Input), target = b.random("target", c.s, Role::Input);
+    const TensorId valid = c.valid >= 0 ? b.i32("valid", {1}, {c.valid}) : kNone;
+    const TensorId loss = b.output("loss", {1}), dp = b.output("dpred", c.s);
+    b.op({pred, target, valid}, {loss, dp}, LossAttrs{c.r, false});
+    v.push_back(b.loss({loss}, {{pred, dp}}));
+  }
+  return v;
+}
+
+// ---- Optimizer ----
+
+inline std::vector<OpCase> schedule_cases() {
+  std::vector<OpCase> v;
+  struct C { const char* what; ScheduleKind kind; int32_t step; double beta1, beta2; };
+  int seed = 0;
+  for (const C& c : {C{"constant, first step, Adam corrections", ScheduleKind::Constant, 0, 0.9, 0.999},
+                     C{"step decay every 3 steps at step 7", ScheduleKind::Step, 7, 0, 0},
+                     C{"cosine in the warmup", ScheduleKind::Cosine, 2, 0.9, 0.99},
+                     C{"cosine after the warmup", ScheduleKind::Cosine, 12, 0, 0},
+                     C{"cosine past its last step", ScheduleKind::Cosine, 40, 0.8, 0.999}}) {
+    CaseBuilder b(OpKind::Schedule, c.what, 1100 + seed++);
+    ScheduleAttrs a;
+    a.kind = c.kind, a.warmup_steps = 5, a.total_steps = 20, a.min_lr_ratio = 0.1, a.step_size = 3, a.gamma = 0.5;
+    a.beta1 = c.beta1, a.beta2 = c.beta2;
+    const TensorId step = b.i32("step", {1}, {c.step}, Role::StepScalar);
+    const TensorId hyper = b.input("hyper", HostArray::f32({hyper::kSize}, {0.03f, 0.01f}), Role::StepScalar);
+    b.op({step, hyper}, {step, b.output("sched", {sched::kSize})}, a);
+    v.push_back(b.done());
+  }
+  return v;
+}
+
+// An update of parameters of these shapes at step `step` (sched as Schedule writes it).
+inline OpCase update_case(OpKind kind, const std::string& what, uint64_t seed, OpAttrs attrs, int states, float step) {
+  CaseBuilder b(kind, what, seed);
+  const std::vector<Shape> shapes = {{7, 5}, {17}, {1}};
+  const double beta1 = 0.9, beta2 = 0.999;
+  const TensorId hyper = b.input("hyper", HostArray::f32({hyper::kSize}, {0.01f, 0.05f}), Role::StepScalar);
+  const TensorId sched = b.input(
+      "sched",
+      HostArray::f32({sched::kSize}, {0.01f, static_cast<float>(1 - std::pow(beta1, step)),
+                                      static_cast<float>(1 - std::pow(beta2, step)), step}),
+      Role::StepScalar);
+  std::vector<TensorId> P, G, S;
+  for (size_t k = 0; k < shapes.size(); ++k) P.push_back(b.random(cat("P", k), shapes[k]));
+  for (size_t k = 0; k < shapes.size(); ++k) G.push_back(b.random(cat("G", k), shapes[k], Role::Gradient));
+  for (int j = 0; j < states; ++j)
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      HostArray s = random_f32(shapes[k], mix_seed(seed, cat("S", j, k)), 0.1);
+      if (j == 1)  // second moments are never negative
+        for (int64_t i = 0; i < s.numel(); ++i) s.data<float>()[i] = s.data<float>()[i] * s.data<float>()[i];
+      S.push_back(b.input(cat("S", j, ".", k), std::move(s), Role::OptimizerState));
+    }
+  std::vector<TensorId> in = {hyper, sched}, out = P;
+  in.insert(in.end(), P.begin(), P.end());
+  in.insert(in.end(), G.begin(), G.end());
+  in.insert(in.end(), S.begin(), S.end());
+  out.insert(out.end(), S.begin(), S.end());
+  b.op(in, out, std::move(attrs));
+  return b.done();
+}
+
+inline std::vector<OpCase> sgd_cases() {
+  auto sgd = [](double momentum, double dampening, bool nesterov) {
+    SgdAttrs a;
+    a.num_params = 3, a.momentum = momentum, a.dampening = dampening, a.nesterov = nesterov;
+    return a;
+  };
+  return {update_case(OpKind::SgdUpdate, "plain", 1200, sgd(0, 0, false), 0, 3),
+          update_case(OpKind::SgdUpdate, "momentum 0.9, dampening 0.1", 1201, sgd(0.9, 0.1, false), 1, 3),
+          update_case(OpKind::SgdUpdate, "nesterov momentum", 1202, sgd(0.9, 0, true), 1, 5),
+          update_case(OpKind::SgdUpdate, "momentum, first step", 1203, sgd(0.8, 0, false), 1, 1)};
+}
+
+inline std::vector<OpCase> adam_cases() {
+  auto adam = [](bool decoupled) {
+    AdamAttrs a;
+    a.num_params = 3, a.decoupled_weight_decay = decoupled;
+    return a;
+  };
+  return {update_case(OpKind::AdamUpdate, "Adam at step 3", 1300, adam(false), 2, 3),
+          update_case(OpKind::AdamUpdate, "AdamW at step 3", 1301, adam(true), 2, 3),
+          update_case(OpKind::AdamUpdate, "AdamW, first step", 1302, adam(true), 2, 1)};
+}
+
+// ---- Images (NHWC, filters KRSC) ----
+
+inline std::vector<OpCase> conv2d_cases() {
+  std::vector<OpCase> v;
+  struct C { int64_t N, H, W, C, K, R, S; ConvAttrs a; bool bias; };
+  auto geo = [](int ph, int pw, int sh, int sw, int dh, int dw, Activation act) {
+    ConvAttrs a;
+    a.pad_h = ph, a.pad_w = pw, a.stride_h = sh, a.stride_w = sw, a.dil_h = dh, a.dil_w = dw, a.act = act;
+    return a;
+  };
+  int seed = 0;
+  for (const C& c : {C{1, 5, 5, 1, 2, 3, 3, geo(1, 1, 1, 1, 1, 1, Activation::ReLU), true},
+                     C{2, 7, 6, 3, 4, 3, 2, geo(1, 0, 2, 1, 1, 1, Activation::None), false},
+                     C{2, 9, 9, 2, 3, 3, 3, geo(2, 2, 1, 1, 2, 2, Activation::ReLU), true},
+                     C{3, 4, 5, 2, 1, 1, 1, geo(0, 0, 1, 1, 1, 1, Activation::None), true}}) {
+    const ConvAttrs& a = c.a;
+    CaseBuilder b(OpKind::Conv2d,
+                  cat("[", c.N, ",", c.H, ",", c.W, ",", c.C, "] * ", c.K, "x", c.R, "x", c.S, " pad ", a.pad_h, "x", a.pad_w,
+                      " stride ", a.stride_h, "x", a.stride_w, " dilation ", a.dil_h, "x", a.dil_w, " ",
+                      activation_name(a.act), c.bias ? "" : " no bias"),
+                  1400 + seed++);
+    const TensorId X = b.random("X", {c.N, c.H, c.W, c.C}), W = b.random("W", {c.K, c.R, c.S, c.C}, Role::Parameter, 0.5);
+    const TensorId bias = c.bias ? b.random("b", {c.K}) : kNone;
+    const int64_t P = conv_output_size(c.H, c.R, a.pad_h, a.stride_h, a.dil_h);
+    const int64_t Q = conv_output_size(c.W, c.S, a.pad_w, a.stride_w, a.dil_w);
+    const TensorId Y = b.output("Y", {c.N, P, Q, c.K});
+    b.op({X, W, bias}, {Y}, a);
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> max_pool2d_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape X; PoolAttrs a; };
+  auto pool = [](int wh, int ww, int sh, int sw, int ph, int pw) {
+    PoolAttrs a;
+    a.window_h = wh, a.window_w = ww, a.stride_h = sh, a.stride_w = sw, a.pad_h = ph, a.pad_w = pw;
+    return a;
+  };
+  int seed = 0;
+  for (const C& c : {C{{1, 4, 4, 1}, pool(2, 2, 2, 2, 0, 0)}, C{{2, 7, 5, 3}, pool(3, 3, 2, 2, 1, 1)},
+                     C{{1, 5, 6, 2}, pool(2, 3, 1, 2, 1, 1)}, C{{3, 3, 1, 4}, pool(3, 1, 1, 1, 0, 0)}}) {
+    const PoolAttrs& a = c.a;
+    CaseBuilder b(OpKind::MaxPool2d,
+                  cat(shape_str(c.X), " window ", a.window_h, "x", a.window_w, " stride ", a.stride_h, "x", a.stride_w,
+                      " pad ", a.pad_h, "x", a.pad_w),
+                  1500 + seed++);
+    const TensorId X = b.random("X", c.X);
+    const TensorId Y = b.output("Y", {c.X[0], conv_output_size(c.X[1], a.window_h, a.pad_h, a.stride_h),
+                                      conv_output_size(c.X[2], a.window_w, a.pad_w, a.stride_w), c.X[3]});
+    b.op({X}, {Y}, a);
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> global_avg_pool_cases() {
+  std::vector<OpCase> v;
+  int seed = 0;
+  for (const Shape& s : {Shape{1, 1, 1, 3}, Shape{2, 5, 3, 4}, Shape{3, 7, 1, 1}, Shape{2, 4, 4, 17}}) {
+    CaseBuilder b(OpKind::GlobalAvgPool, shape_str(s), 1600 + seed++);
+    const TensorId X = b.random("X", s), Y = b.output("Y", {s[0], s[3]});
+    b.op({X}, {Y});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> reshape_cases() {
+  std::vector<OpCase> v;
+  int seed = 0;
+  for (const auto& [from, to] : {std::pair<Shape, Shape>{{7, 5}, {35}}, {{2, 3, 4}, {6, 4}}, {{1, 17}, {17, 1}},
+                                 {{2, 12}, {2, 2, 3, 2}}}) {
+    CaseBuilder b(OpKind::Reshape, cat(shape_str(from), " -> ", shape_str(to)), 1700 + seed++);
+    const TensorId X = b.random("X", from), Y = b.output("Y", to);
+    b.op({X}, {Y});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+// ---- Sequences ----
+
+inline std::vector<OpCase> layer_norm_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape X; double eps; };
+  int seed = 0;
+  for (const C& c : {C{{1, 5}, 1e-5}, C{{7, 17}, 1e-5}, C{{2, 3, 8}, 1e-3}, C{{5, 1}, 1e-5}, C{{33, 2}, 1e-5}}) {
+    CaseBuilder b(OpKind::LayerNorm, cat(shape_str(c.X), " eps ", c.eps), 1800 + seed++);
+    const int64_t E = c.X.back(), R = numel(c.X) / E;
+    const TensorId X = b.random("X", c.X), g = b.random("gamma", {E}), beta = b.random("beta", {E});
+    const TensorId Y = b.output("Y", c.X);
+    b.op({X, g, beta}, {Y, b.output("mean", {R}), b.output("rstd", {R})}, NormAttrs{c.eps});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> embedding_cases() {
+  std::vector<OpCase> v;
+  struct C { int64_t B, S, V, E, P; bool i32_ids, table_trained; };
+  int seed = 0;
+  for (const C& c : {C{1, 1, 3, 1, 0, true, true}, C{2, 5, 7, 4, 6, false, true}, C{3, 7, 5, 3, 7, true, true},
+                     C{2, 3, 4, 5, 3, true, false}}) {
+    CaseBuilder b(OpKind::Embedding,
+                  cat(c.i32_ids ? "i32" : "f32", " ids [", c.B, ",", c.S, "], table [", c.V, ",", c.E, "]",
+                      c.P ? cat(", positions [", c.P, ",", c.E, "]") : "", c.table_trained ? "" : " (table an input)"),
+                  1900 + seed++);
+    const TensorId ids = b.input("ids", uniform_ints({c.B, c.S}, c.V, b.seed() + 1, c.i32_ids ? DType::I32 : DType::F32));
+    const TensorId table = b.random("table", {c.V, c.E}, c.table_trained ? Role::Parameter : Role::Input);
+    const TensorId pos = c.P ? b.random("pos", {c.P, c.E}) : kNone;
+    const TensorId Y = b.output("Y", {c.B, c.S, c.E});
+    b.op({ids, table, pos}, {Y});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> attention_cases() {
+  std::vector<OpCase> v;
+  struct C { int64_t B, S, H, D; bool causal; double scale; };
+  int seed = 0;
+  for (const C& c : {C{1, 1, 1, 4, false, 0}, C{2, 7, 2, 4, true, 0}, C{1, 5, 1, 8, false, 0.5},
+                     C{2, 9, 3, 8, true, 0}}) {
+    CaseBuilder b(OpKind::Attention,
+                  cat("B=", c.B, " S=", c.S, " ", c.H, " heads of ", c.D, c.causal ? ", causal" : "",
+                      c.scale > 0 ? cat(", scale ", c.scale) : ""),
+                  2000 + seed++);
+    const Shape s{c.B, c.S, c.H * c.D};
+    const TensorId Q = b.random("Q", s), K = b.random("K", s), V = b.random("V", s);
+    const TensorId O = b.output("O", s);
+    AttentionAttrs a;
+    a.heads = static_cast<int32_t>(c.H), a.causal = c.causal, a.scale = c.scale;
+    b.op({Q, K, V}, {O, b.output("L", {c.B, c.H, c.S})}, a);
+    v.push_back(b.gradient(O));
+  }
+  return v;
+}
+
+// ---- The cases of every kind, and the float64 references ----
+
+// Backward kinds have no builder: the gradient cases of their forward kinds run them.
+inline std::vector<OpCase> all_op_cases() {
+  std::vector<OpCase> all;
+  for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, dense_cases,
+                     add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, schedule_cases, sgd_cases,
+                     adam_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
+                     layer_norm_cases, embedding_cases, attention_cases, abs_max_cases})
+    for (OpCase& c : make()) all.push_back(std::move(c));
+  for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})
+    for (OpCase& c : jet_elementwise_cases(k)) all.push_back(std::move(c));
+  return all;
+}
+
+// The seeded output of a gradient case in float64, from the inputs' values `v`.
+inline std::vector<double> reference_output(const OpCase& c, Values v) {
+  const Op& op = c.p.ops()[0];
+  if (op.kind == OpKind::JetActivation || op.kind == OpKind::FourierFeatures) return forward_double(c.p, v, c.out);
+  double unused = 0;
+  eval_op_double(c.p, op, v, &unused);
+  return v.at(c.p.tensor(c.out).name);
+}
+
+// The loss of a loss case in float64.
+inline double reference_loss(const OpCase& c, Values v) {
+  double total = 0;
+  for (const Op& op : c.p.ops()) {
+    double loss = 0;
+    if (op.kind == OpKind::ExpressionLoss) total += expression_loss_double(c.p, op, v);
+    else if (eval_op_double(c.p, op, v, &loss)) total += loss;
+  }
+  return total;
+}
+
+}  // namespace sg::test
