@@ -85,6 +85,9 @@ struct Expression {
 // joining the names with '+' (no parsed name contains '+'); (*sums)[k] lists the variables new
 // variable k adds up, in index order. Returns e unchanged (and *sums empty) when nothing folds.
 // This is how the PDE terms read a Laplacian as one jet component (src/pinn/problem.cpp).
+// Number of operands an instruction pops; -1 for an op code outside the enum.
+int arity(ExprOp op);
+
 Expression fold_sums(const Expression& e, const std::vector<int>& cls, std::vector<std::vector<int>>* sums);
 
 // Compiles `text` over `variables` (names must be distinct). Errors (unknown name, unknown

@@ -5,28 +5,10 @@
 #include <sstream>
 
 #include "stepgraph/autodiff.h"
+#include "train/trainer_state.h"
 
 namespace sg {
 
-// One compiled program: its plan, its transient memory and its lowered form.
-struct Trainer::Variant {
-  Shape input_shape;
-  bool training = true;
-  Program program;
-  MemoryPlan plan;
-  DeviceBuffer transient;
-  std::unique_ptr<Executable> exe;
-  TensorId X = kNone, y = kNone, valid = kNone, pred = kNone, loss = kNone;
-  std::vector<void*> ptrs;
-  std::vector<std::pair<std::string, TensorId>> terms;  // custom steps' named loss terms
-  int64_t last_used = 0;  // for the bounded shape cache
-  bool resident = false;  // batches gathered in the step from a device-resident data set
-};
-
-namespace {
-// Token ids that the batch's X feeds to an embedding must be integers in [0, vocab): checked on
-// the host before the step, with the CPU kernel's message (a CUDA kernel cannot stop a step).
-// `what` names the rows in errors: "batch", "data 'copy'".
 void check_token_ids(const Program& p, TensorId input, const HostArray& X, const std::string& what) {
   for (const Op& op : p.ops()) {
     if (op.kind != OpKind::Embedding || op.in[0] != input || X.shape().size() != 2) continue;
@@ -38,25 +20,6 @@ void check_token_ids(const Program& p, TensorId input, const HostArray& X, const
                  "), the embedding's vocabulary");
   }
 }
-}  // namespace
-
-struct Trainer::Resident {
-  HostArray X, y;
-  int64_t batch = 0;
-  GatherAttrs attrs;
-};
-
-// Tensors that live as long as the trainer: one buffer, fixed offsets, found by name.
-struct Trainer::Persistent {
-  struct Slot {
-    size_t offset;
-    TensorInfo info;
-  };
-  DeviceBuffer buffer;
-  std::map<std::string, Slot> slots;
-  std::vector<std::string> order;  // creation order (checkpoint order)
-  std::vector<ParamSpec> specs;
-};
 
 const char* exec_mode_name(ExecMode m) { return m == ExecMode::Graph ? "graph" : "eager"; }
 
@@ -500,96 +463,6 @@ HostArray Trainer::logits() const {
   SG_REQUIRE(current_->pred != kNone, "logits: a custom step has no single output: use predict()");
   HostArray out(DType::F32, current_->program.tensor(current_->pred).shape);
   backend_->download(out.raw(), current_->ptrs[current_->pred], out.nbytes());
-  return out;
-}
-
-Trainer::Variant& Trainer::eval_variant(int64_t batch) {
-  auto it = eval_variants_.find(batch);
-  if (it != eval_variants_.end()) return *it->second;
-  auto v = build_variant({batch, current_->input_shape[1]}, false);
-  Variant& ref = *v;
-  eval_variants_[batch] = std::move(v);
-  return ref;
-}
-
-EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
-  settle();
-  SG_REQUIRE(current_, "evaluate: the trainer is not compiled: call compile({batch, features}) first");
-  check_batch(*current_, X, y, "batch");
-  const int64_t N = X.shape()[0];
-  SG_REQUIRE(N > 0, "evaluate: no rows");
-  const int64_t chunk = current_->input_shape[0];
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t correct = 0, labelled = 0;
-  const bool classify = loss_->target_dtype() == DType::I32;
-  const int64_t per_row = y.numel() / N;  // labels per row: 1, or one per position of a sequence
-  for (int64_t row0 = 0; row0 < N; row0 += chunk) {
-    const int64_t rows = std::min(chunk, N - row0);
-    Variant& v = eval_variant(rows);
-    upload_batch(v, X, y, row0, rows);
-    v.exe->run();
-    float l = 0;
-    backend_->download(&l, v.ptrs[v.loss], sizeof(float));
-    const Shape ps = v.program.tensor(v.pred).shape;
-    // Mean losses are per labelled row or token (cross-entropy) or per element (MSE): weight
-    // chunks accordingly.
-    int64_t units = numel(ps), chunk_correct = 0;
-    if (classify) {
-      HostArray out(DType::F32, ps);
-      backend_->download(out.raw(), v.ptrs[v.pred], out.nbytes());
-      const float* z = out.data<float>();
-      const int64_t C = ps.back();
-      const int32_t* lab = y.data<int32_t>() + row0 * per_row;
-      units = 0;
-      for (int64_t i = 0; i < rows * per_row; ++i) {
-        if (lab[i] < 0) continue;  // a position without a target
-        ++units;
-        const float* zi = z + i * C;
-        if (std::max_element(zi, zi + C) - zi == lab[i]) ++chunk_correct;
-      }
-    }
-    correct += chunk_correct;
-    labelled += units;
-    loss_sum += loss_->reduction() == Reduction::Mean ? l * static_cast<double>(units) : l;
-  }
-  const int64_t denom_units = classify ? labelled : y.numel();
-  r.loss = loss_->reduction() == Reduction::Mean ? loss_sum / static_cast<double>(std::max<int64_t>(denom_units, 1))
-                                                 : loss_sum;
-  r.accuracy = classify ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(labelled, 1)) : 0.0;
-  r.count = N;
-  return r;
-}
-
-HostArray Trainer::predict(const HostArray& X) {
-  settle();
-  SG_REQUIRE(current_, "predict: the trainer is not compiled: call compile({batch, features}) first");
-  SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
-             "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
-             dtype_name(X.dtype()), " ", shape_str(X.shape()));
-  check_token_ids(current_->program, current_->X, X, "input");
-  const int64_t N = X.shape()[0];
-  const int64_t chunk = current_->input_shape[0] > 0 ? current_->input_shape[0] : 4096;
-  HostArray out;
-  for (int64_t row0 = 0; row0 < N; row0 += chunk) {
-    const int64_t rows = std::min(chunk, N - row0);
-    Variant& v = eval_variant(rows);
-    Shape os = v.program.tensor(v.pred).shape;  // [rows, ...]: per row, out_dim values
-    const int64_t out_dim = numel(os) / os[0];
-    os[0] = N;
-    if (row0 == 0) out = HostArray(DType::F32, os);
-    backend_->upload(v.ptrs[v.X], static_cast<const char*>(X.raw()) + row0 * X.shape()[1] * 4,
-                     rows * X.shape()[1] * 4);
-    if (v.y != kNone) {  // the loss op needs valid targets; zeros are valid for both losses
-      const TensorInfo& yt = v.program.tensor(v.y);
-      HostArray zeros(yt.dtype, yt.shape);
-      backend_->upload(v.ptrs[v.y], zeros.raw(), zeros.nbytes());
-      const int32_t valid = static_cast<int32_t>(rows);
-      backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
-    }
-    v.exe->run();
-    backend_->download(out.data<float>() + row0 * out_dim, v.ptrs[v.pred], rows * out_dim * 4);
-  }
   return out;
 }
 

@@ -363,8 +363,8 @@ struct Planner {
       const Op& first = p.ops()[run.front()];
       const int64_t I = width(first.in[1]), B = rows(first.in[1]), O = p.tensor(first.in[2]).shape[0];
       if (!wgrad_inputs_kept(run)) {
-        decide(cat("not batched: weight gradients of ops ", run.front(), "-", run.back(),
-                   ": the memory plan reuses a layer's dZ or X before op ", run.back(),
+        decide(cat("weight gradients of ops ", run.front(), "-", run.back(),
+                   " not batched: the memory plan reuses a layer's dZ or X before op ", run.back(),
                    " (planned without the backend's lifetime hints)"));
         continue;
       }
