@@ -1,5 +1,8 @@
-// CUDA kernels for every op kind that is not a library call, each with its launcher (grid
-// math, preconditions, the explicit stream, and the launch check). Layouts as in ir.h.
+// The launchers of the kernels of the batch gather (gather_kernels.cu), the dense layers'
+// elementwise and reduction helpers (elementwise_kernels.cu), the losses (loss_kernels.cu) and
+// the optimizer (optim_kernels.cu): each launcher does the grid math, the preconditions, the
+// explicit stream and the launch check. Layouts as in ir.h. The dense products, PINN, image
+// and sequence kernels have headers of their own.
 #pragma once
 
 #include <cuda_runtime.h>
