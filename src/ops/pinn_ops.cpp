@@ -83,50 +83,57 @@ std::function<void()> cpu_jet_input(const CpuBind& b) {
   };
 }
 
-std::function<void()> cpu_jet_activation(const CpuBind& b) {
+namespace {
+
+// A jet op's rows: `head` value-only rows (a jet with no derivatives: JetSpec{}), then the K
+// blocks of B points. Forward reads A [rows, H] and writes Y [rows, W]; backward reads dY
+// [rows, W] and A, and writes dA.
+template <class Forward>
+std::function<void()> jet_forward(const CpuBind& b, Forward f) {
   const float* A = b.f(b.in(0));
   float* Y = b.f(b.out(0));
   const JetAttrs a = b.attr<JetAttrs>();
   const int64_t B = (b.dim(b.in(0), 0) - a.head) / a.jet.K(), H = b.dim(b.in(0), 1), W = b.dim(b.out(0), 1);
   return [=] {
-    cpu::jet_activation(A, Y, a.head, H, JetSpec{}, a.act);
-    cpu::jet_activation(A + a.head * H, Y + a.head * W, B, H, a.jet, a.act);
+    f(A, Y, a.head, H, JetSpec{}, a);
+    f(A + a.head * H, Y + a.head * W, B, H, a.jet, a);
   };
+}
+template <class Backward>
+std::function<void()> jet_backward(const CpuBind& b, Backward f) {
+  const float *dY = b.f(b.in(0)), *A = b.f(b.in(1));
+  float* dA = b.f(b.out(0));
+  const JetAttrs a = b.attr<JetAttrs>();
+  const int64_t B = (b.dim(b.in(1), 0) - a.head) / a.jet.K(), H = b.dim(b.in(1), 1), W = b.dim(b.in(0), 1);
+  const bool acc = b.accumulate(0);
+  return [=] {
+    f(dY, A, dA, a.head, H, JetSpec{}, a, acc);
+    f(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, a, acc);
+  };
+}
+
+}  // namespace
+
+std::function<void()> cpu_jet_activation(const CpuBind& b) {
+  return jet_forward(b, [](const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, const JetAttrs& a) {
+    cpu::jet_activation(A, Y, B, H, js, a.act);
+  });
 }
 
 std::function<void()> cpu_fourier_features(const CpuBind& b) {
-  const float* A = b.f(b.in(0));
-  float* Y = b.f(b.out(0));
-  const JetAttrs a = b.attr<JetAttrs>();
-  const int64_t B = (b.dim(b.in(0), 0) - a.head) / a.jet.K(), H = b.dim(b.in(0), 1), W = b.dim(b.out(0), 1);
-  return [=] {
-    cpu::fourier_features(A, Y, a.head, H, JetSpec{});
-    cpu::fourier_features(A + a.head * H, Y + a.head * W, B, H, a.jet);
-  };
+  return jet_forward(b, [](const float* A, float* Y, int64_t B, int64_t H, const JetSpec& js, const JetAttrs&) {
+    cpu::fourier_features(A, Y, B, H, js);
+  });
 }
 
 std::function<void()> cpu_jet_activation_backward(const CpuBind& b) {
-  const float *dY = b.f(b.in(0)), *A = b.f(b.in(1));
-  float* dA = b.f(b.out(0));
-  const JetAttrs a = b.attr<JetAttrs>();
-  const int64_t B = (b.dim(b.in(1), 0) - a.head) / a.jet.K(), H = b.dim(b.in(1), 1), W = b.dim(b.in(0), 1);
-  const bool acc = b.accumulate(0);
-  return [=] {
-    cpu::jet_activation_backward(dY, A, dA, a.head, H, JetSpec{}, a.act, acc);
-    cpu::jet_activation_backward(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, a.act, acc);
-  };
+  return jet_backward(b, [](const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
+                            const JetAttrs& a, bool acc) { cpu::jet_activation_backward(dY, A, dA, B, H, js, a.act, acc); });
 }
 
 std::function<void()> cpu_fourier_features_backward(const CpuBind& b) {
-  const float *dY = b.f(b.in(0)), *A = b.f(b.in(1));
-  float* dA = b.f(b.out(0));
-  const JetAttrs a = b.attr<JetAttrs>();
-  const int64_t B = (b.dim(b.in(1), 0) - a.head) / a.jet.K(), H = b.dim(b.in(1), 1), W = b.dim(b.in(0), 1);
-  const bool acc = b.accumulate(0);
-  return [=] {
-    cpu::fourier_features_backward(dY, A, dA, a.head, H, JetSpec{}, acc);
-    cpu::fourier_features_backward(dY + a.head * W, A + a.head * H, dA + a.head * H, B, H, a.jet, acc);
-  };
+  return jet_backward(b, [](const float* dY, const float* A, float* dA, int64_t B, int64_t H, const JetSpec& js,
+                            const JetAttrs&, bool acc) { cpu::fourier_features_backward(dY, A, dA, B, H, js, acc); });
 }
 
 void check_expression_loss(const OpCheck& c) {
