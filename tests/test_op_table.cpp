@@ -12,6 +12,7 @@
 // the poisoned CPU run and the CUDA comparison.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 
@@ -322,6 +323,58 @@ TEST(OpTable, LossGradientOutputsMatchFiniteDifferences) {
     }
   }
   EXPECT_GT(checked, 0);
+}
+
+// The slot lists are checked before any shape rule: counts, and a tensor in every slot that is
+// not optional; the rules then name the op, the tensors and what was expected.
+TEST(OpTable, SlotsAndShapeRulesRefuseWithNames) {
+  auto expect_error = [](const std::function<void()>& f, const std::vector<std::string>& parts) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      for (const std::string& want : parts) EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  Program p;
+  const TensorId X = p.add_tensor({"X", {4, 3}, DType::F32, Role::Input});
+  const TensorId W = p.add_tensor({"W", {2, 3}, DType::F32, Role::Parameter});
+  const TensorId Y = p.add_tensor({"Y", {4, 2}, DType::F32, Role::Activation});
+  Op d;
+  d.kind = OpKind::Dense;
+  d.name = "layer";
+  d.attrs = DenseAttrs{};
+  d.in = {X, W};
+  d.out = {Y, kNone};
+  expect_error([&] { p.add_op(d); }, {"op 'layer' (dense)", "expects 3 inputs (X, W, b?), got 2"});
+  d.in = {X, kNone, kNone};
+  expect_error([&] { p.add_op(d); }, {"op 'layer' (dense)", "input 1 ('W') is required"});
+  const TensorId W5 = p.add_tensor({"W5", {2, 5}, DType::F32, Role::Parameter});
+  d.in = {X, W5, kNone};
+  expect_error([&] { p.add_op(d); }, {"op 'layer' (dense)", "input 'X' [4, 3] has 3 features but weight 'W5' [2, 5] expects 5"});
+  d.in = {X, W, kNone};
+  d.out = {X, kNone};
+  expect_error([&] { p.add_op(d); }, {"output 'X' [4, 3] must be [4, 2]"});
+
+  // A data-set gather whose padded last batch would be sharded, or whose global batch is larger
+  // than the data.
+  const TensorId dX = p.add_tensor({"data.X", {10, 3}, DType::F32, Role::Input});
+  const TensorId dY = p.add_tensor({"data.y", {10}, DType::I32, Role::Input});
+  const TensorId step = p.add_tensor({"step", {1}, DType::I32, Role::StepScalar});
+  const TensorId bX = p.add_tensor({"batch.X", {4, 3}, DType::F32, Role::Activation});
+  const TensorId by = p.add_tensor({"batch.y", {4}, DType::I32, Role::Activation});
+  const TensorId valid = p.add_tensor({"valid", {1}, DType::I32, Role::Activation});
+  Op g;
+  g.kind = OpKind::GatherBatch;
+  g.name = "gather";
+  g.in = {dX, dY, step};
+  g.out = {bX, by, valid};
+  g.attrs = GatherAttrs{1, true, /*partial_last=*/true, 0, 2};
+  expect_error([&] { p.add_op(g); }, {"op 'gather' (gather_batch)", "padded last batch cannot be sharded"});
+  g.attrs = GatherAttrs{1, true, false, 0, 3};
+  expect_error([&] { p.add_op(g); }, {"global batch of 12 rows is larger than the 10 rows of 'data.X'"});
+  g.attrs = GatherAttrs{1, true, false, 1, 2};
+  EXPECT_NO_THROW(p.add_op(g));
 }
 
 }  // namespace

@@ -16,6 +16,12 @@ void check_gather_batch(const OpCheck& c) {
   c.expect(c.dtype(dY) == c.dtype(y), cat("batch y ", c.desc(y), " must have the data's dtype ", dtype_name(c.dtype(dY))));
   for (TensorId t : {c.in(2), c.out(2)})
     c.expect(c.shape(t) == Shape{1} && c.dtype(t) == DType::I32, cat(c.desc(t), " must be i32 [1]"));
+  const GatherAttrs& a = c.attr<GatherAttrs>();
+  c.expect(a.shards >= 1 && a.shard >= 0 && a.shard < a.shards, cat("shard ", a.shard, " of ", a.shards));
+  // A padded last batch has fewer rows than the shards' global batch: its slices would not line up.
+  c.expect(a.shards == 1 || !a.partial_last, cat("a padded last batch cannot be sharded (", a.shards, " shards)"));
+  const int64_t N = c.shape(dX)[0], G = c.shape(X)[0] * a.shards;
+  c.expect(a.partial_last || G <= N, cat("the global batch of ", G, " rows is larger than the ", N, " rows of ", c.desc(dX)));
 }
 
 std::function<void()> cpu_gather_batch(const CpuBind& b) {

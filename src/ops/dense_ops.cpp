@@ -17,10 +17,11 @@ void check_dense(const OpCheck& c) {
   c.expect(c.shape(X).back() == c.shape(W)[1],
            cat("input ", c.desc(X), " has ", c.shape(X).back(), " features but weight ", c.desc(W), " expects ",
                c.shape(W)[1]));
-  if (b != kNone) c.expect(c.shape(b) == Shape{c.shape(W)[0]}, "bias must have shape [out]");
+  if (b != kNone)
+    c.expect(c.shape(b) == Shape{c.shape(W)[0]}, cat("bias ", c.desc(b), " must be [", c.shape(W)[0], "] (one per output)"));
   Shape ys = c.shape(X);
   ys.back() = c.shape(W)[0];
-  c.expect(c.shape(Y) == ys, cat("output ", shape_str(c.shape(Y)), " must be ", shape_str(ys), " ([batch, ..., out])"));
+  c.expect(c.shape(Y) == ys, cat("output ", c.desc(Y), " must be ", shape_str(ys), " ([batch, ..., out])"));
   c.same(Y, c.out(1));
 }
 
