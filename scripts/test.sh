@@ -46,6 +46,11 @@ echo "test: bench/bench_ops_vs_torch.py --self-test"
 python3 bench/bench_ops_vs_torch.py --self-test || failed+=("bench_ops_vs_torch.py --self-test")
 
 echo
+echo "test: the code's layout rules (scripts/check_layout.py: file sizes, include directions)"
+python3 scripts/check_layout.py --self-test || failed+=("check_layout.py --self-test")
+python3 scripts/check_layout.py || failed+=("check_layout.py")
+
+echo
 echo "test: bench/ab_builds.py --self-test"
 python3 bench/ab_builds.py --self-test || failed+=("ab_builds.py --self-test")
 
