@@ -47,9 +47,14 @@ class CpuBackend : public Backend {
     return p;
   }
   void release(void* p) noexcept override { std::free(p); }
-  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  // An empty buffer has no address (DeviceBuffer of 0 bytes): copying nothing must not reach
+  // memcpy with a null pointer.
+  static void copy(void* dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
 
   std::unique_ptr<Executable> lower(const Program& p, const std::vector<void*>& ptrs,
                                     const LowerOptions& opt) override {
