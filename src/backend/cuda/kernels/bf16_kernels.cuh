@@ -1,5 +1,5 @@
 // fp32 <-> bf16 conversion around library calls that take bf16 (cuDNN's fused attention, see
-// sequence_lowering.cpp): up to three tensors of one size per launch (Q, K, V; dQ, dK, dV).
+// lower/sequence.cpp): up to three tensors of one size per launch (Q, K, V; dQ, dK, dV).
 // To bf16 rounds to nearest, ties to even (__float2bfloat16_rn; NaN stays NaN); back to fp32 is
 // exact, and can add into the output (a gradient that accumulates).
 #pragma once

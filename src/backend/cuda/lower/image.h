@@ -1,6 +1,6 @@
 // Lowering of the image ops for the CUDA backend: Conv2d and Conv2dBackward through cuDNN
 // frontend graphs (cudnn_conv.h), max pooling, global average pooling and reshape with our own
-// kernels (image_kernels.cuh). Called by the Lowering pass (lowering.cpp) for those op kinds.
+// kernels (image_kernels.cuh). Called through the CUDA kind table (lowerings.cpp) for those op kinds.
 #pragma once
 
 #include <functional>

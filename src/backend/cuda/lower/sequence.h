@@ -2,7 +2,7 @@
 // Embedding(Backward) and Attention(Backward), each to our own kernels (sequence_kernels.cuh);
 // with train.attention "cudnn_bf16" (LowerOptions::attention) attention runs through cuDNN's
 // fused SDPA in bf16 instead (cudnn_sdpa.h), between conversion kernels (bf16_kernels.cuh).
-// Called by the Lowering pass (lowering.cpp) for those op kinds.
+// Called through the CUDA kind table (lowerings.cpp) for those op kinds.
 #pragma once
 
 #include <map>

@@ -82,7 +82,7 @@ class CudaBackend : public Backend {
   size_t pinned_down_cap_ = 0;
 };
 
-// Builds the per-op steps for `p` (lowering.cpp).
+// Builds the per-op steps for `p` (lower/lowering.cpp).
 std::unique_ptr<Executable> lower_program(CudaBackend& be, const Program& p,
                                           const std::vector<void*>& ptrs, const LowerOptions& opt);
 // Runs of consecutive dense backward ops whose weight gradients (and bias gradients) run in one

@@ -1,4 +1,4 @@
-// Running a lowered step (lowering.cpp makes the steps): eager, as one captured CUDA graph, with
+// Running a lowered step (lower/lowering.cpp makes the steps): eager, as one captured CUDA graph, with
 // the step-invariant prefix once, concurrent branches on a side stream, and data-parallel
 // gradient all-reduces forked onto their own stream.
 #pragma once
