@@ -17,20 +17,18 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_vs_torch import library_path_env, parse_bench_output  # noqa: E402
+
 
 def bench(binary, config, steps):
     cmd = [binary, "bench", config, "--json"]
     if steps:
         cmd += ["--steps", str(steps)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=library_path_env())
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {out.returncode}: {out.stderr.strip()[-400:]}")
-    last = [line for line in out.stdout.splitlines() if line.strip().startswith("{")][-1]
-    r = json.loads(last)
-    for key in ("graph_us_per_step", "eager_us_per_step"):
-        if not isinstance(r.get(key), (int, float)) or r[key] <= 0:
-            raise RuntimeError(f"{' '.join(cmd)}: no positive {key} in {last[:200]}")
-    return r
+    return parse_bench_output(out.stdout)[0]
 
 
 def compare(old, new, configs, rounds, steps, run=bench):
