@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/kernels/dense_kernels.cuh"
 
 namespace sg::test {
@@ -55,8 +56,8 @@ class OwnProduct {
     if (fwd_) g.bias = dBias_, g.bias_rows = c.M / 3, g.Z = dZ_, g.act = Activation::Tanh;
     if (acc_) g.dact = Activation::ReLU, g.dact_y = dY_;
     if (wgrad_) g.rowsum = dRow_, g.rowsum_k = c.K / 5;
-    g.sliced = cuda::own_gemm_sliced(g);  // as the lowering plans it
-    g.fp64_tc = g.sliced && cuda::sliced_fp64_tensor_cores();
+    g.sliced = cuda::own_gemm_sliced(g, cuda::DenseDevice::current());  // as the lowering plans it
+    g.fp64_tc = g.sliced && cuda::DenseDevice::current().fp64_mma;
   }
   OwnProduct(const OwnProduct&) = delete;
   OwnProduct& operator=(const OwnProduct&) = delete;
@@ -128,6 +129,12 @@ class OwnProduct {
         *dPart_ = nullptr, *dY_ = nullptr;
   unsigned* dCount_ = nullptr;
 };
+
+// Which of our kernels takes a product on this GPU (the dense rules, dense_dispatch.h).
+inline bool on_sliced(const cuda::DenseGemm& g) { return cuda::own_gemm_sliced(g, cuda::DenseDevice::current()); }
+inline bool on_tensor_cores(const cuda::DenseGemm& g) {
+  return cuda::own_gemm_tensor_cores(g, cuda::DenseDevice::current());
+}
 
 // Runs c after `taken` confirmed the kernel under test takes it, twice (the second launch on
 // reset outputs must find the split counters reset), and returns OwnProduct::error(). fp64_tc

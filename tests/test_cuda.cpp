@@ -22,6 +22,7 @@
 #ifdef STEPGRAPH_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/kernels/dense_kernels.cuh"
 #include "own_gemm_check.h"
 #endif
@@ -168,11 +169,12 @@ TEST(Cuda, LongReductionsSplitOverKMatchCpu) {
 // gradients (row sums) over the first fifth of k.
 TEST(Cuda, LongWeightGradientsOn128TilesMatchFp64) {
   REQUIRE_GPU();
-  auto on_128_tiles = [](const cuda::DenseGemm& g) {
-    return !g.sliced && !cuda::own_gemm_tensor_cores(g) && g.splits > 1 && cuda::own_gemm_tile(g).rows == 128;
+  const cuda::DenseDevice& dev = cuda::DenseDevice::current();
+  auto on_128_tiles = [&dev](const cuda::DenseGemm& g) {
+    return !g.sliced && !on_tensor_cores(g) && g.splits > 1 && cuda::own_gemm_tile(g, nullptr, dev).rows == 128;
   };
   for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 128, 34000}, {130, 132, 34003}, {128, 64, 34000}, {130, 60, 34003}}) {
-    const int splits = cuda::own_gemm_splits(M, N, K, true);
+    const int splits = cuda::own_gemm_splits(M, N, K, true, false, dev);
     const ProductCase c{"weight gradient on 128-tiles", M, N, K, true, true, splits};
     EXPECT_LT(own_product_error(c, false, on_128_tiles), 3e-6) << M << " x " << N << " x " << K << ", " << splits << " splits";
   }
@@ -188,7 +190,7 @@ TEST(Cuda, LongWeightGradientsOn128TilesMatchFp64) {
 TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
   REQUIRE_GPU();
 #ifdef STEPGRAPH_HAVE_CUDA
-  const bool tc = cuda::sliced_fp64_tensor_cores();
+  const bool tc = cuda::DenseDevice::current().fp64_mma;
   for (const ProductCase& c : {ProductCase{"forward, k = 300 in two rounds", 1000, 252, 300, false, false, 1},
                                ProductCase{"forward, k = 520 in three rounds", 1000, 252, 520, false, false, 1},
                                ProductCase{"input gradient, k = 260 in two rounds", 1000, 252, 260, false, true, 1},
@@ -196,8 +198,8 @@ TEST(Cuda, MediumProductsOnTheKSlicedKernelMatchCpu) {
                                ProductCase{"both k-fast (8 warps), k split 3 ways", 1000, 252, 780, false, false, 3},
                                ProductCase{"weight gradient, k split 5 ways", 256, 252, 1030, true, true, 5},
                                ProductCase{"m-fast A, k-fast B", 300, 260, 600, true, false, 3}}) {
-    EXPECT_LT(own_product_error(c, false, cuda::own_gemm_sliced, false), 3e-6) << c.what << " (fp32 FMAs)";
-    if (tc) EXPECT_LT(own_product_error(c, false, cuda::own_gemm_sliced), 3e-7) << c.what << " (FP64 tensor cores)";
+    EXPECT_LT(own_product_error(c, false, on_sliced, false), 3e-6) << c.what << " (fp32 FMAs)";
+    if (tc) EXPECT_LT(own_product_error(c, false, on_sliced), 3e-7) << c.what << " (FP64 tensor cores)";
   }
   if (!tc) std::cout << "[ note ] this GPU or build has no FP64 tensor-core mma (compute capability 9.0): fp32 FMAs only\n";
 #else
@@ -232,11 +234,11 @@ TEST(Cuda, PairedGradientProductsMatchFp64) {
                         Pair{{"weight gradient 260x252x1000", 260, 252, 1000, true, true, 3},
                              {"input gradient 1000x252x260", 1000, 252, 260, false, true, 1}}}) {
     OwnProduct w(c.w, false), x(c.x, false);
-    ASSERT_TRUE(w.g.sliced && x.g.sliced && cuda::sliced_pair(w.g, x.g)) << c.w.what;
+    ASSERT_TRUE(w.g.sliced && x.g.sliced && cuda::sliced_pair(w.g, x.g, cuda::DenseDevice::current())) << c.w.what;
     EXPECT_FALSE(w.g.fp64_tc || x.g.fp64_tc) << c.w.what;
     EXPECT_EQ(w.g.splits, c.w.splits) << c.w.what;
     EXPECT_EQ(x.g.splits, c.x.splits) << c.x.what;
-    EXPECT_EQ(cuda::own_gemm_tile(w.g).rows, 64);
+    EXPECT_EQ(cuda::own_gemm_tile(w.g, nullptr, cuda::DenseDevice::current()).rows, 64);
     w.add_counters(), x.add_counters();
     for (int launch = 0; launch < 2; ++launch) {
       w.reset(), x.reset();
@@ -250,73 +252,113 @@ TEST(Cuda, PairedGradientProductsMatchFp64) {
 #endif
 
 #ifdef STEPGRAPH_HAVE_CUDA
-// The SM count the dense rules size their grids by: the device's, or an H200's 132 without one.
-int rules_sm_count() {
-  int sms = 132, dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  cudaGetLastError();
-  return sms;
-}
+// The GPU the dense rules' thresholds were measured on, described (the rules read these facts
+// from the device they plan for; these tests run without one).
+const cuda::DenseDevice kH200{132, 232448, /*tf32_mma=*/true, /*fp64_mma=*/true};
 
-// Which products the k-sliced kernel takes (host logic, runs without a GPU, where the rules see
-// an H200's 132 SMs): an MLP's medium layers and their weight gradients; not a transformer's
-// short-k products (two waves, k = 128: slower than cuBLASLt), not a PINN's weight gradient over
-// tens of thousands of jet rows (66 splits added by one block each: Poisson 4x64 took 295
-// instead of 236 us per step), not the large products.
+// Which products the k-sliced kernel takes: an MLP's medium layers and their weight gradients;
+// not a transformer's short-k products (two waves, k = 128: slower than cuBLASLt), not a PINN's
+// weight gradient over tens of thousands of jet rows (66 splits added by one block each), not the
+// large products.
 TEST(DenseRules, WhichProductsTakeTheKSlicedKernel) {
-  if (const int sms = rules_sm_count(); sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
-  EXPECT_TRUE(cuda::sliced_gemm(1024, 256, 256));  // mlp_8x256: forward and input gradient
-  EXPECT_TRUE(cuda::sliced_gemm(256, 256, 1024));  // its weight gradients, k split 4 ways
-  EXPECT_EQ(cuda::own_gemm_splits(256, 256, 1024, true), 4);
-  EXPECT_EQ(cuda::own_gemm_splits(1024, 256, 256), 1);
-  EXPECT_FALSE(cuda::sliced_gemm(4096, 128, 128));   // tiny_gpt: k = 128, 256 blocks
-  EXPECT_FALSE(cuda::sliced_gemm(4096, 128, 512));   // two waves
-  EXPECT_FALSE(cuda::sliced_gemm(64, 64, 41984));    // Poisson 4x64's weight gradient: 66 splits
-  EXPECT_FALSE(cuda::sliced_gemm(128, 128, 67584));  // Fourier 4x128's: above 2^28 multiply-adds
-  EXPECT_FALSE(cuda::sliced_gemm(64, 128, 256));     // the seed MLP: small (the small-layer kernel)
+  const cuda::DenseDevice& d = kH200;
+  EXPECT_TRUE(cuda::sliced_gemm(1024, 256, 256, d));  // mlp_8x256: forward and input gradient
+  EXPECT_TRUE(cuda::sliced_gemm(256, 256, 1024, d));  // its weight gradients, k split 4 ways
+  EXPECT_EQ(cuda::own_gemm_splits(256, 256, 1024, true, false, d), 4);
+  EXPECT_EQ(cuda::own_gemm_splits(1024, 256, 256, false, false, d), 1);
+  EXPECT_FALSE(cuda::sliced_gemm(4096, 128, 128, d));   // tiny_gpt: k = 128, 256 blocks
+  EXPECT_FALSE(cuda::sliced_gemm(4096, 128, 512, d));   // two waves
+  EXPECT_FALSE(cuda::sliced_gemm(64, 64, 41984, d));    // Poisson 4x64's weight gradient: 66 splits
+  EXPECT_FALSE(cuda::sliced_gemm(128, 128, 67584, d));  // Fourier 4x128's: above 2^28 multiply-adds
+  EXPECT_FALSE(cuda::sliced_gemm(64, 128, 256, d));     // the seed MLP: small (the small-layer kernel)
 }
 
-// Which layers' gradient products run as one launch (host logic, an H200's 132 SMs): an MLP's
-// 256-wide layers at batch 1024 (dW on 16 tiles x 4 splits, dX on 16 x 4 tiles: 128 blocks); not
-// the products in the other order, not at tf32x3 on tensor cores, not where one is not sliced.
+// The table names the rule that takes each product, first that applies; explain lists it.
+TEST(DenseRules, TheTableNamesWhichRuleTakesAProduct) {
+  auto rule = [](int64_t M, int64_t N, int64_t K, bool rows = false) { return std::string(cuda::dense_rule({M, N, K, rows}, kH200).name); };
+  EXPECT_EQ(rule(1024, 256, 256), "medium");               // mlp_8x256's hidden layers
+  EXPECT_EQ(rule(64, 256, 128), "small");                  // the seed MLP's first layer
+  EXPECT_EQ(rule(64, 64, 41984, true), "long-k");          // Poisson 4x64's weight gradients
+  EXPECT_EQ(rule(4096, 128, 128), "large");                // tiny_gpt's projections
+  EXPECT_EQ(rule(1 << 16, 512, 512), "large");
+  EXPECT_EQ(cuda::dense_rule({4096, 128, 128}, kH200).kernel, cuda::DenseKernel::CublasLt);
+  int n = 0;
+  const cuda::DenseRule* rules = cuda::dense_rules(&n);
+  ASSERT_GE(n, 2);
+  EXPECT_EQ(rules[n - 1].kernel, cuda::DenseKernel::CublasLt);  // the last always applies
+  const std::string text = cuda::dense_rules_text(kH200);
+  EXPECT_NE(text.find("132 SMs, 227 KB"), std::string::npos) << text;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NE(text.find(cat(rules[i].name, " -> ")), std::string::npos) << text;
+    EXPECT_TRUE(rules[i].when[0] && rules[i].why[0]) << rules[i].name << ": a rule says when and why";
+  }
+  EXPECT_NE(text.find("skinny layer -> "), std::string::npos) << text;
+}
+
+// The facts the rules read come from the device: fewer SMs give fewer splits (waves of that
+// GPU's blocks), and a GPU that cannot give a block the k-sliced kernel's shared memory (99 KB:
+// sm_86/89) or has no FP64 mma keeps medium products off that kernel and its batches.
+TEST(DenseRules, TheDeviceSizesTheRules) {
+  const cuda::DenseDevice a100{108, 166912, true, false}, small_smem{84, 101376, true, false};
+  EXPECT_EQ(cuda::own_gemm_splits(64, 64, 41984, true, false, kH200), 264);  // two waves of 132
+  EXPECT_EQ(cuda::own_gemm_splits(64, 64, 41984, true, false, a100), 216);   // two waves of 108
+  EXPECT_TRUE(cuda::sliced_gemm(1024, 256, 256, kH200));  // 128 tiles: one wave of 132
+  EXPECT_FALSE(cuda::sliced_gemm(1024, 256, 256, a100));  // a second wave on 108 SMs
+  EXPECT_TRUE(cuda::sliced_gemm(256, 256, 1024, a100));   // 32 tiles x 3 splits
+  EXPECT_FALSE(cuda::sliced_gemm(256, 256, 1024, small_smem));
+  EXPECT_STRNE(cuda::dense_rule({256, 256, 1024, true}, small_smem).name, "medium");
+  EXPECT_TRUE(cuda::wgrad_batchable(256, 256, 1024, kH200));
+  EXPECT_FALSE(cuda::wgrad_batchable(256, 256, 1024, a100));  // no FP64 mma
+  cuda::DenseGemm g;  // a weight gradient dZ^T X
+  g.M = 256, g.N = 256, g.K = 1024, g.sam = 1, g.sak = 256, g.sbk = 256, g.sbn = 1;
+  cuda::plan_own_gemm(g, /*tf32x3=*/false, kH200);
+  EXPECT_TRUE(g.sliced && g.fp64_tc);
+  EXPECT_EQ(g.splits, 4);
+  cuda::plan_own_gemm(g, false, a100);
+  EXPECT_TRUE(g.sliced && !g.fp64_tc);
+  EXPECT_EQ(g.splits, 3);
+  cuda::plan_own_gemm(g, /*tf32x3=*/true, cuda::DenseDevice{132, 232448, /*tf32_mma=*/false, true});
+  EXPECT_FALSE(g.tf32x3);  // asked for, but no TF32 mma: the SIMT kernels
+}
+
+// Which layers' gradient products run as one launch (an H200): an MLP's 256-wide layers at batch
+// 1024 (dW on 16 tiles x 4 splits, dX on 16 x 4 tiles: 128 blocks); not the products in the
+// other order, not at tf32x3 on tensor cores, not where one is not sliced.
 TEST(DenseRules, WhichGradientProductsShareALaunch) {
-  if (const int sms = rules_sm_count(); sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
   auto planned = [](int64_t M, int64_t N, int64_t K, bool weight_gradient) {
     cuda::DenseGemm g;
     g.M = M, g.N = N, g.K = K;
     if (weight_gradient) g.sam = 1, g.sak = M, g.sbn = 1, g.sbk = N;  // dZ^T X
     else g.sam = K, g.sak = 1, g.sbn = 1, g.sbk = N;                   // dZ W
-    g.sliced = cuda::own_gemm_sliced(g);
+    g.sliced = cuda::own_gemm_sliced(g, kH200);
     return g;
   };
   cuda::DenseGemm w = planned(256, 256, 1024, true), x = planned(1024, 256, 256, false);
   cuda::DenseGemm w2 = w, x2 = x;
-  EXPECT_FALSE(cuda::sliced_pair(x2, w2));  // the first is the weight gradient
+  EXPECT_FALSE(cuda::sliced_pair(x2, w2, kH200));  // the first is the weight gradient
   EXPECT_FALSE(x2.paired || w2.paired);
   w2.tf32x3 = true;
-  EXPECT_FALSE(cuda::sliced_pair(w2, x2));
+  EXPECT_FALSE(cuda::sliced_pair(w2, x2, kH200));
   w.fp64_tc = x.fp64_tc = true;  // as planned on an H200
-  ASSERT_TRUE(cuda::sliced_pair(w, x));
+  ASSERT_TRUE(cuda::sliced_pair(w, x, kH200));
   EXPECT_TRUE(w.paired && x.paired);
   EXPECT_FALSE(w.fp64_tc || x.fp64_tc);  // a pair runs on fp32 FMAs
   EXPECT_EQ(w.splits, 4);
   EXPECT_EQ(x.splits, 1);
   cuda::DenseGemm tw = planned(128, 128, 4096, true), tx = planned(4096, 128, 128, false);  // tiny_gpt: k = 128
   EXPECT_FALSE(tx.sliced);
-  EXPECT_FALSE(cuda::sliced_pair(tw, tx));
+  EXPECT_FALSE(cuda::sliced_pair(tw, tx, kH200));
 }
 
-// How far the row-slab kernel splits a weight gradient's k (H200): two waves of blocks, each
-// over at least 128 values of k, or one 32-deep slab on 64-tiles where k is short. Measured
-// against 128 (graph us per step): mlp_8x256's output layer 8 -> 32 splits, 232.7 -> 228.6;
-// custom_heat's 32 x 32 x 4608 36 -> 144 splits, 87.8 -> 81.8.
+// How far the row-slab kernel splits a weight gradient's k (an H200): two waves of blocks, each
+// over at least 128 values of k, or one 32-deep slab on 64-tiles where k is short.
 TEST(DenseRules, HowFarWeightGradientsSplitOverK) {
-  if (const int sms = rules_sm_count(); sms != 132) GTEST_SKIP() << "the expectations are an H200's (132 SMs); this GPU has " << sms;
-  EXPECT_EQ(cuda::own_gemm_splits(10, 256, 1024, true), 32);     // mlp_8x256's output layer, 4 tiles
-  EXPECT_EQ(cuda::own_gemm_splits(32, 32, 4608, true), 144);     // custom_heat's hidden layers
-  EXPECT_EQ(cuda::own_gemm_splits(64, 64, 41984, true), 264);    // Poisson 4x64: two waves
-  EXPECT_EQ(cuda::own_gemm_splits(128, 128, 67584, true), 264);  // Fourier 4x128 (128-tiles)
-  EXPECT_EQ(cuda::own_gemm_splits(10, 256, 1000, false), 1);     // k < 1024: not split
+  const cuda::DenseDevice& d = kH200;
+  EXPECT_EQ(cuda::own_gemm_splits(10, 256, 1024, true, false, d), 32);     // mlp_8x256's output layer, 4 tiles
+  EXPECT_EQ(cuda::own_gemm_splits(32, 32, 4608, true, false, d), 144);     // custom_heat's hidden layers
+  EXPECT_EQ(cuda::own_gemm_splits(64, 64, 41984, true, false, d), 264);    // Poisson 4x64: two waves
+  EXPECT_EQ(cuda::own_gemm_splits(128, 128, 67584, true, false, d), 264);  // Fourier 4x128 (128-tiles)
+  EXPECT_EQ(cuda::own_gemm_splits(10, 256, 1000, false, false, d), 1);     // k < 1024: not split
 }
 #endif
 

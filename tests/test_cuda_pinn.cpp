@@ -296,7 +296,7 @@ TEST(Cuda, Tf32x3TensorCoreProductsMatchFp64) {
                                ProductCase{"weight gradient, one split", 708, 764, 300, true, true, 1}}) {
     // fp32's level: the worst of every output (up to 540K here) of fp32 sums over k <= 5000,
     // ~sqrt(k) roundings of 6e-8; TF32 alone gives ~1e-3.
-    EXPECT_LT(own_product_error(c, true, cuda::own_gemm_tensor_cores), 3e-6) << c.what;
+    EXPECT_LT(own_product_error(c, true, on_tensor_cores), 3e-6) << c.what;
   }
 }
 #endif

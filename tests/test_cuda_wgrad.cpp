@@ -14,6 +14,7 @@
 #ifdef STEPGRAPH_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/kernels/dense_kernels.cuh"
 #endif
 
@@ -101,7 +102,7 @@ TEST(CudaWgrad, BatchedWeightGradientsMatchFp64) {
 TEST(CudaWgrad, MlpRunOfLayersBatchesItsWeightGradients) {
   REQUIRE_GPU();
 #ifdef STEPGRAPH_HAVE_CUDA
-  if (!cuda::wgrad_batchable(256, 256, 1024)) GTEST_SKIP() << "weight gradients not batched on this GPU or build";
+  if (!cuda::wgrad_batchable(256, 256, 1024, cuda::DenseDevice::current())) GTEST_SKIP() << "weight gradients not batched on this GPU or build";
 #endif
   auto layers = [] {
     return sequential({dense(256, Activation::ReLU), dense(256, Activation::ReLU), dense(256, Activation::ReLU),

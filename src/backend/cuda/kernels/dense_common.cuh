@@ -11,6 +11,7 @@
 
 #include "backend/activation_math.h"
 #include "backend/cuda/kernels/activation.cuh"
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/kernels/dense_kernels.cuh"
 
 namespace sg::cuda::detail {
@@ -68,17 +69,8 @@ __device__ __forceinline__ void split_range(const DenseGemm& g, int s, int64_t* 
   *k_end = *k_begin + per < g.K ? *k_begin + per : g.K;
 }
 
-// An attribute of the current device, cached per device; `h200`, an H200's value, without a
-// device (host-only tests then see the rules as on the GPU they were measured on).
-int device_attribute(cudaDeviceAttr attr, int h200);
-// The current device's SM count. The split and tile rules size their grids in waves of it;
-// their thresholds were measured on an H200 (132).
-int sm_count();
-
-inline int64_t tiles(int64_t M, int64_t N, int t) { return ((M + t - 1) / t) * ((N + t - 1) / t); }
-inline int64_t tiles(int64_t M, int64_t N, GemmTile t) { return ((M + t.rows - 1) / t.rows) * ((N + t.cols - 1) / t.cols); }
-// Split products onto at most 256 outputs run on split_gemm_small_kernel.
-inline bool small_output(int64_t M, int64_t N) { return M * N <= 256 && M <= 256; }
+// The current device's SM count, for launches that size their grids in waves of it.
+inline int sm_count() { return DenseDevice::current().sms; }
 
 // 16-byte asynchronous copies into shared memory, zero-filled where !valid (nothing read). Before
 // sm_80 (a build for older GPUs) they are plain copies, and the commit and wait do nothing.
@@ -119,26 +111,13 @@ __device__ __forceinline__ void mma_f64_16x8x8(double (&d)[4], const double (&a)
 // split order, then applies g's epilogue (dense_kernels.cu).
 void launch_reduce(const DenseGemm& g, cudaStream_t s);
 
-// The 3xTF32 tensor-core kernel (dense_tc.cu): its output tile, whether it takes a product
-// (own_gemm_tensor_cores), and its launch (split partials still need launch_reduce).
-constexpr int kTcTile = 64;
-bool tc_layout(const DenseGemm& g);
+// The 3xTF32 tensor-core kernel (dense_tc.cu; which products it takes: own_gemm_tensor_cores),
+// and its launch (split partials still need launch_reduce).
 void launch_tc(const DenseGemm& g, cudaStream_t s);
 
-// The k-sliced kernel for medium products (dense_sliced.cu; its shape in dense_kernels.cuh).
-// sliced_layout: operands it loads as float4.
-__host__ __device__ inline int64_t sliced_tiles(int64_t M, int64_t N, int rows = kSlicedRows) {
-  return ((M + rows - 1) / rows) * ((N + kSlicedCols - 1) / kSlicedCols);
-}
-// Whether the current device gives a block the kernel's ~140 KB of shared memory (the 16 warps'
-// tiles of an m-fast A and k-fast B layout, rows padded to 68 floats; a paired launch's two
-// 64-row operand tiles).
-bool sliced_fits();
-bool sliced_layout(const DenseGemm& g);
+// The k-sliced kernel for medium products (dense_sliced.cu; its shape in dense_kernels.cuh, which
+// products it takes in dense_dispatch.h), alone and as a layer's two gradient products.
 void launch_sliced(const DenseGemm& g, cudaStream_t s);
-// A layer's weight gradient w and input gradient x in one launch on 64 x 64 tiles (sliced_pair):
-// whether their layouts allow it (w: dZ^T X, A m-fast and B n-fast; x: dZ W, A k-fast and B n-fast).
-bool sliced_pair_layout(const DenseGemm& w, const DenseGemm& x);
 void launch_sliced_pair(const DenseGemm& w, const DenseGemm& x, cudaStream_t s);
 
 }  // namespace sg::cuda::detail

@@ -364,51 +364,11 @@ __global__ void __launch_bounds__(32 * W) split_reduce_kernel(DenseGemm g) {
   else store_rowsum(g, e - mn, r);
 }
 
-// The weight-gradient layout split_gemm_rows_kernel takes, and whether its rows load as float4.
-bool rows_layout(const DenseGemm& g) { return g.sam == 1 && g.sbn == 1; }
+// Whether a weight gradient's rows (rows_layout) load as float4.
 bool rows_vec4(const DenseGemm& g) {
   return g.M % 4 == 0 && g.N % 4 == 0 && g.sak % 4 == 0 && g.sbk % 4 == 0 && aligned16(g.A) && aligned16(g.B);
 }
-// The row-slab kernel's tile: 128 x 128 (8 x 8 outputs per thread) for outputs of at least that
-// size; 128 x 64 (8 x 4) onto fewer than 128 columns, so each slab row of A is read by one block
-// (a Fourier first layer's 128 x 64 weight gradient over 67584 jet rows with its ordered sum,
-// H200: 44.3 -> 39.6 us);
-// 64 x 64 below, and when k is too short to give the larger tiles two waves of blocks.
-GemmTile rows_tile(int64_t M, int64_t N, int64_t K) {
-  const GemmTile small{64, 64};
-  if (M < 128) return small;
-  const GemmTile t{128, N >= 128 ? 128 : 64};
-  return K / 128 * tiles(M, N, t) >= 2 * sm_count() ? t : small;
-}
-
 }  // namespace
-
-int detail::device_attribute(cudaDeviceAttr attr, int h200) {
-  // Read when products are planned and by launches that size their grids (eager steps): after
-  // the first read per device, one atomic load, no lock.
-  constexpr int kDevices = 64;
-  static std::atomic<int> sms[kDevices], smem[kDevices];  // 0: not read yet
-  std::atomic<int>* table = attr == cudaDevAttrMultiProcessorCount            ? sms
-                            : attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? smem
-                                                                              : nullptr;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    cudaGetLastError();  // not sticky: clear it
-    return h200;
-  }
-  std::atomic<int>* slot = table && dev >= 0 && dev < kDevices ? &table[dev] : nullptr;
-  if (slot)
-    if (const int v = slot->load(std::memory_order_relaxed)) return v;
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess || v <= 0) {
-    cudaGetLastError();
-    v = h200;
-  }
-  if (slot) slot->store(v, std::memory_order_relaxed);
-  return v;
-}
-
-int detail::sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount, 132); }
 
 void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   const int64_t n = g.M * g.N + (g.rowsum ? g.M : 0), blocks = (n + 31) / 32;
@@ -421,93 +381,8 @@ void detail::launch_reduce(const DenseGemm& g, cudaStream_t s) {
   KERNEL_LAUNCH_CHECK();
 }
 
-// The k-sliced kernel's split: as many blocks as one wave holds (one per SM), each over at least
-// kSlicedDepth values of k (a weight gradient 256 x 256 x 1024 on an H200: 32 tiles x 4).
-int64_t sliced_splits(int64_t M, int64_t N, int64_t K) {
-  const int64_t t = sliced_tiles(M, N);
-  return std::max<int64_t>(1, std::min(sm_count() / t, K / kSlicedDepth));
-}
-
-bool sliced_gemm(int64_t M, int64_t N, int64_t K) {
-  // Above the small products and up to 2^28 multiply-adds; one wave of blocks (one per SM, at
-  // least half the SMs), each over a whole k-range of 256 or more. Measured on an H200: mlp_8x256's
-  // 1024 x 256 x 256 and 256 x 256 x 1024 products 298 -> 231 us per step; shorter k or a
-  // second wave lose to cuBLASLt (a transformer's 4096 x 128 x 128: 18 against 10 us).
-  // At most 16 splits: a tile's last block adds them serially (Poisson 4x64's 64 x 64 x 41984
-  // weight gradients as 66 splits: 236 -> 295 us per step; the row-slab kernel keeps them).
-  // And a device that gives a block the kernel's shared memory (Ampere's A100 and Hopper do;
-  // sm_86/89 and consumer Blackwell, at 99 KB, do not).
-  const int64_t splits = sliced_splits(M, N, K), blocks = sliced_tiles(M, N) * splits;
-  return sliced_fits() && M * N * K > (int64_t{1} << 22) && M * N * K <= (int64_t{1} << 28) && K >= kSlicedDepth && splits <= 16 &&
-         2 * blocks >= sm_count() && blocks <= sm_count();
-}
-
-bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows) {
-  if (sliced_gemm(M, N, K)) return true;
-  // Up to ~4M multiply-adds (the seed MLP's products) the library's fixed costs dominate; above
-  // that cuBLASLt's tuned kernels win (measured on an H200, see bench/RESULTS.md). A long
-  // reduction over few output tiles (a weight gradient over many jet rows: 32 x 32 x 2560) runs
-  // serially in our kernel's few blocks (55 us measured), where cuBLASLt splits it.
-  // Tall products (M rows of jets, N = 1 output) waste most of a tile: cuBLASLt.
-  return (M * N * K <= (int64_t{1} << 22) && K <= 512 && M <= 16384) || own_gemm_splits(M, N, K, rows) > 1;
-}
-
-int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows, bool tensor_cores) {
-  if (sliced_gemm(M, N, K) && !tensor_cores) return static_cast<int>(sliced_splits(M, N, K));
-  if (tensor_cores) {
-    // 64 x 64 tiles, three blocks per SM, each over at least 256 values of k. Fourier 4x128's
-    // 128 x 128 x 81920 weight gradients (H200, whole step at tf32x3): two waves 1282 us per
-    // step, three 1252, four 1274, six 1316.
-    if (K < 1024) return 1;
-    const int64_t t = tiles(M, N, kTcTile), want = (3 * sm_count() + t - 1) / t, most = K / 256;
-    const int64_t s = want < most ? want : most;
-    return s < 2 ? 1 : static_cast<int>(s);
-  }
-  // A small output (a few 64 x 64 tiles) over a long reduction. From k = 1024 for outputs up to
-  // 128 x 128 (a PINN's boundary points), from 2048 up to 256 x 256 (cuBLASLt is faster for an
-  // MLP's 256 x 256 x 1024 weight gradient: 287 against 355 us per step on mlp_8x256).
-  if (K < 1024 || M * N > 256 * 256 || (K < 2048 && M * N > 128 * 128)) return 1;
-  // Weight gradients (split_gemm_rows_kernel) take two waves of blocks on an H200's 132 SMs
-  // (Poisson 4x64: 476 -> 445 us per step against one wave; four: 456) and any size (Fourier
-  // 4x128's 128 x 128 x 81920: 1563 us against cuBLASLt's 1576). Other layouts (the generic
-  // kernel) one wave, and cuBLASLt past ~2^28 multiply-adds (Fourier: 1919 against 2112 us).
-  if (!rows && M * N * K > (int64_t{1} << 28)) return 1;
-  // At most 256 outputs (split_gemm_small_kernel): four waves, each block over at least 64 rows.
-  if (small_output(M, N)) {
-    const int64_t s = std::min<int64_t>(4 * sm_count(), K / 64);
-    return s < 2 ? 1 : static_cast<int>(s);
-  }
-  // Each block over at least 128 values of k; weight gradients on 64-tiles down to one 32-deep
-  // slab, where a short k would leave most SMs idle (H200, graph us per step: mlp_8x256's
-  // 10 x 256 x 1024 output layer 8 -> 32 splits, 232.7 -> 228.6; custom_heat's 32 x 32 x 4608
-  // 36 -> 144, 87.8 -> 81.8).
-  const int64_t waves = rows ? 2 : 1;
-  const GemmTile tile = rows ? rows_tile(M, N, K) : GemmTile{64, 64};
-  const int64_t t = tiles(M, N, tile), want = (waves * sm_count() + t - 1) / t, most = K / (rows && tile.rows == 64 ? 32 : 128);
-  const int64_t s = want < most ? want : most;
-  return s < 2 ? 1 : static_cast<int>(s);
-}
-
 int64_t own_gemm_counters(const DenseGemm& g) {
   return g.splits > 1 && g.sliced ? sliced_tiles(g.M, g.N, g.paired ? kSlicedPairRows : kSlicedRows) : 0;
-}
-
-bool sliced_pair(DenseGemm& w, DenseGemm& x) {
-  if (!w.sliced || !x.sliced || w.tf32x3 || x.tf32x3 || !sliced_pair_layout(w, x)) return false;
-  // Two products of 32 x 64 tiles each fill the GPU for a few microseconds of arithmetic and about
-  // as much fixed cost (loads, the warps' sum, the epilogue, the launch); on 64 x 64 tiles side by
-  // side they pay it once.
-  const int64_t half = sm_count() / 2;
-  auto splits = [half](const DenseGemm& g) {
-    return std::max<int64_t>(1, std::min(half / sliced_tiles(g.M, g.N, kSlicedPairRows), g.K / kSlicedDepth));
-  };
-  const int64_t sw = splits(w), sx = splits(x);
-  const int64_t blocks = sliced_tiles(w.M, w.N, kSlicedPairRows) * sw + sliced_tiles(x.M, x.N, kSlicedPairRows) * sx;
-  if (blocks > sm_count() || 2 * blocks < sm_count() || sw > 16 || sx > 16) return false;
-  w.splits = static_cast<int>(sw), x.splits = static_cast<int>(sx);
-  w.paired = x.paired = true;
-  w.fp64_tc = x.fp64_tc = false;
-  return true;
 }
 
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
@@ -515,31 +390,19 @@ int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits) {
 }
 
 
-bool own_gemm_sliced(const DenseGemm& g) { return !tc_layout(g) && sliced_layout(g) && sliced_gemm(g.M, g.N, g.K); }
-
-GemmTile own_gemm_tile(const DenseGemm& a, const DenseGemm* b) {
-  if (tc_layout(a)) return {kTcTile, kTcTile};
-  if (a.paired) return {kSlicedPairRows, kSlicedCols};
-  if (a.sliced) return {kSlicedRows, kSlicedCols};
-  if (a.splits > 1) return small_output(a.M, a.N) ? GemmTile{} : rows_layout(a) ? rows_tile(a.M, a.N, a.K) : GemmTile{64, 64};
-  int64_t t64 = tiles(a.M, a.N, 64) + (b ? tiles(b->M, b->N, 64) : 0);
-  int64_t t32 = tiles(a.M, a.N, 32) + (b ? tiles(b->M, b->N, 32) : 0);
-  const int t = t64 >= 128 ? 64 : t32 >= 128 ? 32 : 16;
-  return {t, t};
-}
-
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
+  const DenseDevice& dev = DenseDevice::current();
   if (g.paired) {
     SG_REQUIRE(second && second->paired && (g.splits == 1 || g.partial) && (second->splits == 1 || second->partial),
                "dense kernel: a paired product needs its partner (sliced_pair) and its scratch");
     return launch_sliced_pair(g, *second, s);
   }
   // The tensor-core and k-sliced kernels take one product per launch.
-  if (second && (tc_layout(g) || tc_layout(*second) || g.sliced || second->sliced)) {
+  if (second && (own_gemm_tensor_cores(g, dev) || own_gemm_tensor_cores(*second, dev) || g.sliced || second->sliced)) {
     dense_gemm(g, nullptr, s);
     return dense_gemm(*second, nullptr, s);
   }
-  if (tc_layout(g)) {
+  if (own_gemm_tensor_cores(g, dev)) {
     SG_REQUIRE(g.splits == 1 || g.partial != nullptr, "dense kernel: a split product needs scratch");
     launch_tc(g, s);
     if (g.splits > 1) launch_reduce(g, s);
@@ -556,7 +419,7 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
     if (small_output(g.M, g.N)) {
       launch_pdl(split_gemm_small_kernel, static_cast<unsigned>(g.splits), kSmallOutputs, 0, s, g);
     } else if (rows_layout(g)) {
-      const GemmTile t = rows_tile(g.M, g.N, g.K);
+      const GemmTile t = rows_tile(g.M, g.N, g.K, dev);
       const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, t)), static_cast<unsigned>(g.splits));
       const bool v = rows_vec4(g);
       if (t.cols == 128) launch_pdl(v ? split_gemm_rows_kernel<128, 128, true> : split_gemm_rows_kernel<128, 128, false>, grid, kThreads, 0, s, g);
@@ -569,7 +432,7 @@ void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s) {
     KERNEL_LAUNCH_CHECK();
     return launch_reduce(g, s);
   }
-  const int t = own_gemm_tile(g, second).rows;
+  const int t = own_gemm_tile(g, second, dev).rows;
   const int64_t t0 = tiles(g.M, g.N, t), total = t0 + (second ? tiles(second->M, second->N, t) : 0);
   SG_REQUIRE(total <= (int64_t{1} << 31) - 1, "dense kernel: too many tiles (", total, ")");
   const DenseGemm& g1 = second ? *second : g;

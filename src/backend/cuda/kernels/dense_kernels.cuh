@@ -36,7 +36,7 @@ struct DenseGemm {
   float* rowsum = nullptr;  // rowsum[m] (+)= sum_{k < rowsum_k} A(m, k)
   int64_t rowsum_k = INT64_MAX;
   bool rowsum_accumulate = false;
-  // Split-K (see own_gemm_splits): `splits` blocks share each output tile, each over one range
+  // Split-K (own_gemm_splits, dense_dispatch.h): `splits` blocks share each output tile, each over one range
   // of k, writing raw partial sums to `partial` ([splits][M][N], then [splits][M] row sums);
   // a second kernel adds them in split order (deterministic) and applies the epilogue.
   int splits = 1;
@@ -55,46 +55,35 @@ struct DenseGemm {
   bool fp64_tc = false;
 };
 
-// Whether our kernel is the better choice for an M x N x K product: small and medium sizes, and
-// long reductions onto a small output (a weight gradient over tens of thousands of jet rows),
-// which it splits over k (own_gemm_splits > 1). `rows`: the weight-gradient layout (A's m and
-// B's n are the unit strides: dZ^T X), whose split products run on a kernel that loads whole
-// row slabs as float4.
-bool prefer_own_gemm(int64_t M, int64_t N, int64_t K, bool rows = false);
+// Which kernel takes a product, its k splits and its tile: dense_dispatch.h, decided once when a
+// step is planned.
+//
 // The k-sliced kernel's shape (dense_sliced.cu): output tiles of kSlicedRows x kSlicedCols, each
 // block staging up to kSlicedDepth values of k at once, its sliced_warps warps splitting them: 8
 // where both operands have k as the unit stride (a forward product), else 16.
 constexpr int kSlicedRows = 32, kSlicedCols = 64, kSlicedDepth = 256;
 constexpr int sliced_warps(bool a_kfast, bool b_kfast) { return a_kfast && b_kfast ? 8 : 16; }
+__host__ __device__ inline int64_t sliced_tiles(int64_t M, int64_t N, int rows = kSlicedRows) {
+  return ((M + rows - 1) / rows) * ((N + kSlicedCols - 1) / kSlicedCols);
+}
 // A layer's two gradient products in one launch (sliced_pair): 64 x 64 tiles, each row half's k
 // split over 8 warps.
 constexpr int kSlicedPairRows = 64, kSlicedPairWarps = 8;
 // On the FP64 tensor cores (sliced_fp64_tensor_cores) a block's 8 warps take the two 32 x 32
 // halves of its tile, each half's k split into this many slices.
 constexpr int kSlicedTcSlices = 4;
-// Whether an M x N x K product is medium-sized for the k-sliced kernel (dense_sliced.cu): 4M to
-// 256M multiply-adds, one wave of blocks of 32 x 64 outputs (half the SMs to all, k split over
-// at most 16 blocks where that gives more), k >= 256.
-bool sliced_gemm(int64_t M, int64_t N, int64_t K);
-// Whether this product runs on the k-sliced kernel (a medium shape whose operands load as float4).
-bool own_gemm_sliced(const DenseGemm& g);
 // Whether the k-sliced kernel's single products (not pairs) run on this device's FP64 tensor cores
 // (mma.sync m16n8k8 .f64: compute capability 9.0 and code built for it)
 // instead of fp32 FMAs: the fp32 inputs converted exactly, their products summed in fp64 along
 // each warp's slice of k (a forward product's slices too, so that its outputs round like the CPU
 // reference's double sums), so at least fp32's accuracy. On an H200 the FP64 tensor cores run
-// 67 TFLOPS (the FMA units' peak) with a 32nd of the instructions.
+// 67 TFLOPS (the FMA units' peak) with a 32nd of the instructions. A pair runs on fp32 FMAs: on
+// the FP64 tensor cores, 8 warps a block, it was slower (bench/RESULTS.md).
 bool sliced_fp64_tensor_cores();
-// Whether a layer's weight gradient w (dZ^T X) and input gradient x (dZ W), each planned for the
-// k-sliced kernel, run as one launch instead of two: each on 64 x 64 tiles over about half the
-// SMs, w's k split to fill its half. If so, sets their splits and
-// `paired` and clears fp64_tc (a pair runs on fp32 FMAs: on the FP64 tensor cores, 8 warps a
-// block, mlp_8x256's layer took 16.6 against 15.5 us); dense_gemm(w, &x) then launches both.
-bool sliced_pair(DenseGemm& w, DenseGemm& x);
 // A run of layers' weight gradients of one shape in one launch (dense_wgrad.cu): dw = dz^T x
 // (dz [K][M] and x [K][N], row strides ldz and ldx; dw [M][N], row stride ldw) and, where db is
 // set, db = dz's column sums, each written (not accumulated). 64 x 64 output tiles, each over the
-// whole k, on the FP64 tensor cores.
+// whole k, on the FP64 tensor cores (which products may: wgrad_batchable).
 constexpr int kWgradTile = 64, kWgradMaxBatch = 8;
 struct WgradItem {
   const float* dz = nullptr;
@@ -107,31 +96,19 @@ struct WgradBatch {
   int count = 0;
   WgradItem item[kWgradMaxBatch];
 };
-// Whether an M x N x K weight gradient may join such a launch: a medium product (sliced_gemm)
-// whose rows load as 16-byte chunks, on a device with the FP64 tensor cores of
-// sliced_fp64_tensor_cores. Which runs of layers do is wgrad_groups' choice (none with
-// LowerOptions::fusion off).
-bool wgrad_batchable(int64_t M, int64_t N, int64_t K);
 void wgrad_batch(const WgradBatch& b, cudaStream_t s);
-// How many k-ranges our kernel splits the product into (1: none).
-int own_gemm_splits(int64_t M, int64_t N, int64_t K, bool rows = false, bool tensor_cores = false);
-// Whether this product runs on the 3xTF32 tensor-core kernel: tf32x3 set (the lowering sets it
-// only where tf32_tensor_cores()), operands that load as aligned 16-byte chunks, more than 256
-// outputs, and 64 x 64 tiles times k splits enough to give each SM a block.
-bool own_gemm_tensor_cores(const DenseGemm& g);
 // Whether this device and build run TF32 mma (compute capability 8.0+, code built for it).
 bool tf32_tensor_cores();
 // Counters a split product on the k-sliced kernel takes (0: none; the ordered sum kernel then).
 int64_t own_gemm_counters(const DenseGemm& g);
 // Floats of scratch a split product needs (0 without splits).
 int64_t own_gemm_partial_floats(int64_t M, int64_t N, int splits);
-// Output tile the launcher will use, rows x columns (for explain; 0 x 0: one thread per output,
-// a split product onto at most 256 outputs).
+// An output tile, rows x columns (own_gemm_tile).
 struct GemmTile {
   int rows = 0, cols = 0;
 };
-GemmTile own_gemm_tile(const DenseGemm& a, const DenseGemm* b = nullptr);
-// One launch; with `second`, two independent products in the same launch.
+// One launch of a product planned by plan_own_gemm; with `second`, two independent products in
+// the same launch.
 void dense_gemm(const DenseGemm& g, const DenseGemm* second, cudaStream_t s);
 
 // A skinny layer: at most kSkinnyMax outputs over R rows of I inputs (a network's last layer
@@ -154,8 +131,6 @@ struct SkinnyDense {
   float *dX = nullptr, *dW = nullptr, *db = nullptr;
   bool dX_accumulate = false, dW_accumulate = false, db_accumulate = false;
 };
-// Whether an R x O x I layer takes the skinny kernels (O * I <= 1024).
-bool skinny_dense(int64_t R, int64_t O, int64_t I);
 void skinny_forward(const SkinnyDense& g, cudaStream_t s);
 // Scratch floats skinny_backward needs (its blocks' partial sums).
 int64_t skinny_backward_partial_floats(const SkinnyDense& g);

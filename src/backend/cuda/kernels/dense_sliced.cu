@@ -599,8 +599,10 @@ void launch_single(const DenseGemm& g, cudaStream_t s) {
 
 }  // namespace
 
-bool detail::sliced_fits() {
-  // The largest of each layout's (the specialized epilogues' tiles only add to the Any one's).
+int64_t detail::sliced_smem_bytes() {
+  // The largest of each layout's (the specialized epilogues' tiles only add to the Any one's): the
+  // 16 warps' tiles of an m-fast A and k-fast B layout, rows padded to 68 floats; a paired
+  // launch's two 64-row operand tiles.
   const size_t most = std::max({smem_bytes<true, true, 1, false, Epi::BiasRelu>(),
                                 smem_bytes<true, false, 1, false, Epi::Any>(),
                                 smem_bytes<false, true, 1, false, Epi::Any>(), smem_bytes<false, false, 1, false, Epi::Plain>(),
@@ -608,7 +610,7 @@ bool detail::sliced_fits() {
                                 smem_bytes<true, false, 1, true, Epi::DactRelu>(), smem_bytes<false, true, 1, true, Epi::Any>(),
                                 smem_bytes<false, false, 1, true, Epi::Plain>()});
   constexpr size_t kStatic = 16;  // the kernel's own flag, as ptxas reports it
-  return static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most + kStatic;
+  return static_cast<int64_t>(most + kStatic);
 }
 
 bool detail::sliced_layout(const DenseGemm& g) {

@@ -196,11 +196,10 @@ bool tc_operand(const void* p, int64_t s_mn, int64_t s_k, int64_t MN, int64_t K)
 
 }  // namespace
 
-// ... and whether its 64 x 64 tiles (times the k splits) give every SM of an H200 a block: fewer
-// would leave most tensor cores idle where the SIMT kernel's smaller tiles spread out.
-bool detail::tc_layout(const DenseGemm& g) {
-  return g.tf32x3 && !small_output(g.M, g.N) && tiles(g.M, g.N, kTcTile) * g.splits >= sm_count() && tc_operand(g.A, g.sam, g.sak, g.M, g.K) && tc_operand(g.B, g.sbn, g.sbk, g.N, g.K);
+bool detail::tc_operands(const DenseGemm& g) {
+  return tc_operand(g.A, g.sam, g.sak, g.M, g.K) && tc_operand(g.B, g.sbn, g.sbk, g.N, g.K);
 }
+
 void detail::launch_tc(const DenseGemm& g, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(tiles(g.M, g.N, tc::kT)), static_cast<unsigned>(g.splits));
   const bool am = g.sam == 1, bn = g.sbn == 1;
@@ -210,8 +209,6 @@ void detail::launch_tc(const DenseGemm& g, cudaStream_t s) {
   else launch_tc_kernel<false, false>(g, grid, s);
   KERNEL_LAUNCH_CHECK();
 }
-
-bool own_gemm_tensor_cores(const DenseGemm& g) { return tc_layout(g); }
 
 bool tf32_tensor_cores() {
   static const bool on = [] {

@@ -155,12 +155,6 @@ __global__ void __launch_bounds__(kThreads, 1) wgrad_batch_kernel(WgradBatch b) 
 
 }  // namespace
 
-bool wgrad_batchable(int64_t M, int64_t N, int64_t K) {
-  // The products a layer's backward would otherwise pair with its input gradient on the k-sliced
-  // kernel (sliced_gemm), on a device whose FP64 tensor cores run them (sliced_fp64_tensor_cores).
-  return M % 4 == 0 && N % 4 == 0 && sliced_gemm(M, N, K) && sliced_fp64_tensor_cores();
-}
-
 void wgrad_batch(const WgradBatch& b, cudaStream_t s) {
   SG_REQUIRE(b.count >= 1 && b.count <= kWgradMaxBatch, "wgrad_batch: ", b.count, " products (1 to ", kWgradMaxBatch,
              " a launch)");

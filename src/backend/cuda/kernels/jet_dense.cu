@@ -336,7 +336,7 @@ bool shape_fits(const JetSpec& js, int64_t K, int64_t N) {
 bool jet_dense_fits(const JetSpec& js, int64_t K, int64_t N) {
   const size_t most = Shape<8, kBK, kStages>::smem_bytes(128);
   return shape_fits(js, K, N) &&
-         static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448)) >= most;
+         static_cast<size_t>(DenseDevice::current().smem_optin) >= most;
 }
 
 bool jet_dense_aligned(const JetDense& g) {

@@ -193,12 +193,6 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(SkinnyDense g, float
 
 }  // namespace
 
-bool skinny_dense(int64_t R, int64_t O, int64_t I) {
-  // From a few thousand rows (below, the fused small-layer kernel); W and the backward's
-  // per-warp sums in 48 KB of shared memory, each lane's dW sums in registers.
-  return O <= kSkinnyMax && R >= 4096 && O * I <= 1024;
-}
-
 namespace {
 int skinny_backward_blocks(int64_t R) {
   const int64_t b = std::min<int64_t>(4 * sm_count(), (R + 63) / 64);

@@ -39,7 +39,7 @@ void Lowering::dense_forward(int i, const Op& op) {
   float *y = f(Y), *z = f(Z);
   const float* bp = f(b);
 
-  if (prefer_own_gemm(B, O, I)) {
+  if (prefer_own("Y", B, O, I)) {
     DenseGemm d;
     d.M = B, d.N = O, d.K = I;
     d.A = f(X), d.sam = I, d.sak = 1;

@@ -8,20 +8,20 @@ namespace {
 
 // The M x N x K weight gradient (dW = dZ^T X) a dense backward op would join a batch with, or
 // nothing (wgrad_groups' rules).
-std::optional<std::array<int64_t, 3>> wgrad_shape(const Program& p, const Op& op) {
+std::optional<std::array<int64_t, 3>> wgrad_shape(const Program& p, const Op& op, const DenseDevice& d) {
   if (op.kind != OpKind::DenseBackward) return std::nullopt;
   const TensorId dY = op.in[0], X = op.in[1], W = op.in[2], dW = op.out[1], db = op.out[2];
   if (dW == kNone || op.accumulate[1] || (db != kNone && op.accumulate[2])) return std::nullopt;
   if (p.tensor(X).dtype != DType::F32 || p.tensor(dY).dtype != DType::F32) return std::nullopt;
   const int64_t I = p.tensor(X).shape.back(), B = numel(p.tensor(X).shape) / I, O = p.tensor(W).shape[0];
   const int64_t br = op.attr<DenseAttrs>().bias_rows;
-  if ((br > 0 && br < B) || skinny_dense(B, O, I) || !wgrad_batchable(O, I, B)) return std::nullopt;
+  if ((br > 0 && br < B) || skinny_dense(B, O, I) || !wgrad_batchable(O, I, B, d)) return std::nullopt;
   return std::array<int64_t, 3>{O, I, B};
 }
 
 }  // namespace
 
-std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt) {
+std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt, const DenseDevice& d) {
   std::vector<std::vector<int>> runs;
   if (!opt.fusion || opt.comm || opt.precision == Precision::TF32X3) return runs;
   for (const Op& op : p.ops())
@@ -33,7 +33,7 @@ std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions&
     run.clear();
   };
   for (size_t i = 0; i < p.ops().size(); ++i) {
-    const auto s = wgrad_shape(p, p.ops()[i]);
+    const auto s = wgrad_shape(p, p.ops()[i], d);
     const bool joins = s && !run.empty() && run.back() + 1 == static_cast<int>(i) && *s == shape &&
                        run.size() < static_cast<size_t>(kWgradMaxBatch);
     if (!joins) close();
@@ -112,7 +112,7 @@ void Lowering::dense_backward(int i, const Op& op) {
   }
   std::optional<DenseGemm> own_dw, own_dx;
   const bool batched = wgrad_run_of_.count(i) != 0;  // dW and db: add_to_wgrad_batch, after dX
-  if (!batched && prefer_own_gemm(O, I, B, /*rows=*/true)) {
+  if (!batched && prefer_own("dW", O, I, B, /*rows=*/true)) {
     DenseGemm d;  // dW[o, i] = sum_b dZ[b, o] X[b, i]; db[o] = sum_b dZ[b, o] on the side
     d.M = O, d.N = I, d.K = B;
     d.A = dz, d.sam = 1, d.sak = O;
@@ -127,7 +127,7 @@ void Lowering::dense_backward(int i, const Op& op) {
   const int jet = fused_jet(fusions_.jet_dense_backward, i);
   const bool dx_done = fusions_.loss_dx.count(i) != 0 || jet >= 0;
   if (fusions_.loss_dx.count(i)) notes_ << "dX from the loss kernel; ";
-  if (dX != kNone && !dx_done && prefer_own_gemm(B, I, O)) {
+  if (dX != kNone && !dx_done && prefer_own("dX", B, I, O)) {
     DenseGemm d;  // dX[b, i] = sum_o dZ[b, o] W[o, i], times the previous activation's derivative
     d.M = B, d.N = I, d.K = O;
     d.A = dz, d.sam = O, d.sak = 1;

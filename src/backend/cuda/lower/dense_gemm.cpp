@@ -4,22 +4,17 @@
 
 namespace sg::cuda {
 
-void Lowering::plan_split(DenseGemm& d) {
-  if (d.partial) return;  // planned already
-  choose_kernel(d);
-  own_scratch(d);
+bool Lowering::prefer_own(const char* what, int64_t M, int64_t N, int64_t K, bool rows) {
+  const DenseRule& r = dense_rule({M, N, K, rows}, dev_);
+  notes_ << "[" << what << ": " << r.name << "] ";
+  dense_rules_used_ = true;
+  return r.kernel != DenseKernel::CublasLt;
 }
 
-void Lowering::choose_kernel(DenseGemm& d) {
-  const bool rows = d.sam == 1 && d.sbn == 1;
-  d.tf32x3 = tc_;
-  d.splits = own_gemm_splits(d.M, d.N, d.K, rows, d.tf32x3);
-  if (d.tf32x3 && !own_gemm_tensor_cores(d)) {  // not on tensor cores: the SIMT kernel's splits
-    d.tf32x3 = false;
-    d.splits = own_gemm_splits(d.M, d.N, d.K, rows);
-  }
-  d.sliced = own_gemm_sliced(d);  // the kernel is chosen here, once, not at each launch
-  d.fp64_tc = d.sliced && sliced_fp64_tensor_cores();
+void Lowering::plan_split(DenseGemm& d) {
+  if (d.partial) return;  // planned already
+  plan_own_gemm(d, tc_, dev_);
+  own_scratch(d);
 }
 
 void Lowering::own_scratch(DenseGemm& d) {
@@ -33,8 +28,8 @@ void Lowering::own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, cons
   std::optional<DenseGemm> s2;
   if (second) s2 = *second;
   if (s2) {  // both products fresh: each kernel chosen once, then maybe one launch (sliced_pair)
-    choose_kernel(d), choose_kernel(*s2);
-    const bool paired = sliced_pair(d, *s2);
+    plan_own_gemm(d, tc_, dev_), plan_own_gemm(*s2, tc_, dev_);
+    const bool paired = sliced_pair(d, *s2, dev_);
     own_scratch(d), own_scratch(*s2);
     if (paired) {
       notes_ << what << " " << d.M << "x" << d.N << "x" << d.K << " + " << s2->M << "x" << s2->N << "x" << s2->K
@@ -55,10 +50,10 @@ void Lowering::own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, cons
   }
   notes_ << what << " " << d.M << "x" << d.N << "x" << d.K;
   if (s2) notes_ << " + " << s2->M << "x" << s2->N << "x" << s2->K;
-  const GemmTile tile = own_gemm_tile(d, s2 ? &*s2 : nullptr);
+  const GemmTile tile = own_gemm_tile(d, s2 ? &*s2 : nullptr, dev_);
   notes_ << (!tile.rows ? std::string(", one thread per output")
              : tile.rows == tile.cols ? cat(" tile ", tile.rows) : cat(" tile ", tile.rows, "x", tile.cols));
-  if (own_gemm_tensor_cores(d)) notes_ << ", 3xTF32 tensor cores";
+  if (own_gemm_tensor_cores(d, dev_)) notes_ << ", 3xTF32 tensor cores";
   if (d.sliced)
     notes_ << ", k-ranges of " << kSlicedDepth << " in shared memory, "
            << (d.fp64_tc ? cat("on the FP64 tensor cores, 32x32 halves, k in ", kSlicedTcSlices, " slices")

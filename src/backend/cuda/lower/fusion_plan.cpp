@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "backend/cuda/kernels/dense_kernels.cuh"
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/kernels/jet_dense.cuh"
 #include "backend/cuda/kernels/kernels.cuh"
 #include "backend/cuda/kernels/pinn_kernels.cuh"
@@ -20,6 +20,7 @@ namespace {
 struct Planner {
   const Program& p;
   const std::vector<void*>& ptrs;
+  const DenseDevice& dev;
   FusionPlan plan;
 
   void decide(std::string line) { plan.decisions.push_back(std::move(line)); }
@@ -27,6 +28,8 @@ struct Planner {
 
   int64_t width(TensorId t) const { return p.tensor(t).shape.back(); }
   int64_t rows(TensorId t) const { return numel(p.tensor(t).shape) / width(t); }
+  // Whether one of our kernels takes the product (the dense rules, dense_dispatch.h).
+  bool own(int64_t M, int64_t N, int64_t K, bool rows = false) const { return prefer_own_gemm({M, N, K, rows}, dev); }
 
   // The op of `kind` that reads T as its input `slot`, when T has one writer and that op is its
   // only reader (-1 otherwise): T can then live inside a fused launch.
@@ -84,7 +87,7 @@ struct Planner {
       if (skinny_dense(B, O, I)) continue;  // its backward kernel applies no activation derivative
       const std::string what = cat("fuse: ops ", b, ",", q, " -> dX of '", name(b), "' times the ",
                                    activation_name(act), "' of '", name(q), "'");
-      if (prefer_own_gemm(B, I, O)) {
+      if (own(B, I, O)) {
         if (act != Activation::None && (!activation_needs_preact(act) || qop.in[4] != kNone)) {
           plan.into[static_cast<int>(b)] = q;
           decide(cat(what, " (our kernel's epilogue, ", B, "x", I, "x", O, ")"));
@@ -281,7 +284,7 @@ struct Planner {
         bw.out[0] == kNone || bw.accumulate[0] != 0)
       return;
     const int64_t B = rows(d.in[0]), I = width(d.in[0]), O = p.tensor(d.in[1]).shape[0];
-    const bool one_launch = prefer_own_gemm(O, I, B, true) && own_gemm_splits(O, I, B, true) == 1 && prefer_own_gemm(B, I, O);
+    const bool one_launch = own(O, I, B, true) && own_gemm_splits(O, I, B, true, false, dev) == 1 && own(B, I, O);
     if (one_launch || skinny_dense(B, O, I)) return;
     if (const std::string why = early_write_refusal(p, ptrs, l, static_cast<int>(j)); !why.empty()) {
       decide(cat("not fused: ops ", l, ",", j, ": the loss kernel does not write dX of '", bw.name, "' (", why, ")"));
@@ -304,7 +307,7 @@ struct Planner {
       const DenseAttrs& a = op.attr<DenseAttrs>();
       const int64_t B = rows(op.in[0]), I = width(op.in[0]), O = p.tensor(op.in[1]).shape[0];
       const bool some_rows = a.bias_rows > 0 && a.bias_rows < B;
-      if (!some_rows || skinny_dense(B, O, I) || prefer_own_gemm(B, O, I)) continue;  // those kernels add it
+      if (!some_rows || skinny_dense(B, O, I) || own(B, O, I)) continue;  // those kernels add it
       if (op.in[2] == kNone || a.act != Activation::None || op.out[1] != kNone || next.kind != OpKind::JetActivation ||
           next.in[0] != op.out[0])
         continue;
@@ -359,7 +362,7 @@ struct Planner {
   // trainer's memory plan keeps them (CudaBackend::lifetime_hints); a plan made without that
   // is checked here.
   void wgrad(const LowerOptions& opt) {
-    for (std::vector<int>& run : wgrad_groups(p, opt)) {
+    for (std::vector<int>& run : wgrad_groups(p, opt, dev)) {
       const Op& first = p.ops()[run.front()];
       const int64_t I = width(first.in[1]), B = rows(first.in[1]), O = p.tensor(first.in[2]).shape[0];
       if (!wgrad_inputs_kept(run)) {
@@ -449,8 +452,9 @@ std::string early_write_refusal(const Program& p, const std::vector<void*>& ptrs
   return "";
 }
 
-FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense) {
-  Planner pl{p, ptrs, {}};
+FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense,
+                        const DenseDevice& dev) {
+  Planner pl{p, ptrs, dev, {}};
   if (!opt.fusion) {
     pl.amax(false);
     return std::move(pl.plan);

@@ -15,6 +15,8 @@
 
 namespace sg::cuda {
 
+struct DenseDevice;
+
 struct FusionPlan {
   // Dense backward b -> the dense backward q that reads its dX: b's input-gradient product
   // applies q's activation derivative in its epilogue (cuBLASLt DRELU/DGELU or our kernel).
@@ -74,8 +76,10 @@ struct FusionPlan {
 
 // The fusions above for `p` with tensors at `ptrs` (the planned addresses); none with
 // opt.fusion false. jet_dense: whether the jet layers may take the fp32 fused kernel (not at
-// precision tf32x3 on tensor cores, whose products run as 3xTF32).
-FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense);
+// precision tf32x3 on tensor cores, whose products run as 3xTF32); dev: the GPU the dense rules
+// (dense_dispatch.h) read.
+FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense,
+                        const DenseDevice& dev);
 
 // Whether op i may write op j's first output early (a dense layer an AbsMax op's, a fused loss
 // the next backward's dX): the memory planner placed it for op j, so its bytes must not be any

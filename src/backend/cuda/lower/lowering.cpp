@@ -36,7 +36,7 @@ void Lowering::refuse_unsupported_ops() const {
 
 std::unique_ptr<Executable> Lowering::run() {
   refuse_unsupported_ops();
-  fusions_ = plan_fusions(p_, ptrs_, opt_, /*jet_dense=*/!tc_);
+  fusions_ = plan_fusions(p_, ptrs_, opt_, /*jet_dense=*/!tc_, dev_);
   if (!fuse_)
     notes_ << "  fusion plan: none (fusion off: every op in the launches it would take alone)\n";
   else if (fusions_.decisions.empty())
@@ -66,6 +66,7 @@ std::unique_ptr<Executable> Lowering::run() {
     fork_after(static_cast<int>(i));
   }
   if (!unjoined_.empty()) add_join("end of step");
+  if (dense_rules_used_) notes_ << dense_rules_text(dev_);
   finish_cudnn_dense();
   if (image_) image_->finish();
   if (sequence_) sequence_->finish();

@@ -4,7 +4,7 @@
 // pass), dense.cpp, dense_backward.cpp, dense_gemm.cpp (our product kernels), losses.cpp,
 // optim.cpp, pinn.cpp, data.cpp, collectives.cpp; image and sequence ops in their own classes.
 //
-// Small and medium dense products (see prefer_own_gemm) use our fused kernel: forward with bias
+// Small and medium dense products (the rules of kernels/dense_dispatch.h) use our fused kernel: forward with bias
 // and activation, dW with the bias gradient, and dX with the previous layer's activation
 // derivative (any activation) in one launch each. Larger ones use cuBLASLt with epilogues where
 // they apply:
@@ -35,6 +35,7 @@
 #include "backend/cuda/runtime/cuda_backend.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/cuda_executable.h"
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/kernels/dense_kernels.cuh"
 #include "backend/cuda/lower/fusion_plan.h"
 #include "backend/cuda/lower/image.h"
@@ -56,8 +57,8 @@ class ConvPlan;
 class Lowering {
  public:
   Lowering(CudaBackend& be, const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt)
-      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), fuse_(opt.fusion),
-        tc_(opt.precision == Precision::TF32X3 && tf32_tensor_cores()) {}
+      : be_(be), p_(p), ptrs_(ptrs), opt_(opt), dev_(DenseDevice::current()), fuse_(opt.fusion),
+        tc_(opt.precision == Precision::TF32X3 && dev_.tf32_mma) {}
 
   std::unique_ptr<Executable> run();
 
@@ -160,10 +161,11 @@ class Lowering {
   void jet_dense_backward(const Op& op, const Op& jet);
   void jet_dense_step(const Op& op, const JetDense& g, const std::string& what);
 
-  // A long reduction onto a small output is split over k, with its partial sums in scratch.
+  // Whether one of our kernels takes the M x N x K product `what` (the dense rules,
+  // dense_dispatch.h); explain names the rule: "[dW: medium]".
+  bool prefer_own(const char* what, int64_t M, int64_t N, int64_t K, bool rows = false);
+  // Our kernel for the product (plan_own_gemm) and its scratch, unless planned already.
   void plan_split(DenseGemm& d);
-  // Which of our kernels runs the product, and its k splits.
-  void choose_kernel(DenseGemm& d);
   // The split partial sums and per-tile counters the chosen kernel needs, owned by the executable.
   void own_scratch(DenseGemm& d);
   void own_gemm(const Op& op, DenseGemm d, const DenseGemm* second, const std::string& what);
@@ -179,8 +181,10 @@ class Lowering {
   const Program& p_;
   const std::vector<void*>& ptrs_;
   LowerOptions opt_;
+  const DenseDevice& dev_;  // what the dense rules read about the GPU
   bool fuse_;
   bool tc_;  // tf32x3 on a device with TF32 tensor cores: our products run 3xTF32 (own_gemm_tensor_cores)
+  bool dense_rules_used_ = false;  // explain lists the rules once, after the ops
   std::vector<Step> steps_;
   std::vector<DeviceBuffer> owned_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/kernels/dense_dispatch.h"
 #include "backend/cuda/runtime/cuda_check.h"
 
 namespace sg::cuda {
@@ -141,7 +142,7 @@ std::unique_ptr<Executable> CudaBackend::lower(const Program& p, const std::vect
 
 std::vector<LifetimeHint> CudaBackend::lifetime_hints(const Program& p, const LowerOptions& opt) const {
   std::vector<LifetimeHint> hints;
-  for (const std::vector<int>& run : wgrad_groups(p, opt))
+  for (const std::vector<int>& run : wgrad_groups(p, opt, DenseDevice::current()))
     for (int i : run) {
       const Op& op = p.ops()[i];
       hints.push_back({op.in[0], run.back()});  // dY, dZ once the op's activation backward is done

@@ -90,6 +90,7 @@ std::unique_ptr<Executable> lower_program(CudaBackend& be, const Program& p,
 // same M x N x K product for each (wgrad_batchable), written not accumulated, fp32 or tf32
 // precision, no jets, no data parallelism (its buckets start as backward finishes each
 // gradient). Each run has 2 to kWgradMaxBatch ops, in program order.
-std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt);
+struct DenseDevice;
+std::vector<std::vector<int>> wgrad_groups(const Program& p, const LowerOptions& opt, const DenseDevice& d);
 
 }  // namespace sg::cuda
