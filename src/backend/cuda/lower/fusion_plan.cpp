@@ -455,6 +455,7 @@ std::string early_write_refusal(const Program& p, const std::vector<void*>& ptrs
 FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense,
                         const DenseDevice& dev) {
   Planner pl{p, ptrs, dev, {}};
+  pl.plan.one_stream = one_stream_reason(p, opt);
   if (!opt.fusion) {
     pl.amax(false);
     return std::move(pl.plan);

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stepgraph/backend.h"
@@ -70,8 +71,17 @@ struct FusionPlan {
   std::map<int, int> amax_graph;
   // AbsMax op -> why its dense layer is not tried as one cuDNN graph.
   std::map<int, std::string> amax_refused;
+  // Why the step stays on one stream (empty: ops that share no memory may run on a second one).
+  // Which ops go there is worked out after lowering (runtime/stream_plan.h), from the launches
+  // each op kept and the ops whose library plans share the cuBLASLt workspace: both known only
+  // once the libraries have accepted or refused their plans.
+  std::string one_stream;
   // Every decision above, for explain: "fuse: ops 7,8 -> dense+softmax_ce (...)".
   std::vector<std::string> decisions;
+
+  // The pairs of ops one launch does the work of (each fusion above, each batched weight
+  // gradient's run): the stream plan keeps them together.
+  std::vector<std::pair<int, int>> links() const;
 };
 
 // The fusions above for `p` with tensors at `ptrs` (the planned addresses); none with
@@ -80,6 +90,9 @@ struct FusionPlan {
 // (dense_dispatch.h) read.
 FusionPlan plan_fusions(const Program& p, const std::vector<void*>& ptrs, const LowerOptions& opt, bool jet_dense,
                         const DenseDevice& dev);
+
+// Why a step of `p` stays on one stream (FusionPlan::one_stream), or empty (lower/streams.cpp).
+std::string one_stream_reason(const Program& p, const LowerOptions& opt);
 
 // Whether op i may write op j's first output early (a dense layer an AbsMax op's, a fused loss
 // the next backward's dX): the memory planner placed it for op j, so its bytes must not be any

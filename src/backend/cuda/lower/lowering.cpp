@@ -7,26 +7,6 @@
 namespace sg::cuda {
 
 
-void Lowering::plan_streams() {
-  if (!opt_.concurrent || coll_ || image_ || sequence_ || !amax_in_graph_.empty()) return;
-  std::vector<std::pair<int, int>> links;  // ops one launch does the work of
-  for (const auto& [b, q] : fusions_.into) links.emplace_back(b, q);
-  for (const auto& [loss, dense] : fusions_.loss_dense) links.emplace_back(loss, dense);
-  for (int bw : fusions_.loss_dx) links.emplace_back(bw - 1, bw);  // the loss kernel writes its dX
-  for (const auto& [jet, dense] : fusions_.jet_bias) links.emplace_back(jet, dense);
-  for (const auto& [jet, dense] : fusions_.jet_dy) links.emplace_back(jet, dense);
-  for (const auto& [ff, pr] : fusions_.fourier_seeded) links.emplace_back(ff, pr);
-  for (const auto& [ff, seed] : fusions_.seed_into_fourier) links.emplace_back(ff, seed);
-  for (const auto& [jet, d] : fusions_.jet_dense_forward) links.emplace_back(jet, d);
-  for (const auto& [jet, h] : fusions_.jet_dense_head) links.emplace_back(h, jet - 1);
-  for (const auto& [jet, d] : fusions_.jet_dense_backward) links.emplace_back(jet, d);
-  for (const auto& [add, loss] : fusions_.loss_sum) links.emplace_back(add, loss);
-  for (const auto& [b, a] : fusions_.merged_loss) links.emplace_back(b, a);
-  for (const WgradRun& r : wgrad_runs_)  // the last op's launch does the others' weight gradients
-    for (int i : r.ops) links.emplace_back(i, r.ops.back());
-  concurrent_ = cuda::plan_streams(p_, ptrs_, steps_, links, workspace_users_, notes_);
-}
-
 // Ops (and forms of ops) this build or these kernels cannot run: refused before anything is
 // planned.
 void Lowering::refuse_unsupported_ops() const {
@@ -44,6 +24,10 @@ std::unique_ptr<Executable> Lowering::run() {
   else
     notes_ << "  fusion plan (" << fusions_.decisions.size() << " decisions, made before lowering):\n";
   for (const std::string& d : fusions_.decisions) notes_ << "    " << d << "\n";
+  if (fusions_.one_stream.empty())
+    notes_ << "  streams: ops that share no memory may run on a second stream (which ones: after the ops)\n";
+  else
+    notes_ << "  streams: one (" << fusions_.one_stream << ")\n";
   for (const std::vector<int>& run : fusions_.wgrad_runs) {
     for (int i : run) wgrad_run_of_[i] = wgrad_runs_.size();
     wgrad_runs_.push_back({run, {}});

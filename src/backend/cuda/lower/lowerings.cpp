@@ -19,6 +19,11 @@ void refuse_unsupported_sequence(const Program& p, const Op& op, const LowerOpti
   SequenceLowering::check_supported(p, op, opt.attention);
 }
 
+// Steps with image or sequence ops stay on one stream: each family's cuDNN plans share one
+// workspace, used in turn.
+constexpr const char* kImage = "lowered with the image ops, whose cuDNN plans share one workspace";
+constexpr const char* kSequence = "lowered with the sequence ops, whose cuDNN plans share one workspace";
+
 using L = Lowering;
 constexpr CudaLowering kLowerings[] = {
     {OpKind::GatherBatch, [](L& l, int i, const Op& op) { l.gather_batch_op(i, op); }},
@@ -38,22 +43,22 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::Schedule, [](L& l, int i, const Op& op) { l.schedule_op(i, op); }},
     {OpKind::SgdUpdate, [](L& l, int i, const Op& op) { l.update_op(i, op); }},
     {OpKind::AdamUpdate, [](L& l, int i, const Op& op) { l.update_op(i, op); }},
-    {OpKind::Conv2d, [](L& l, int, const Op& op) { l.image().conv_forward(op); }, refuse_without_cudnn},
-    {OpKind::Conv2dBackward, [](L& l, int, const Op& op) { l.image().conv_backward(op); }, refuse_without_cudnn},
-    {OpKind::MaxPool2d, [](L& l, int, const Op& op) { l.image().max_pool(op); }},
-    {OpKind::MaxPool2dBackward, [](L& l, int, const Op& op) { l.image().max_pool(op); }},
-    {OpKind::GlobalAvgPool, [](L& l, int, const Op& op) { l.image().global_avg_pool(op); }},
-    {OpKind::GlobalAvgPoolBackward, [](L& l, int, const Op& op) { l.image().global_avg_pool(op); }},
-    {OpKind::Reshape, [](L& l, int, const Op& op) { l.image().reshape(op); }},
-    {OpKind::LayerNorm, [](L& l, int, const Op& op) { l.sequence().layer_norm(op); }, refuse_unsupported_sequence},
+    {OpKind::Conv2d, [](L& l, int, const Op& op) { l.image().conv_forward(op); }, refuse_without_cudnn, kImage},
+    {OpKind::Conv2dBackward, [](L& l, int, const Op& op) { l.image().conv_backward(op); }, refuse_without_cudnn, kImage},
+    {OpKind::MaxPool2d, [](L& l, int, const Op& op) { l.image().max_pool(op); }, nullptr, kImage},
+    {OpKind::MaxPool2dBackward, [](L& l, int, const Op& op) { l.image().max_pool(op); }, nullptr, kImage},
+    {OpKind::GlobalAvgPool, [](L& l, int, const Op& op) { l.image().global_avg_pool(op); }, nullptr, kImage},
+    {OpKind::GlobalAvgPoolBackward, [](L& l, int, const Op& op) { l.image().global_avg_pool(op); }, nullptr, kImage},
+    {OpKind::Reshape, [](L& l, int, const Op& op) { l.image().reshape(op); }, nullptr, kImage},
+    {OpKind::LayerNorm, [](L& l, int, const Op& op) { l.sequence().layer_norm(op); }, refuse_unsupported_sequence, kSequence},
     {OpKind::LayerNormBackward, [](L& l, int, const Op& op) { l.sequence().layer_norm_backward(op); },
-     refuse_unsupported_sequence},
-    {OpKind::Embedding, [](L& l, int, const Op& op) { l.sequence().embedding(op); }, refuse_unsupported_sequence},
+     refuse_unsupported_sequence, kSequence},
+    {OpKind::Embedding, [](L& l, int, const Op& op) { l.sequence().embedding(op); }, refuse_unsupported_sequence, kSequence},
     {OpKind::EmbeddingBackward, [](L& l, int, const Op& op) { l.sequence().embedding_backward(op); },
-     refuse_unsupported_sequence},
-    {OpKind::Attention, [](L& l, int, const Op& op) { l.sequence().attention(op); }, refuse_unsupported_sequence},
+     refuse_unsupported_sequence, kSequence},
+    {OpKind::Attention, [](L& l, int, const Op& op) { l.sequence().attention(op); }, refuse_unsupported_sequence, kSequence},
     {OpKind::AttentionBackward, [](L& l, int, const Op& op) { l.sequence().attention_backward(op); },
-     refuse_unsupported_sequence},
+     refuse_unsupported_sequence, kSequence},
     {OpKind::AbsMax, [](L& l, int i, const Op& op) { l.abs_max_op(i, op); }},
 };
 

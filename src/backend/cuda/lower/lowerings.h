@@ -14,6 +14,8 @@ struct CudaLowering {
   void (*lower)(Lowering& l, int i, const Op& op);
   // Throws naming the op and what is missing or too large; null: every op of the kind runs.
   void (*refuse)(const Program& p, const Op& op, const LowerOptions& opt) = nullptr;
+  // Why a step with an op of this kind stays on one stream (null: it may use two).
+  const char* one_stream = nullptr;
 };
 
 const CudaLowering& cuda_lowering(OpKind k);
