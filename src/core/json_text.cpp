@@ -93,8 +93,11 @@ class StrictSax {
     std::string msg = e.what();
     const size_t syntax = msg.find("syntax error");
     const size_t tag_end = msg.find("] ");
-    if (syntax != std::string::npos) msg = msg.substr(syntax);
-    else if (tag_end != std::string::npos) msg = msg.substr(tag_end + 2);
+    if (syntax != std::string::npos) {
+      msg = msg.substr(syntax);
+    } else if (tag_end != std::string::npos) {
+      msg = msg.substr(tag_end + 2);
+    }
     return fail(msg, position, true);
   }
 
@@ -207,6 +210,9 @@ BasicJson parse_json_text(const std::string& text, const std::string& what, cons
   const size_t nul = text.find('\0');
   SG_REQUIRE(nul == std::string::npos, what, " is not valid JSON: a NUL byte at offset ", nul, " (",
              line_column(text, nul), ")");
+  // Said here, not by nlohmann, whose message for it changed in 3.11.3.
+  SG_REQUIRE(text.find_first_not_of(" \t\r\n") != std::string::npos, what, " is not valid JSON: ",
+             line_column(text, text.size()), ": syntax error: unexpected end of input (the text is empty)");
   const char* read = text.data();
   StrictSax<BasicJson> sax(text, &read, limits);
   const CountingIterator first{text.data(), &read}, last{text.data() + text.size(), &read};

@@ -32,10 +32,10 @@ constexpr DenseRule kRules[] = {
     {DenseKernel::Sliced, "medium",
      "2^22 to 2^28 multiply-adds, k >= 256, one wave of 32x64 tiles (k split at most 16 ways), the kernel's ~140 KB "
      "of shared memory",
-     "each block stages k-ranges of 256 in shared memory: one launch of a wave where the library's kernels take more",
+     "each block stages k-ranges of 256 in shared memory: a single wave of blocks where the library's kernels take more",
      medium_product},
     {DenseKernel::Tiles, "small", "up to 2^22 multiply-adds, k <= 512, m <= 16384",
-     "a library call's fixed cost (and its extra epilogue launches) would outweigh the arithmetic", small_product},
+     "a library call's fixed cost and extra epilogue launches would outweigh the arithmetic", small_product},
     {DenseKernel::SplitK, "long-k",
      "k >= 1024 onto at most 256x256 outputs (128x128 below k = 2048; weight gradients past 2^28 multiply-adds too)",
      "few output tiles over a long reduction: k split over blocks fills the GPU, the partials added in a fixed order",
