@@ -94,8 +94,8 @@ class Lowering {
   void join_before(int i, const Op& op);
   void add_join(const std::string& before);
 
-  // Concurrent branches (stream_plan.h). Off with collectives, cuDNN plans (their shared
-  // workspaces) and LowerOptions::concurrent false.
+  // Concurrent branches (lower/streams.cpp, runtime/stream_plan.h), unless the fusion plan keeps
+  // one stream (FusionPlan::one_stream) or a dense layer's amax went into a cuDNN graph.
   void plan_streams();
 
   void refuse_unsupported_ops() const;
