@@ -239,6 +239,30 @@ def test_timer_on_a_torch_stream():
     assert sg.Timer(0).ms() >= 0  # the legacy default stream
 
 
+def test_stepgraph_capture_survives_a_python_exception():
+    # A callback raising a plain Python exception: it reaches the caller as itself, and the
+    # stream has left capture mode (a later capture on it records and replays).
+    g = sg.StepGraph()
+
+    def broken(stream):
+        raise KeyError("planted")
+
+    with pytest.raises(KeyError, match="planted"):
+        g.capture((16,), broken)
+    assert not g.is_captured
+    y = torch.zeros(16, device="cuda")
+    torch.cuda.synchronize()
+
+    def enqueue(stream):
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+            y.add_(1.0)
+
+    g.capture((16,), enqueue)
+    g.launch()
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.ones(16, device="cuda"))
+
+
 def test_stepgraph_records_torch_work():
     g = sg.StepGraph()
     y = torch.zeros(16, device="cuda")

@@ -43,14 +43,22 @@ void StepGraph::capture(const Shape& key, const std::function<void(void*)>& fn) 
   // Everything queued before (uploads, warm-up) finishes first.
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  // Whatever fn throws (a Python callback's own exception too), the stream leaves capture mode
+  // first, so that it stays usable; the partial graph is discarded.
+  auto end_capture = [s] {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(s, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    cudaGetLastError();
+  };
   try {
     fn(stream_);
   } catch (const Error& e) {
-    cudaGraph_t broken = nullptr;
-    cudaStreamEndCapture(s, &broken);  // leaves capture mode; the partial graph is discarded
-    if (broken) cudaGraphDestroy(broken);
-    cudaGetLastError();
+    end_capture();
     throw Error(cat("graph capture failed: ", e.what()));
+  } catch (...) {
+    end_capture();
+    throw;  // its own type: a Python exception reaches Python as itself
   }
   cudaGraph_t g = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
