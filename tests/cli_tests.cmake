@@ -269,6 +269,32 @@ sg_cli_ok(cli_train_csv
   EQUAL "event=summary|steps=200|val_size=6"
   MIN "accuracy=0.8")
 
+# --- Usage errors: exit status 2, the nearest correct word named --------------------------------
+
+sg_cli_ok(cli_version
+  ARGS --version
+  STDOUT "^stepgraph [0-9]+\\.[0-9]+\\.[0-9]+ \\((CUDA backend built in|CPU only: built without CUDA)\\)")
+
+sg_cli_fail(cli_misspelt_command
+  ARGS trian
+  EXIT 2
+  STDERR "^stepgraph: unknown command 'trian' \\(did you mean 'train'\\?\\); commands: train, launch, eval")
+
+sg_cli_fail(cli_misspelt_option
+  ARGS train --step 5
+  EXIT 2
+  STDERR "^stepgraph: unknown option '--step' for 'train' \\(did you mean '--steps'\\?\\); its options: ")
+
+sg_cli_fail(cli_unknown_option_without_a_near_one
+  ARGS explain --frobnicate
+  EXIT 2
+  STDERR "^stepgraph: unknown option '--frobnicate' for 'explain'; its options: ")
+
+sg_cli_fail(cli_bad_option_value_is_a_usage_error
+  ARGS train --device gpu
+  EXIT 2
+  STDERR "--device: gpu not in \\{auto,cpu,cuda\\}")
+
 # --- Bad configs ---------------------------------------------------------------------------------
 
 sg_cli_fail(cli_malformed_json

@@ -9,6 +9,7 @@
 
 #include "stepgraph/bench.h"
 #include "op_bench.h"
+#include "usage.h"
 #include "stepgraph/distributed.h"
 #include "stepgraph/run.h"
 
@@ -116,6 +117,11 @@ std::string default_out(const std::string& config) {
 int main(int argc, char** argv) {
   CLI::App app{"stepgraph: whole-step training of small and medium neural networks"};
   app.require_subcommand(1);
+#ifdef STEPGRAPH_HAVE_CUDA
+  app.set_version_flag("--version", std::string("stepgraph ") + STEPGRAPH_VERSION + " (CUDA backend built in)");
+#else
+  app.set_version_flag("--version", std::string("stepgraph ") + STEPGRAPH_VERSION + " (CPU only: built without CUDA)");
+#endif
   Common c;
 
   auto* train = app.add_subcommand("train", "Train a model (no CONFIG: the embedded MLP on digits)");
@@ -217,7 +223,7 @@ int main(int argc, char** argv) {
   plot->add_option("run_dir", plot_dir, "A run's output folder (with metrics.jsonl)")->required()->check(CLI::ExistingDirectory);
   plot->add_option("--out", plot_out, "Image file to write (default RUN_DIR/loss.png)");
 
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = sg::cli::parse_command_line(app, argc, argv)) return *rc;
 
   if (launch->parsed()) {
     std::vector<std::string> rest = launch->remaining();
