@@ -189,7 +189,7 @@ NB_MODULE(_stepgraph, m) {
            },
            "units"_a, "activation"_a = "none", "init"_a = nb::none(), "bias"_a = true, "amax"_a = false,
            "units: output width (> 0).\n"
-           "activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid' or 'sin'.\n"
+           "activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin' or 'softplus'.\n"
            "init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', "
            "'normal(STD)' or a stepgraph.Init.\n"
            "bias: whether the layer has a bias.\n"
@@ -314,22 +314,23 @@ NB_MODULE(_stepgraph, m) {
   nb::class_<sg::SelfAttention, sg::Layer>(
       m, "SelfAttention",
       "Multi-head self-attention over [batch, positions, width]: q, k, v projections, scaled "
-      "dot-product attention (causal: each position sees itself and earlier ones), an output projection.")
+      "dot-product attention (causal=True: each position sees itself and earlier ones; off by default, as "
+      "the config's \"causal\": false and torch.nn.MultiheadAttention), an output projection.")
       .def("__init__",
            [](sg::SelfAttention* self, int64_t heads, bool causal, bool bias) {
              as_input_error([&] { new (self) sg::SelfAttention(heads, causal, bias); });
            },
-           "heads"_a, "causal"_a = true, "bias"_a = true);
+           "heads"_a, "causal"_a = false, "bias"_a = true);
 
   nb::class_<sg::TransformerBlock, sg::Layer>(
       m, "TransformerBlock",
-      "A pre-norm decoder block: x + attention(layer_norm(x)), then + mlp(layer_norm(.)) with a gelu "
-      "hidden layer of width mlp.")
+      "A pre-norm transformer block: x + attention(layer_norm(x)), then + mlp(layer_norm(.)) with a gelu "
+      "hidden layer of width mlp; causal=True (off by default) makes it a decoder block.")
       .def("__init__",
            [](sg::TransformerBlock* self, int64_t heads, int64_t mlp, bool causal) {
              as_input_error([&] { new (self) sg::TransformerBlock(heads, causal, mlp); });
            },
-           "heads"_a, "mlp"_a, "causal"_a = true);
+           "heads"_a, "mlp"_a, "causal"_a = false);
 
   // ---- losses ----
   nb::class_<sg::Loss>(m, "Loss", "Base class of the losses.")

@@ -26,7 +26,7 @@ ArrayLike = Union[npt.ArrayLike, _SupportsDLPack]
 # A zero-copy view: a numpy array for host memory, a DLPack-capable array for CUDA memory.
 TensorView = Union[npt.NDArray[Any], _SupportsDLPack]
 
-ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin"]
+ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus"]
 InitSpec = Union[str, "Init", None]
 Reduction = Literal["mean", "sum"]
 DeviceName = Literal["auto", "cpu", "cuda"]
@@ -111,7 +111,7 @@ class Dense(Layer):
     def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True, amax: bool = False) -> None:
         """
         units: output width (> 0).
-        activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid' or 'sin'.
+        activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin' or 'softplus'.
         init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', 'normal(STD)' or a stepgraph.Init.
         bias: whether the layer has a bias.
         amax: also record max |output| every step (Trainer.amax; CPU backend in this version).
@@ -205,17 +205,17 @@ class LayerNorm(Layer):
 
 class SelfAttention(Layer):
     """
-    Multi-head self-attention over [batch, positions, width]: q, k, v projections, scaled dot-product attention (causal: each position sees itself and earlier ones), an output projection.
+    Multi-head self-attention over [batch, positions, width]: q, k, v projections, scaled dot-product attention (causal=True: each position sees itself and earlier ones; off by default, as the config's "causal": false and torch.nn.MultiheadAttention), an output projection.
     """
 
-    def __init__(self, heads: int, causal: bool = True, bias: bool = True) -> None: ...
+    def __init__(self, heads: int, causal: bool = False, bias: bool = True) -> None: ...
 
 class TransformerBlock(Layer):
     """
-    A pre-norm decoder block: x + attention(layer_norm(x)), then + mlp(layer_norm(.)) with a gelu hidden layer of width mlp.
+    A pre-norm transformer block: x + attention(layer_norm(x)), then + mlp(layer_norm(.)) with a gelu hidden layer of width mlp; causal=True (off by default) makes it a decoder block.
     """
 
-    def __init__(self, heads: int, mlp: int, causal: bool = True) -> None: ...
+    def __init__(self, heads: int, mlp: int, causal: bool = False) -> None: ...
 
 class Loss:
     """Base class of the losses."""

@@ -747,6 +747,26 @@ def test_layer_arguments_are_checked():
         sg.Sequential(sg.Dense(2)).set_input_shape((0, 3))
 
 
+def test_attention_defaults_match_the_config_and_stubs_list_every_activation():
+    # Non-causal by default, as the config's "causal": false (and torch.nn.MultiheadAttention).
+    assert "causal" not in sg.SelfAttention(2).describe()
+    assert "causal" in sg.SelfAttention(2, causal=True).describe()
+    assert "causal" not in sg.TransformerBlock(2, mlp=8).describe()
+    assert "causal" in sg.TransformerBlock(2, mlp=8, causal=True).describe()
+    # The stubs' ActivationName lists exactly what Dense accepts.
+    import os
+    import re
+    import typing
+    stub = open(os.path.join(os.path.dirname(sg.__file__), "_stepgraph.pyi")).read()
+    names = re.search(r"^ActivationName = (Literal\[.*\])$", stub, re.M).group(1)
+    listed = typing.get_args(eval(names, {"Literal": typing.Literal}))
+    assert "softplus" in listed
+    for name in listed:
+        assert name in sg.Dense(2, activation=name).describe() or name == "none"
+    with pytest.raises(ValueError):
+        sg.Dense(2, activation="swish_not_yet")
+
+
 def test_transformer_layers_build_and_step():
     vocab, T, width = 7, 6, 16
     model = sg.Sequential(sg.Embedding(vocab, width, positions=T), sg.TransformerBlock(2, mlp=32),
