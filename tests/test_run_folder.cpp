@@ -193,3 +193,40 @@ TEST(Checkpoint, WeightsOnlyNamesEveryMissingMismatchedAndExtraTensor) {
 
 }  // namespace
 }  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// Steps fewer than log_every: progress still reaches the screen, each line a heartbeat
+// (RunOptions::progress_seconds, here every step) with its ETA, while metrics.jsonl keeps only
+// the log_every lines (the last step's). Off (0): only the last step's line.
+TEST(RunProgress, HeartbeatsReachTheScreenNotTheMetrics) {
+  json sup = mlp();
+  sup["train"]["log_every"] = 1000;
+  json pinn = json::parse(R"({
+    "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
+    "problem": {"type": "heat1d", "interior_points": 64, "boundary_points": 16, "eval_points": 64},
+    "train": {"steps": 4, "log_every": 1000, "device": "cpu"}
+  })");
+  for (const auto& [name, cfg] : {std::pair<const char*, json>{"supervised", sup}, {"physics-informed", pinn}}) {
+    const int64_t steps = cfg["train"]["steps"].get<int64_t>();
+    const std::string out = fresh_dir("run_progress", name) + "/run";
+    Training t(out);
+    t.o.progress_seconds = 1e-9;
+    t.train(cfg);
+    EXPECT_EQ(logged_steps(out + "/metrics.jsonl"), std::vector<int64_t>{steps}) << name;
+    const std::string screen = t.sink.str();
+    for (int64_t s = 1; s <= steps; ++s)
+      EXPECT_NE(screen.find(cat("step ", s, "/", steps, "  loss ")), std::string::npos) << name << "\n" << screen;
+    EXPECT_NE(screen.find(" steps/s  ETA "), std::string::npos) << name << "\n" << screen;
+
+    Training quiet(out + "_quiet");
+    quiet.o.progress_seconds = 0;
+    quiet.train(cfg);
+    EXPECT_EQ(quiet.sink.str().find(cat("step 1/", steps, " ")), std::string::npos) << name << "\n" << quiet.sink.str();
+    EXPECT_NE(quiet.sink.str().find(cat("step ", steps, "/", steps)), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sg::test

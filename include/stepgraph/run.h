@@ -31,6 +31,10 @@ struct RunOptions {
   std::optional<int64_t> check_params;  // overrides train.check_params (data-parallel runs)
   bool json = false;                  // every output line a JSON object
   std::ostream* out = nullptr;        // progress and summary (default std::cout)
+  // Between train.log_every's progress lines, one on the screen (not in metrics.jsonl) whenever
+  // this many seconds have passed without one, so that a slow run is never silent for long.
+  // 0: only log_every's. Not in data-parallel runs (a report is a collective there).
+  double progress_seconds = 10;
 };
 
 // The run's result; also the last line printed (as JSON with --json).

@@ -103,6 +103,12 @@ class Reporter {
     else os_ << msg << "\n";
     os_.flush();
   }
+  // A progress line for the screen only (RunOptions::progress_seconds).
+  void screen(const json& j, const std::string& text) {
+    if (json_) os_ << j.dump() << "\n";
+    else os_ << text << "\n";
+    os_.flush();
+  }
   // A record for the metrics file (flushed at once: a run killed later keeps it) and the screen.
   void record(const json& j, const std::string& text) {
     if (metrics_) {
@@ -121,6 +127,21 @@ class Reporter {
   bool json_;
   std::string metrics_path_;
   FILE* metrics_ = nullptr;
+};
+
+// Whether a screen-only progress line is due: `seconds` since the last progress line (0: never).
+class Heartbeat {
+ public:
+  using clock = std::chrono::steady_clock;
+  explicit Heartbeat(double seconds) : seconds_(seconds) {}
+  bool due() const {
+    return seconds_ > 0 && std::chrono::duration<double>(clock::now() - last_).count() >= seconds_;
+  }
+  void beat() { last_ = clock::now(); }
+
+ private:
+  double seconds_;
+  clock::time_point last_ = clock::now();
 };
 
 // Data-parallel training: this process's rank, its NCCL communicator on device LOCAL_RANK, or
@@ -247,25 +268,34 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   sum.device = device_name(device);
   const auto t0 = clock::now();
   float loss = NAN;
+  Heartbeat heartbeat(opt.progress_seconds);
   for (int64_t s = start; s < total; ++s) {
     t.launch();
     const int64_t done = s + 1;
     const bool report = (cfg.train.log_every && done % cfg.train.log_every == 0) || done == total;
-    if (!report) continue;
+    const bool beat = !report && heartbeat.due();
+    if (!report && !beat) continue;
+    heartbeat.beat();
     loss = t.loss();
     SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", done,
                ": training diverged (try a smaller learning rate); ", ckpt.status());
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
+    const double eta = static_cast<double>(total - done) / rate;
     json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
-              {"eta_s", static_cast<double>(total - done) / rate}, {"loss_terms", t.loss_terms()}};
+              {"eta_s", eta}, {"loss_terms", t.loss_terms()}};
+    const std::string timing = cat("  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s");
     std::string text = cat("step ", done, "/", total, "  loss ", loss);
+    if (beat) {  // no error evaluation: a heartbeat stays cheap
+      rep.screen(j, text + timing);
+      continue;
+    }
     if (has_exact) {
       const double err = pinn::relative_l2_error(t, prob);
       j["rel_l2_error"] = err;
       text += cat("  rel_l2_error ", err);
     }
-    rep.record(j, cat(text, "  ", fixed(rate, 1), " steps/s"));
+    rep.record(j, text + timing);
     if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ckpt.save(t);
   }
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
@@ -396,10 +426,13 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
                   par.world.rank, ranks);
   const auto t0 = clock::now();
   float loss = NAN;
+  Heartbeat heartbeat(par.on() ? 0.0 : opt.progress_seconds);
   for (int64_t s = start; s < total; ++s) {
     const int64_t done = s + 1;
-    const bool report = (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) ||
-                        (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) || done == total;
+    const bool logged = cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total);
+    const bool beat = !logged && heartbeat.due();
+    const bool report = logged || beat || (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ||
+                        done == total;
     if (resident) {
       t.launch();  // no host work, no synchronization: the loss is read only when reported
       if (report) loss = t.loss();
@@ -409,15 +442,15 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
       Dataset batch = gather(data.train, rows);
       loss = t.one_step(batch.X, batch.y);
     }
-    if (par.on() && report && cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total))
-      loss = static_cast<float>(mean_over_ranks(*par.comm, loss, cat("the loss of step ", done)));
+    if (par.on() && logged) loss = static_cast<float>(mean_over_ranks(*par.comm, loss, cat("the loss of step ", done)));
     if (par.on() && check_every && done % check_every == 0) check_same_params(t, *par.comm, done);
     const bool have_loss = !resident || report;
     SG_REQUIRE(!have_loss || std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
                ": training diverged (try a smaller learning rate); ", ckpt.status());
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
-    if (cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total)) {
+    if (logged || beat) {
+      heartbeat.beat();
       const double eta = static_cast<double>(total - done) / rate;
       json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
                 {"eta_s", eta}, {"lr", t.lr()}};
@@ -428,7 +461,8 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
         j["amax"] = amax;
         for (const auto& [name, v] : amax) text += cat("  ", name, " ", fixed(v, 3));
       }
-      rep.record(j, text);
+      if (logged) rep.record(j, text);
+      else rep.screen(j, text);
     }
     if (cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) evaluate_val(done);
     if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ckpt.save(t);
