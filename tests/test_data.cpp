@@ -434,6 +434,40 @@ TEST(Csv, RegressionTargets) {
   expect_error([&] { sg::load_csv(path, opt); }, {path, "num_targets 4"});
 }
 
+// RFC 4180 (section 2): quoted cells may hold commas, line breaks (LF or CRLF) and quotes written
+// twice; numbers may be quoted too; a record's line is where it starts.
+TEST(Csv, QuotedCellsByRfc4180) {
+  const std::string path = tmp_path("quoted.csv");
+  write_file(path,
+             "\"x, first\",\"say \"\"hi\"\"\",\"label\r\nof row\"\r\n"
+             "\"1.5\", 2 ,0\r\n"
+             "  \"-3\"  ,4,\"1\"\n");
+  const sg::Dataset d = sg::load_csv(path, {});
+  EXPECT_EQ(floats(d.X), (std::vector<float>{1.5f, 2, -3, 4}));
+  EXPECT_EQ(ints(d.y), (std::vector<int32_t>{0, 1}));
+
+  // Rows are numbered by the line they start on, past a header cell that spans two lines.
+  const std::string later = tmp_path("quoted_later.csv");
+  write_file(later, "a,\"b\nc\",d\n1,2,0\n3,x,1\n");
+  expect_error([&] { sg::load_csv(later, {}); }, {later, "line 4", "column 2 ('b\nc')", "'x'"});
+
+  const std::string open = tmp_path("unclosed.csv");
+  write_file(open, "a,b,c\n1,\"2,0\n3,4,1\n");
+  expect_error([&] { sg::load_csv(open, {}); }, {open, "line 2, column 2", "never closed"});
+
+  const std::string after = tmp_path("after_quote.csv");
+  write_file(after, "a,b,c\n1,\"2\"x,0\n");
+  expect_error([&] { sg::load_csv(after, {}); }, {after, "line 2, column 2", "text after the closing quote"});
+
+  // An empty cell, bare or quoted, is a missing value, named with its column's header.
+  const std::string missing = tmp_path("missing_value.csv");
+  write_file(missing, "a,b,c\n1,2,0\n3,\"\",1\n");
+  expect_error([&] { sg::load_csv(missing, {}); }, {missing, "line 3, column 2 ('b')", "empty, a missing value"});
+  // A first row with a missing value is data (refused), not a header.
+  write_file(missing, "1,,0\n3,4,1\n");
+  expect_error([&] { sg::load_csv(missing, {}); }, {missing, "line 1, column 2", "missing value"});
+}
+
 TEST(Csv, Errors) {
   const std::string ragged = tmp_path("ragged.csv");
   write_file(ragged, "1,2,0\n\n3,4\n");

@@ -23,22 +23,78 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-// One cell, trimmed, with one pair of surrounding double quotes removed (spreadsheets quote
-// header names; commas inside quotes are not supported).
-std::vector<std::string> split_cells(const std::string& line) {
+// One record of RFC 4180 text: its cells, the 1-based line it starts on, and whether it is blank
+// (one empty unquoted cell: an empty line, skipped).
+struct Record {
   std::vector<std::string> cells;
-  size_t start = 0;
-  while (true) {
-    size_t comma = line.find(',', start);
-    std::string cell = trim(line.substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start));
-    if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"')
-      cell = trim(cell.substr(1, cell.size() - 2));
-    cells.push_back(std::move(cell));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  int64_t line = 0;
+  bool blank = false;
+};
+
+// Splits text into records by RFC 4180: cells separated by commas, records by LF or CRLF; a cell
+// in double quotes may hold commas, line breaks and quotes written twice (""). Spaces and tabs
+// around a cell (outside its quotes) are ignored. Errors name the line and the column.
+std::vector<Record> csv_records(const std::string& text, size_t pos, const std::string& source) {
+  std::vector<Record> records;
+  int64_t line = 1;
+  Record rec;
+  rec.line = 1;
+  std::string cell;
+  bool quoted = false;  // this cell was in quotes
+  auto end_cell = [&] {
+    rec.cells.push_back(quoted ? cell : trim(cell));
+    cell.clear();
+    quoted = false;
+  };
+  auto end_record = [&] {
+    const bool was_quoted = quoted;
+    end_cell();
+    rec.blank = rec.cells.size() == 1 && rec.cells[0].empty() && !was_quoted;
+    records.push_back(std::move(rec));
+    rec = Record{};
+    rec.line = line;
+  };
+  const size_t n = text.size();
+  while (pos < n) {
+    const char c = text[pos];
+    if (c == '"' && trim(cell).empty() && !quoted) {  // a quoted cell: up to its closing quote
+      const int64_t opened = line;
+      cell.clear();
+      ++pos;
+      while (true) {
+        SG_REQUIRE(pos < n, source, " line ", opened, ", column ", rec.cells.size() + 1,
+                   ": a quoted cell is never closed (its opening quote is on line ", opened, ")");
+        if (text[pos] == '"') {
+          if (pos + 1 < n && text[pos + 1] == '"') {
+            cell += '"';
+            pos += 2;
+            continue;
+          }
+          ++pos;
+          break;
+        }
+        if (text[pos] == '\n') ++line;
+        cell += text[pos++];
+      }
+      quoted = true;
+      while (pos < n && is_blank(text[pos])) ++pos;
+      SG_REQUIRE(pos >= n || text[pos] == ',' || text[pos] == '\n', source, " line ", line, ", column ",
+                 rec.cells.size() + 1, ": text after the closing quote of a quoted cell (write a quote inside "
+                 "one as \"\")");
+      continue;
+    }
+    ++pos;
+    if (c == ',') {
+      end_cell();
+    } else if (c == '\n') {
+      ++line;
+      end_record();
+    } else {
+      cell += c;
+    }
   }
-  return cells;
+  if (!cell.empty() || quoted || !rec.cells.empty()) end_record();
+  return records;
 }
 
 enum class NumberKind { Ok, NotANumber, NotFinite };
@@ -57,11 +113,11 @@ NumberKind parse_number(const std::string& cell, double& out) {
 }
 
 // A first row is a header when a cell is not a number; nan and inf are numbers (a data row
-// that must be refused, not a header to drop).
+// that must be refused, not a header to drop), and an empty cell is a missing value.
 bool is_header(const std::vector<std::string>& cells) {
   double ignored;
   for (const std::string& c : cells)
-    if (parse_number(c, ignored) == NumberKind::NotANumber) return true;
+    if (!c.empty() && parse_number(c, ignored) == NumberKind::NotANumber) return true;
   return false;
 }
 
@@ -125,18 +181,12 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
   size_t pos = 0;
   // Spreadsheet programs often start UTF-8 files with a byte-order mark.
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;
-  int64_t line_no = 0, first_line = 0;
+  int64_t first_line = 0;
   bool first_row = true;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    const std::string line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (trim(line).empty()) continue;
-
-    std::vector<std::string> cells = split_cells(line);
-    const int64_t n = static_cast<int64_t>(cells.size());
+  for (Record& r : csv_records(text, pos, source)) {
+    if (r.blank) continue;
+    std::vector<std::string>& cells = r.cells;
+    const int64_t n = static_cast<int64_t>(cells.size()), line_no = r.line;
     if (first_row) {
       first_row = false;
       first_line = line_no;
@@ -149,12 +199,17 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
     SG_REQUIRE(n == t.cols, source, " line ", line_no, ": expected ", t.cols,
                " columns (as in line ", first_line, "), got ", n);
     for (int64_t c = 0; c < n; ++c) {
+      const std::string column =
+          t.header.empty() ? cat("column ", c + 1) : cat("column ", c + 1, " ('", t.header[c], "')");
+      SG_REQUIRE(!cells[c].empty(), source, " line ", line_no, ", ", column,
+                 ": the cell is empty, a missing value (every cell of a data row needs a number: fill it in or "
+                 "drop the row)");
       double v = 0;
       NumberKind kind = parse_number(cells[c], v);
-      SG_REQUIRE(kind != NumberKind::NotANumber, source, " line ", line_no, ", column ", c + 1,
-                 ": cell '", cells[c], "' is not a number");
-      SG_REQUIRE(kind != NumberKind::NotFinite, source, " line ", line_no, ", column ", c + 1,
-                 ": cell '", cells[c], "' is not a finite number");
+      SG_REQUIRE(kind != NumberKind::NotANumber, source, " line ", line_no, ", ", column, ": cell '", cells[c],
+                 "' is not a number");
+      SG_REQUIRE(kind != NumberKind::NotFinite, source, " line ", line_no, ", ", column, ": cell '", cells[c],
+                 "' is not a finite number");
       t.values.push_back(v);
     }
     t.line_of_row.push_back(line_no);

@@ -17,11 +17,13 @@ struct CsvTable {
   std::vector<int64_t> line_of_row; // 1-based text line of each data row, for error messages
 };
 
-// Parses comma-separated numeric text. `source` names the text in errors ("'iris.csv'").
+// Parses comma-separated numeric text by RFC 4180 (quoted cells may hold commas, line breaks and
+// quotes written twice; LF or CRLF). `source` names the text in errors ("'iris.csv'").
 // Empty (or all-blank) lines are skipped; spaces and tabs around cells are ignored; the first
 // non-empty row is a header when any of its cells is not a number (nan and inf are numbers, so a
 // first row holding one is a data row, refused as not finite). Every row must have the
-// header's (or first row's) column count, and every data cell must be a finite number.
+// header's (or first row's) column count, and every data cell must be a finite number: an empty
+// cell is a missing value, refused naming its line and column.
 CsvTable parse_csv(const std::string& text, const std::string& source);
 
 // Splits a table into features and label/target columns per `opt` and validates the result
