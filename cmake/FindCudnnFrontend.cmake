@@ -12,7 +12,7 @@ if(NOT STEPGRAPH_CUDNN)
 endif()
 
 include(cmake/PythonSiteDirs.cmake)
-set(sg_deps "${CMAKE_SOURCE_DIR}/.deps/cudnn-frontend" "${CMAKE_SOURCE_DIR}/.deps/cudnn")
+set(sg_deps "${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend" "${PROJECT_SOURCE_DIR}/.deps/cudnn")
 
 find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
   HINTS ENV CUDNN_FRONTEND_INCLUDE_DIR ${sg_deps} ${sg_py_dirs}

@@ -8,7 +8,7 @@ if(NOT STEPGRAPH_CUTLASS)
   return()
 endif()
 find_path(CUTLASS_INCLUDE_DIR cutlass/cutlass.h
-  HINTS ENV CUTLASS_INCLUDE_DIR "${CMAKE_SOURCE_DIR}/.deps/cutlass/include")
+  HINTS ENV CUTLASS_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/.deps/cutlass/include")
 if(NOT CUTLASS_INCLUDE_DIR)
   message(STATUS "stepgraph: no CUTLASS headers (scripts/setup.sh installs them, or -DCUTLASS_INCLUDE_DIR=): tf32x3 computes as fp32")
   return()

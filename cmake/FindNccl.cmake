@@ -12,11 +12,11 @@ endif()
 
 include(cmake/PythonSiteDirs.cmake)
 find_path(NCCL_INCLUDE_DIR nccl.h
-  HINTS ENV NCCL_INCLUDE_DIR ${CUDAToolkit_INCLUDE_DIRS} "${CMAKE_SOURCE_DIR}/.deps/nccl" ${sg_py_dirs}
+  HINTS ENV NCCL_INCLUDE_DIR ${CUDAToolkit_INCLUDE_DIRS} "${PROJECT_SOURCE_DIR}/.deps/nccl" ${sg_py_dirs}
   PATH_SUFFIXES include nvidia/nccl/include nvidia/cu13/include)
 # Only a hint for the run-time loader (tried after the normal search).
 find_library(NCCL_LIBRARY NAMES libnccl.so.2 nccl
-  HINTS ${CUDAToolkit_LIBRARY_DIR} "${CMAKE_SOURCE_DIR}/.deps/nccl" ${sg_py_dirs}
+  HINTS ${CUDAToolkit_LIBRARY_DIR} "${PROJECT_SOURCE_DIR}/.deps/nccl" ${sg_py_dirs}
   PATH_SUFFIXES lib lib64 nvidia/nccl/lib nvidia/cu13/lib)
 
 set(sg_nccl_version "")

@@ -2,12 +2,12 @@
 # explain, resume, the example configs, and every kind of bad input, which must end in a clear
 # message and a non-zero exit, never a crash, and must not overwrite a previous run's files.
 #
-# Runs go to ${CMAKE_BINARY_DIR}/cli_runs/<name>. Fixtures order the tests that use another
+# Runs go to ${PROJECT_BINARY_DIR}/cli_runs/<name>. Fixtures order the tests that use another
 # test's output (a checkpoint), so `ctest -R cli_` and `ctest -j` work.
 
 set(SG_CLI "$<TARGET_FILE:stepgraph_cli>")
-set(SG_RUNS "${CMAKE_BINARY_DIR}/cli_runs")
-set(SG_CONFIGS "${CMAKE_SOURCE_DIR}/configs")
+set(SG_RUNS "${PROJECT_BINARY_DIR}/cli_runs")
+set(SG_CONFIGS "${PROJECT_SOURCE_DIR}/configs")
 set(SG_DATA "${CMAKE_CURRENT_SOURCE_DIR}/data")
 set(SG_SUMMARY_KEYS "event|steps|final_loss|us_per_step|accuracy|val_loss|device")
 
@@ -32,7 +32,7 @@ function(sg_cli_ok name)
                    "-DSUMMARY_EQUAL=${A_EQUAL}" "-DSUMMARY_MIN=${A_MIN}" "-DSUMMARY_MAX=${A_MAX}"
                    "-DFILES_EXIST=${A_FILES}" "-DTIMEOUT=${A_TIMEOUT}"
                    -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_ok.cmake"
-           WORKING_DIRECTORY "${CMAKE_BINARY_DIR}")
+           WORKING_DIRECTORY "${PROJECT_BINARY_DIR}")
   set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS cli)
   if(A_SETUP)
     set_tests_properties(${name} PROPERTIES FIXTURES_SETUP "${A_SETUP}")
@@ -62,9 +62,9 @@ function(sg_cli_fail name)
            COMMAND ${CMAKE_COMMAND} "-DCMD=${cmd}" "-DSTDERR_REGEX=${A_STDERR}"
                    "-DSTDOUT_REGEX=${A_STDOUT}" "-DEXIT_CODE=${A_EXIT}"
                    "-DUNCHANGED=${A_UNCHANGED}" "-DABSENT=${A_ABSENT}"
-                   "-DSNAPSHOT_DIR=${CMAKE_BINARY_DIR}/cli_runs/snapshots/${name}" -DTIMEOUT=60
+                   "-DSNAPSHOT_DIR=${PROJECT_BINARY_DIR}/cli_runs/snapshots/${name}" -DTIMEOUT=60
                    -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_fail.cmake"
-           WORKING_DIRECTORY "${CMAKE_BINARY_DIR}")
+           WORKING_DIRECTORY "${PROJECT_BINARY_DIR}")
   set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS cli)
   if(A_REQUIRES)
     set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "${A_REQUIRES}")
@@ -245,7 +245,7 @@ set_tests_properties(cli_example_reverse_transformer_on_cuda PROPERTIES SKIP_REG
 # bf16 attention on the GPU: every attention op of the 4-block decoder through cuDNN's fused SDPA
 # (4 forward and 4 backward plans); skipped where there is no usable GPU.
 sg_cli_ok(cli_explain_tiny_gpt_bf16_on_cuda
-  ARGS explain "${CMAKE_SOURCE_DIR}/bench/cnn_configs/tiny_gpt_bf16.json" --device cuda --batch 4
+  ARGS explain "${PROJECT_SOURCE_DIR}/bench/cnn_configs/tiny_gpt_bf16.json" --device cuda --batch 4
   STDOUT "cuDNN fused SDPA \\(bf16.*engine.*cuDNN fused SDPA backward \\(bf16.*cuDNN SDPA plans: 8.*attention cudnn_bf16")
 set_tests_properties(cli_explain_tiny_gpt_bf16_on_cuda PROPERTIES SKIP_REGULAR_EXPRESSION
   "no[^a-z]+usable[^a-z]+CUDA[^a-z]+driver;no[^a-z]+CUDA[^a-z]+device[^a-z]+found;has[^a-z]+no[^a-z]+CUDA[^a-z]+backend")
@@ -347,7 +347,7 @@ sg_cli_fail(cli_sequence_vocab_too_small
   ARGS train "${SG_DATA}/seq_vocab_too_small.json" --steps 2
   EXIT 1
   STDERR "^stepgraph: error: embedding: token id 8 at data '[^']*' row [0-9]+, position [0-9]+ is not an integer in \\[0, 8\\), the embedding's vocabulary"
-  ABSENT "${CMAKE_BINARY_DIR}/runs/seq_vocab_too_small")
+  ABSENT "${PROJECT_BINARY_DIR}/runs/seq_vocab_too_small")
 
 sg_cli_fail(cli_sequence_heads_do_not_divide
   ARGS train "${SG_DATA}/seq_heads_do_not_divide.json" --steps 2
