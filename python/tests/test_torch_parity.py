@@ -239,6 +239,15 @@ def test_timer_on_a_torch_stream():
     assert sg.Timer(0).ms() >= 0  # the legacy default stream
 
 
+def _adds_one_to(y):
+    # A capture callback: y += 1 on the stream stepgraph captures.
+    def enqueue(stream):
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+            y.add_(1.0)
+
+    return enqueue
+
+
 def test_stepgraph_capture_survives_a_python_exception():
     # A callback raising a plain Python exception: it reaches the caller as itself, and the
     # stream has left capture mode (a later capture on it records and replays).
@@ -252,12 +261,7 @@ def test_stepgraph_capture_survives_a_python_exception():
     assert not g.is_captured
     y = torch.zeros(16, device="cuda")
     torch.cuda.synchronize()
-
-    def enqueue(stream):
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
-            y.add_(1.0)
-
-    g.capture((16,), enqueue)
+    g.capture((16,), _adds_one_to(y))
     g.launch()
     torch.cuda.synchronize()
     assert torch.equal(y, torch.ones(16, device="cuda"))
@@ -267,12 +271,7 @@ def test_stepgraph_records_torch_work():
     g = sg.StepGraph()
     y = torch.zeros(16, device="cuda")
     torch.cuda.synchronize()
-
-    def enqueue(stream):
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
-            y.add_(1.0)
-
-    g.capture((16,), enqueue)
+    g.capture((16,), _adds_one_to(y))
     assert g.is_captured and g.num_nodes >= 1
     g.launch()
     g.launch()
