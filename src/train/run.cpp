@@ -273,30 +273,30 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
     t.launch();
     const int64_t done = s + 1;
     const bool report = (cfg.train.log_every && done % cfg.train.log_every == 0) || done == total;
+    const bool save = cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0;
     const bool beat = !report && heartbeat.due();
-    if (!report && !beat) continue;
-    heartbeat.beat();
-    loss = t.loss();
+    if (!report && !save && !beat) continue;
+    loss = t.loss();  // a checkpoint too is only written from a finite step
     SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", done,
                ": training diverged (try a smaller learning rate); ", ckpt.status());
-    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-    const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
-    const double eta = static_cast<double>(total - done) / rate;
-    json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
-              {"eta_s", eta}, {"loss_terms", t.loss_terms()}};
-    const std::string timing = cat("  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s");
-    std::string text = cat("step ", done, "/", total, "  loss ", loss);
-    if (beat) {  // no error evaluation: a heartbeat stays cheap
-      rep.screen(j, text + timing);
-      continue;
+    if (report || beat) {
+      heartbeat.beat();
+      const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+      const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
+      const double eta = static_cast<double>(total - done) / rate;
+      json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
+                {"eta_s", eta}, {"loss_terms", t.loss_terms()}};
+      const std::string timing = cat("  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s");
+      std::string text = cat("step ", done, "/", total, "  loss ", loss);
+      if (report && has_exact) {  // a heartbeat stays cheap: no error evaluation
+        const double err = pinn::relative_l2_error(t, prob);
+        j["rel_l2_error"] = err;
+        text += cat("  rel_l2_error ", err);
+      }
+      if (report) rep.record(j, text + timing);
+      else rep.screen(j, text + timing);
     }
-    if (has_exact) {
-      const double err = pinn::relative_l2_error(t, prob);
-      j["rel_l2_error"] = err;
-      text += cat("  rel_l2_error ", err);
-    }
-    rep.record(j, text + timing);
-    if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ckpt.save(t);
+    if (save) ckpt.save(t);
   }
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   sum.steps = t.step();
