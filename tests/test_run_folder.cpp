@@ -230,3 +230,40 @@ TEST(RunProgress, HeartbeatsReachTheScreenNotTheMetrics) {
 
 }  // namespace
 }  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// The Trainer behind a run (RunOptions::keep_trainer) and the one a configuration describes.
+TEST(RunTrainer, ARunHandsOverItsTrainerAndAConfigMakesOne) {
+  std::unique_ptr<Trainer> kept;
+  RunOptions o;
+  std::ostringstream sink;
+  o.out = &sink;
+  o.keep_trainer = &kept;
+  const RunConfig cfg = parse_config(mlp());
+  const RunSummary sum = train_run(cfg, o);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->step(), sum.steps);
+  const HostArray p = kept->predict(load_digits().X);
+  EXPECT_EQ(p.shape(), (Shape{1797, 10}));
+
+  std::unique_ptr<Trainer> made = trainer_from_config(cfg);
+  EXPECT_FALSE(made->is_compiled());  // supervised: the caller compiles for its batch
+  made->compile({16, 64});
+  EXPECT_EQ(made->step(), 0);
+  EXPECT_EQ(made->params().at("0.weight").shape(), (Shape{16, 64}));
+
+  const RunConfig pinn = parse_config(json::parse(R"({
+    "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
+    "problem": {"type": "heat1d", "interior_points": 64, "boundary_points": 16, "eval_points": 64},
+    "train": {"steps": 3, "device": "cpu"}
+  })"));
+  std::unique_ptr<Trainer> solver = trainer_from_config(pinn, "cpu", 7);
+  EXPECT_TRUE(solver->is_compiled());  // physics-informed: the step makes its own inputs
+  EXPECT_EQ(solver->seed(), 7u);
+  EXPECT_ERROR(trainer_from_config(cfg, "gpu"), "unknown device 'gpu'");
+}
+
+}  // namespace
+}  // namespace sg::test

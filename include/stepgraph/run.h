@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -35,6 +36,8 @@ struct RunOptions {
   // this many seconds have passed without one, so that a slow run is never silent for long.
   // 0: only log_every's. Not in data-parallel runs (a report is a collective there).
   double progress_seconds = 10;
+  // Where the trained Trainer goes when the run ends (null: it is destroyed with the run).
+  std::unique_ptr<Trainer>* keep_trainer = nullptr;
 };
 
 // The run's result; also the last line printed (as JSON with --json).
@@ -64,6 +67,13 @@ Device choose_device(const std::string& requested, std::string* note);
 // in *world); otherwise null. Errors say why data-parallel training cannot run here.
 std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, const std::string& requested_device,
                                                        dist::World* world);
+
+// The Trainer a configuration describes (its model, loss or physics problem, optimizer, trainer
+// options, train.seed unless `seed`), on `device` ("auto" | "cpu" | "cuda"; empty: train.device).
+// A physics-informed step is compiled (it makes its own inputs); a supervised one is compiled by
+// the caller for its batch shape (Trainer::compile).
+std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::string& device = "",
+                                             std::optional<uint64_t> seed = std::nullopt);
 
 // Trains; in a data-parallel launch, each rank on its shard of every global batch, rank 0 alone
 // writing progress, metrics and checkpoints.

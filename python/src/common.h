@@ -112,10 +112,16 @@ void cuda_device_synchronize();
 struct PyTrainer {
   PyTrainer(sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, sg::Device d, uint64_t seed,
             sg::TrainerOptions o)
-      : t(std::move(model), std::move(loss), std::move(opt), d, seed, o) {}
+      : owned(std::make_unique<sg::Trainer>(std::move(model), std::move(loss), std::move(opt), d, seed, o)), t(*owned) {}
+  // One made elsewhere (a run's, a configuration's), on the calling thread's device.
+  explicit PyTrainer(std::unique_ptr<sg::Trainer> made) : owned(std::move(made)), t(*owned) {
+    cuda = t.backend().device() == sg::Device::CUDA;
+    device_id = cuda ? current_cuda_device() : 0;
+  }
   PyTrainer(const PyTrainer&) = delete;
   PyTrainer& operator=(const PyTrainer&) = delete;
-  sg::Trainer t;
+  std::unique_ptr<sg::Trainer> owned;
+  sg::Trainer& t;
   std::mutex mu;       // one call at a time: calls release the GIL while they run
   bool cuda = false;   // the backend is CUDA
   int device_id = 0;   // the CUDA device the backend was created on

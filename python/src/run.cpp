@@ -116,18 +116,38 @@ void bind_run(nb::module_& m) {
           o.json = json;
           Output out(verbose);
           o.out = &out.os;
+          std::unique_ptr<sg::Trainer> trained;
+          o.keep_trainer = &trained;
           sg::RunSummary sum;
           {
             nb::gil_scoped_release r;
             sum = sg::train_run(cfg, o);
             out.os.flush();
           }
-          return sum.to_json().dump();
+          return nb::make_tuple(sum.to_json().dump(),
+                                nb::cast(new PyTrainer(std::move(trained)), nb::rv_policy::take_ownership));
         },
         "json_text"_a.none(), "path"_a.none(), "steps"_a.none(), "device"_a.none(), "seed"_a.none(),
         "out_dir"_a = "", "resume"_a = "", "overwrite"_a = false, "weights_only"_a = false, "json"_a = false,
         "verbose"_a = false,
-        "Trains from a configuration; returns the summary as JSON text (see stepgraph.train).");
+        "Trains from a configuration; returns (the summary as JSON text, the trained Trainer) (see "
+        "stepgraph.train).");
+
+  m.def("_trainer_from_config",
+        [](std::optional<std::string> json_text, std::optional<std::string> path, std::optional<std::string> device,
+           std::optional<uint64_t> seed) {
+          sg::RunConfig cfg = config_from(json_text, path);
+          if (device && *device != "auto" && *device != "cpu" && *device != "cuda")
+            throw InputError("unknown device '" + *device + "': expected auto, cpu or cuda");
+          std::unique_ptr<sg::Trainer> t;
+          {
+            nb::gil_scoped_release r;
+            t = sg::trainer_from_config(cfg, device.value_or(""), seed);
+          }
+          return new PyTrainer(std::move(t));
+        },
+        "json_text"_a.none(), "path"_a.none(), "device"_a.none(), "seed"_a.none(), nb::rv_policy::take_ownership,
+        "The Trainer a configuration describes (see stepgraph.Trainer.from_config).");
 
   m.def("_evaluate",
         [](std::optional<std::string> json_text, std::optional<std::string> path, std::string checkpoint,

@@ -101,6 +101,7 @@ __all__ = [
     "load_config",
     "plot",
     "train",
+    "TrainResult",
 ]
 
 ConfigLike = Union[Mapping[str, Any], str, "_os.PathLike[str]"]
@@ -143,6 +144,35 @@ def load_config(config: Optional[ConfigLike] = None) -> dict:
     return _json.loads(_stepgraph._parse_config(text, path))
 
 
+class TrainResult(dict):
+    """What :func:`train` returns: the run's summary (a dict: steps, final_loss, accuracy, ...)
+    with the trained model as ``.trainer`` (a :class:`Trainer`: predict, evaluate, save, or train
+    further with one_step; a supervised one is compiled for the run's batch size)."""
+
+    trainer: "Trainer"
+
+
+def _trainer_from_config(
+    cls,
+    config: Optional[ConfigLike] = None,
+    *,
+    device: Optional[str] = None,
+    seed: Optional[int] = None,
+) -> "Trainer":
+    """The Trainer a configuration describes: its model, loss (or physics problem), optimizer and
+    train.* options, on ``device`` ('auto' | 'cpu' | 'cuda'; default train.device) with ``seed``
+    (default train.seed). A physics-informed one is compiled (its step makes its own points);
+    compile a supervised one for your batch shape: ``t.compile((batch, features))``.
+
+    config: a dict, a path to a JSON file, or None for the embedded default.
+    """
+    text, path = _config_args(config)
+    return _stepgraph._trainer_from_config(text, path, device, seed)
+
+
+Trainer.from_config = classmethod(_trainer_from_config)
+
+
 def train(
     config: Optional[ConfigLike] = None,
     *,
@@ -155,8 +185,9 @@ def train(
     weights_only: bool = False,
     verbose: bool = False,
     json_lines: bool = False,
-) -> dict:
-    """Trains from a configuration, as the CLI's ``stepgraph train``, and returns the summary.
+) -> TrainResult:
+    """Trains from a configuration, as the CLI's ``stepgraph train``, and returns the summary with
+    the trained Trainer (``result.trainer``).
 
     config: a dict (the JSON configuration's structure: model, loss, optimizer, data, train), a
         path to a JSON file, or None for the embedded default (an MLP on the digits data).
@@ -172,11 +203,12 @@ def train(
         refused.
     verbose: print progress lines to sys.stdout; json_lines: print them as JSON objects.
 
-    Returns the summary: steps, final_loss, us_per_step, task, val_loss, val_size, device, and for
-    classification accuracy (validation) and train_accuracy; checkpoint when one was written.
+    Returns a TrainResult: the summary (a dict: steps, final_loss, us_per_step, task, val_loss,
+    val_size, device, and for classification accuracy (validation) and train_accuracy; checkpoint
+    when one was written) whose ``.trainer`` is the trained Trainer.
     """
     text, path = _config_args(config)
-    out = _stepgraph._train(
+    out, trainer = _stepgraph._train(
         text,
         path,
         steps,
@@ -189,7 +221,9 @@ def train(
         json_lines,
         verbose or json_lines,
     )
-    return _json.loads(out)
+    result = TrainResult(_json.loads(out))
+    result.trainer = trainer
+    return result
 
 
 def evaluate_checkpoint(

@@ -417,6 +417,12 @@ class Trainer:
     Calls release the GIL; one trainer runs one call at a time.
     """
 
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | str | os.PathLike[str] | None = None, *, device: DeviceName | None = None, seed: int | None = None) -> Trainer:
+        """
+        The Trainer a configuration describes (model, loss or physics problem, optimizer, train.* options) on device (default train.device) with seed (default train.seed); a physics-informed one is compiled, a supervised one is compiled by you for its batch shape.
+        """
+
     def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
         """
         model, loss, optimizer: the step's pieces.
@@ -628,5 +634,6 @@ class Trainer:
 # Used by the pure-Python layer (stepgraph.train, load_config, default_config, evaluate_checkpoint).
 def _default_config() -> str: ...
 def _parse_config(json_text: str | None, path: str | None) -> str: ...
-def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False) -> str: ...
+def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False) -> tuple[str, Trainer]: ...
+def _trainer_from_config(json_text: str | None, path: str | None, device: str | None, seed: int | None) -> Trainer: ...
 def _evaluate(json_text: str | None, path: str | None, checkpoint: str, device: str | None, seed: int | None, weights_only: bool = False, json: bool = False, verbose: bool = False) -> str: ...

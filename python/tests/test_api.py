@@ -509,6 +509,27 @@ SMALL = {
 }
 
 
+def test_train_returns_the_trained_trainer_and_a_config_makes_one(tmp_path):
+    r = sg.train(SMALL)
+    assert isinstance(r, dict) and isinstance(r, sg.TrainResult) and r["steps"] == 60
+    t = r.trainer
+    assert isinstance(t, sg.Trainer) and t.step == 60
+    X = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float32)
+    assert t.predict(X).shape == (5, 3)
+    t.save(tmp_path / "w.safetensors")
+
+    u = sg.Trainer.from_config(SMALL, seed=3)
+    assert u.step == 0 and u.seed == 3
+    u.compile((32, 8))
+    u.load(tmp_path / "w.safetensors")  # the same setup as the run's
+    assert u.step == 60
+    np.testing.assert_array_equal(u.predict(X), t.predict(X))
+    with pytest.raises(sg.InputError, match="unknown device 'gpu'"):
+        sg.Trainer.from_config(SMALL, device="gpu")
+    with pytest.raises(sg.InputError, match="units"):
+        sg.Trainer.from_config({**SMALL, "model": {"layers": [{"type": "dense", "units": -1}]}})
+
+
 def test_train_from_a_dict(tmp_path):
     s = sg.train(SMALL, out_dir=tmp_path / "run")
     for key in ("steps", "final_loss", "us_per_step", "accuracy", "val_loss", "train_accuracy"):

@@ -249,7 +249,9 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   std::string note;
   const std::string requested = opt.device.value_or(cfg.train.device);
   const Device device = choose_device(requested, &note);
-  Trainer t(cfg.model, pinn::make_step(prob), cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  auto owned = std::make_unique<Trainer>(cfg.model, pinn::make_step(prob), cfg.optimizer, device,
+                                         opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  Trainer& t = *owned;
   t.compile_custom();
   if (!opt.resume.empty()) t.load(opt.resume, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Resume);
   const int64_t start = t.step();
@@ -321,6 +323,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
                                 fixed(sum.us_per_step, 1), " us/step on ", sum.device,
                                 has_exact ? cat(", relative L2 error ", sum.rel_l2_error) : std::string(),
                                 sum.checkpoint.empty() ? "" : "; checkpoint " + sum.checkpoint));
+  if (opt.keep_trainer) *opt.keep_trainer = std::move(owned);
   return sum;
 }
 
@@ -374,7 +377,8 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   TrainerOptions topt = cfg.trainer;
   topt.lower.comm = par.comm;
   topt.lower.bucket_bytes = static_cast<int64_t>(cfg.train.bucket_mb * 1048576.0);
-  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, seed, topt);
+  auto owned = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, topt);
+  Trainer& t = *owned;
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
   check_data_fits(cfg, data.all, t.output_shape().back());
@@ -491,7 +495,20 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   }
   if (!sum.checkpoint.empty()) text += cat("; checkpoint ", sum.checkpoint);
   rep.record(sum.to_json(), text);
+  if (opt.keep_trainer) *opt.keep_trainer = std::move(owned);
   return sum;
+}
+
+std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::string& device,
+                                             std::optional<uint64_t> seed) {
+  const Device d = choose_device(device.empty() ? cfg.train.device : device, nullptr);
+  const uint64_t s = seed.value_or(cfg.train.seed);
+  if (cfg.problem) {
+    auto t = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, d, s, cfg.trainer);
+    t->compile_custom();
+    return t;
+  }
+  return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, d, s, cfg.trainer);
 }
 
 RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt) {
