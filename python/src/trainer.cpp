@@ -32,10 +32,12 @@ struct Expect {
 Expect expect_of(PyTrainer& s) {
   std::lock_guard<std::mutex> lock(s.mu);
   Expect e;
-  e.labels = s.t.loss_fn()->target_dtype() == sg::DType::I32;
+  const sg::LossPtr& loss = s.t.loss_fn();  // null: a physics-informed (custom) step
+  e.labels = loss && loss->target_dtype() == sg::DType::I32;
   e.compiled = s.t.is_compiled();
   if (e.compiled) {
     e.features = s.t.input_shape()[1];
+    if (!loss) return e;  // no single output (its predictions: predict)
     const sg::Shape& out = s.t.output_shape();
     e.outputs = out.back();
     if (out.size() == 3) e.positions = out[1];
@@ -503,6 +505,10 @@ void bind_trainer(nb::module_& m) {
       .def_prop_ro("step", [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.step(); }); },
                    "Optimizer steps taken.")
       .def_prop_ro("seed", [](PyTrainer& s) { return s.t.seed(); })
+      .def_prop_ro("loss_terms",
+                   [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.loss_terms(); }); },
+                   "Each named loss term of the last step (a physics-informed step's residual and conditions), "
+                   "read from the device.")
       .def("save",
            [](PyTrainer& s, const std::filesystem::path& p) { locked(s, [&](sg::Trainer& t) { t.save(p.string()); }); },
            "path"_a,
@@ -588,8 +594,9 @@ void bind_trainer(nb::module_& m) {
       .def_prop_ro("optimizer", [](PyTrainer& s) { return s.t.optimizer(); })
       .def("__repr__", [](PyTrainer& s) {
         std::lock_guard<std::mutex> lock(s.mu);
+        const sg::LossPtr& loss = s.t.loss_fn();
         return sg::cat("Trainer(device=", s.cuda ? "cuda" : "cpu", ", model=", s.t.model()->describe(), ", loss=",
-                       s.t.loss_fn()->describe(), ", optimizer=", s.t.optimizer()->describe(), ", ",
+                       loss ? loss->describe() : std::string("custom step"), ", optimizer=", s.t.optimizer()->describe(), ", ",
                        options_repr(s.t.options()), ", compiled=",
                        s.t.is_compiled() ? sg::shape_str(s.t.input_shape()) : std::string("no"), ")");
       });

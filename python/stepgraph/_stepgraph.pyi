@@ -537,6 +537,12 @@ class Trainer:
     @property
     def seed(self) -> int: ...
 
+    @property
+    def loss_terms(self) -> dict[str, float]:
+        """
+        Each named loss term of the last step (a physics-informed step's residual and conditions), read from the device.
+        """
+
     def save(self, path: str | os.PathLike) -> None:
         """
         Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), atomically.

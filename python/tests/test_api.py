@@ -530,6 +530,33 @@ def test_train_returns_the_trained_trainer_and_a_config_makes_one(tmp_path):
         sg.Trainer.from_config({**SMALL, "model": {"layers": [{"type": "dense", "units": -1}]}})
 
 
+HEAT = {
+    "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
+    "problem": {"type": "heat1d", "interior_points": 64, "boundary_points": 16, "eval_points": 64},
+    "train": {"steps": 3, "device": "cpu"},
+}
+
+
+def test_a_physics_informed_trainer_predicts_and_refuses_batches(tmp_path):
+    r = sg.train(HEAT)
+    t = r.trainer
+    pts = np.random.default_rng(0).random((7, 2)).astype(np.float32)  # (x, t)
+    u = t.predict(pts)
+    assert u.shape == (7, 1) and np.isfinite(u).all()
+    assert "custom step" in repr(t) and t.loss_fn is None
+    t.launch()  # one more step: the step draws its own points
+    assert t.step == 4 and set(t.loss_terms) == set(r["loss_terms"])
+    for call in (lambda: t.one_step(pts, pts[:, :1]), lambda: t.evaluate(pts, pts[:, :1]), lambda: t.logits):
+        with pytest.raises(sg.Error):
+            call()
+    with pytest.raises(sg.InputError, match=r"\[rows, 2\]"):
+        t.predict(np.zeros((3, 5), np.float32))
+    t.save(tmp_path / "heat.safetensors")
+    s = sg.Trainer.from_config(HEAT)
+    s.load(tmp_path / "heat.safetensors")
+    np.testing.assert_array_equal(s.predict(pts), t.predict(pts))
+
+
 def test_train_from_a_dict(tmp_path):
     s = sg.train(SMALL, out_dir=tmp_path / "run")
     for key in ("steps", "final_loss", "us_per_step", "accuracy", "val_loss", "train_accuracy"):
