@@ -269,6 +269,22 @@ sg_cli_ok(cli_train_csv
   EQUAL "event=summary|steps=200|val_size=6"
   MIN "accuracy=0.8")
 
+# predict: a checkpoint's predictions for an .npy file's rows; a wrong width is refused.
+sg_cli_ok(cli_predict
+  ARGS predict --checkpoint "${SG_RUNS}/steps200/checkpoint.safetensors" --input "${SG_DATA}/digits_rows.npy"
+       --output "${SG_RUNS}/steps200_predictions.npy" --overwrite --json
+  STDOUT "\"event\":\"predict\".*\"outputs\":10.*\"rows\":5"
+  FILES "${SG_RUNS}/steps200_predictions.npy"
+  REQUIRES cli_run200)
+
+sg_cli_fail(cli_predict_wrong_width
+  ARGS predict --checkpoint "${SG_RUNS}/steps200/checkpoint.safetensors" --input "${SG_DATA}/digits_rows_f64_narrow.npy"
+       --output "${SG_RUNS}/never_written.npy"
+  EXIT 1
+  STDERR "^stepgraph: error: predict: the input '[^']*digits_rows_f64_narrow\\.npy' has 3 features per row; the model was trained on 64"
+  ABSENT "${SG_RUNS}/never_written.npy"
+  REQUIRES cli_run200)
+
 # --- Usage errors: exit status 2, the nearest correct word named --------------------------------
 
 sg_cli_ok(cli_version

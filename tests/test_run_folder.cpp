@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "stepgraph/config.h"
@@ -263,6 +264,52 @@ TEST(RunTrainer, ARunHandsOverItsTrainerAndAConfigMakesOne) {
   EXPECT_TRUE(solver->is_compiled());  // physics-informed: the step makes its own inputs
   EXPECT_EQ(solver->seed(), 7u);
   EXPECT_ERROR(trainer_from_config(cfg, "gpu"), "unknown device 'gpu'");
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// stepgraph predict: a checkpoint's predictions for an .npy file's rows, with the training
+// split's standardization applied as in training; an existing output and a wrong width refused.
+TEST(RunPredict, PredictionsOfACheckpointForAnNpyFile) {
+  json j = mlp();
+  j["train"]["steps"] = 300;
+  j["train"]["log_every"] = 0;
+  j["data"] = {{"standardize", true}};
+  const RunConfig cfg = parse_config(j);
+  const std::string dir = fresh_dir("run_predict", "digits");
+  Training run(dir + "/run");
+  std::unique_ptr<Trainer> kept;
+  run.o.keep_trainer = &kept;
+  run.train(j);
+  const std::string ckpt = dir + "/run/checkpoint.safetensors", input = dir + "/x.npy", output = dir + "/y.npy";
+  const Dataset digits = load_digits();
+  write_npy(input, digits.X);
+
+  std::ostringstream sink;
+  RunOptions o;
+  o.out = &sink;
+  const Shape shape = predict_run(cfg, ckpt, input, output, o);
+  EXPECT_EQ(shape, (Shape{1797, 10}));
+  const HostArray y = read_npy(output);
+  ASSERT_EQ(y.shape(), shape);
+  int64_t right = 0;  // raw features in, standardized before the model: most digits right
+  for (int64_t i = 0; i < 1797; ++i) {
+    const float* row = y.data<float>() + i * 10;
+    right += std::max_element(row, row + 10) - row == digits.y.data<int32_t>()[i];
+  }
+  EXPECT_GT(right, 1797 * 8 / 10) << sink.str();
+  EXPECT_NE(sink.str().find("predicted [1797, 10]"), std::string::npos) << sink.str();
+
+  EXPECT_ERROR(predict_run(cfg, ckpt, input, output, o), "predict: the output '" + output + "' exists",
+               "--overwrite");
+  o.overwrite = true;
+  EXPECT_NO_THROW(predict_run(cfg, ckpt, input, output, o));
+  write_npy(input, HostArray::f32({2, 3}, {1, 2, 3, 4, 5, 6}));
+  EXPECT_ERROR(predict_run(cfg, ckpt, input, output, o), "has 3 features per row; the model was trained on 64");
 }
 
 }  // namespace

@@ -79,6 +79,13 @@ std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::st
 // writing progress, metrics and checkpoints.
 RunSummary train_run(const RunConfig& cfg, const RunOptions& opt);
 
+// Predictions of a checkpoint for the rows of an .npy file (f32 or f64 [rows, features]; a
+// physics-informed model's [points, coordinates]), written to `output` as f32 [rows, outputs].
+// Features are standardized as in training where data.standardize is set. An existing output
+// file is refused unless opt.overwrite. Returns the predictions' shape.
+Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
+                  const std::string& output, const RunOptions& opt);
+
 // Evaluates a checkpoint on the config's validation split (and training split).
 RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt);
 

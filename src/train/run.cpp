@@ -50,9 +50,32 @@ Device choose_device(const std::string& requested, std::string* note) {
 
 namespace {
 
+// The z-score of each feature by the training split's mean and standard deviation
+// (data.standardize): training, validation and predicted inputs alike.
+struct Scaling {
+  std::vector<double> mean, sd;
+  explicit Scaling(const Dataset& train) {
+    const int64_t N = train.size(), D = train.features();
+    mean.assign(D, 0.0), sd.assign(D, 0.0);
+    const float* x = train.X.data<float>();
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t k = 0; k < D; ++k) mean[k] += x[i * D + k] / static_cast<double>(N);
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t k = 0; k < D; ++k) sd[k] += std::pow(x[i * D + k] - mean[k], 2) / static_cast<double>(N);
+    for (double& v : sd) v = std::sqrt(v + 1e-12);
+  }
+  void apply(HostArray& X) const {
+    const int64_t D = static_cast<int64_t>(mean.size()), N = X.numel() / std::max<int64_t>(D, 1);
+    float* v = X.data<float>();
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t k = 0; k < D; ++k) v[i * D + k] = static_cast<float>((v[i * D + k] - mean[k]) / sd[k]);
+  }
+};
+
 struct PreparedData {
   Dataset all;  // in file order: errors about rows refer to it
   Dataset train, val;
+  std::optional<Scaling> scaling;  // data.standardize
 };
 
 // Split, then standardize with the training split's statistics, then check against the model.
@@ -65,20 +88,9 @@ PreparedData prepare(const RunConfig& cfg) {
     d.train = d.all;
   }
   if (cfg.data.standardize) {
-    const int64_t N = d.train.size(), D = d.train.features();
-    std::vector<double> mean(D, 0.0), var(D, 0.0);
-    const float* x = d.train.X.data<float>();
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t k = 0; k < D; ++k) mean[k] += x[i * D + k] / static_cast<double>(N);
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t k = 0; k < D; ++k) var[k] += std::pow(x[i * D + k] - mean[k], 2) / static_cast<double>(N);
-    for (Dataset* s : {&d.train, &d.val}) {
-      if (s->size() == 0) continue;
-      float* v = s->X.data<float>();
-      for (int64_t i = 0; i < s->size(); ++i)
-        for (int64_t k = 0; k < D; ++k)
-          v[i * D + k] = static_cast<float>((v[i * D + k] - mean[k]) / std::sqrt(var[k] + 1e-12));
-    }
+    d.scaling.emplace(d.train);
+    for (Dataset* s : {&d.train, &d.val})
+      if (s->size()) d.scaling->apply(s->X);
   }
   return d;
 }
@@ -509,6 +521,37 @@ std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::st
     return t;
   }
   return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, d, s, cfg.trainer);
+}
+
+Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
+                  const std::string& output, const RunOptions& opt) {
+  SG_REQUIRE(opt.overwrite || !std::filesystem::exists(output), "predict: the output '", output,
+             "' exists; choose another path or pass --overwrite");
+  HostArray X = read_npy(input);
+  SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
+             "predict: the input '", input, "' must hold f32 or f64 [rows, features] (rows > 0), got ",
+             dtype_name(X.dtype()), " ", shape_str(X.shape()));
+  std::string note;
+  const std::string device = opt.device.value_or(cfg.train.device);
+  choose_device(device, &note);
+  Reporter rep(opt, "");
+  if (!note.empty()) rep.info(note);
+  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed);
+  if (!cfg.problem) {
+    PreparedData data = prepare(cfg);  // the features' count and, with data.standardize, their scaling
+    SG_REQUIRE(X.shape()[1] == data.train.features(), "predict: the input '", input, "' has ", X.shape()[1],
+               " features per row; the model was trained on ", data.train.features(), " (", data.train.name, ")");
+    if (data.scaling) data.scaling->apply(X);
+    t->compile({std::min<int64_t>(cfg.train.batch_size, X.shape()[0]), X.shape()[1]});
+  }
+  t->load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
+  const HostArray y = t->predict(X);
+  write_npy(output, y);
+  json j = {{"event", "predict"}, {"input", input}, {"output", output}, {"rows", y.shape()[0]},
+            {"outputs", y.shape().size() > 1 ? y.shape()[1] : 1}, {"checkpoint", checkpoint}, {"steps", t->step()}};
+  rep.record(j, cat("predicted ", shape_str(y.shape()), " from '", input, "' with '", checkpoint, "' (step ",
+                    t->step(), "): ", output));
+  return y.shape();
 }
 
 RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt) {

@@ -17,6 +17,7 @@ namespace {
 
 struct Common {
   std::string config, device, out, resume, checkpoint, mode, autotune, precision, attention, plan_cache;
+  std::string input, output;  // predict
   int64_t steps = 0, batch = 0, then_batch = 0, check_params = 0;
   uint64_t seed = 0;
   double tolerance = 1e-3;
@@ -166,6 +167,19 @@ int main(int argc, char** argv) {
   eval->add_flag("--json", c.json, "Print the result as a JSON object");
   eval->add_flag("--weights-only", c.weights_only,
                  "Take only the checkpoint's parameters (the config's model may differ in activations)");
+
+  auto* predict = app.add_subcommand("predict", "Write a checkpoint's predictions for the rows of an .npy file");
+  predict->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
+  predict->add_option("--checkpoint", c.checkpoint, "Checkpoint to predict with")->required()->check(CLI::ExistingFile);
+  predict->add_option("--input", c.input, "Rows to predict: .npy, f32 or f64 [rows, features] (PINNs: [points, coordinates])")
+      ->required()
+      ->check(CLI::ExistingFile);
+  predict->add_option("--output", c.output, "Where the predictions go: .npy, f32 [rows, outputs]")->required();
+  predict->add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  predict->add_flag("--overwrite", c.overwrite, "Replace an existing output file");
+  predict->add_flag("--json", c.json, "Print the result as a JSON object");
+  predict->add_flag("--weights-only", c.weights_only,
+                    "Take only the checkpoint's parameters (the config's model may differ in activations)");
 
   auto* explain = app.add_subcommand("explain", "Show the step program, shapes, memory plan and loss scale");
   explain->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
@@ -374,6 +388,8 @@ int main(int argc, char** argv) {
       }
     } else if (eval->parsed()) {
       sg::eval_run(cfg, c.checkpoint, options_from(c, *eval));
+    } else if (predict->parsed()) {
+      sg::predict_run(cfg, c.checkpoint, c.input, c.output, options_from(c, *predict));
     } else {
       std::string note;
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);
