@@ -280,7 +280,10 @@ inline std::vector<OpCase> dense_cases() {
   for (const C& c : {C{{1, 5}, 3, Activation::None, true, true, 0}, C{{7, 17}, 5, Activation::GELU, true, true, 0},
                      C{{33, 1}, 4, Activation::ReLU, false, false, 0}, C{{7, 5}, 1, Activation::Tanh, true, true, 0},
                      C{{5, 3}, 6, Activation::Sigmoid, true, true, 0}, C{{2, 3, 5}, 4, Activation::Softplus, true, true, 0},
-                     C{{9, 4}, 3, Activation::Sin, true, true, 3}, C{{6, 2}, 17, Activation::Tanh, false, true, 0}}) {
+                     C{{9, 4}, 3, Activation::Sin, true, true, 3}, C{{6, 2}, 17, Activation::Tanh, false, true, 0},
+                     C{{7, 5}, 4, Activation::SiLU, true, true, 0}, C{{5, 3}, 6, Activation::LeakyReLU, true, true, 0},
+                     C{{3, 6}, 5, Activation::ELU, true, true, 0}, C{{4, 5}, 3, Activation::Exp, true, true, 0},
+                     C{{2, 3, 4}, 2, Activation::Square, false, true, 0}}) {
     CaseBuilder b(OpKind::Dense, cat(activation_name(c.act), " ", shape_str(c.X), " -> ", c.O, c.bias ? "" : " no bias",
                                      c.dX ? "" : " (X an input)", c.bias_rows ? cat(" bias on ", c.bias_rows, " rows") : ""),
                   600 + seed++);

@@ -43,11 +43,14 @@ struct TensorInfo {
   bool live_out = false;  // read after the step (loss, logits): never reused within the step
 };
 
-enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus };
+// The math of each is src/backend/activation_math.h. leaky_relu and elu take a parameter (the
+// negative slope, 0.01; alpha, 1.0): a dense layer uses the default, the Activation op its attribute.
+enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus, SiLU, LeakyReLU, ELU, Exp, Square };
 const char* activation_name(Activation a);
 Activation parse_activation(const std::string& s);  // throws listing the allowed names
-// Whether the activation's derivative is computed from the pre-activation z (gelu, sin, softplus) rather
-// than from the output y (relu, tanh, sigmoid): decides which tensor backward keeps.
+// Whether the activation's derivative is computed from the pre-activation z (gelu, sin, softplus,
+// silu, square) rather than from the output y (relu, tanh, sigmoid, leaky_relu, elu, exp): decides
+// which tensor backward keeps.
 bool activation_needs_preact(Activation a);
 
 enum class Reduction : uint8_t { Mean, Sum };
