@@ -70,7 +70,8 @@ std::vector<Slot> parse_slots(const char* list) {
     if (word.size() > 3 && word.compare(word.size() - 3, 3, "...") == 0) {
       s.variadic = true;
       word.resize(word.size() - 3);
-    } else if (word.back() == '?') {
+    }
+    if (word.size() > 1 && word.back() == '?') {
       s.optional = true;
       word.pop_back();
     }
