@@ -5,7 +5,8 @@
 // A new kind: write its <kind>_cases() (a CaseBuilder per case: its input tensors with values,
 // then the op, then done(), gradient(out) for a kind with a gradient rule, or loss(...) for one
 // that writes its own gradients), list it in all_op_cases(), and give a differentiable kind its
-// float64 forward in eval_op_double (test_util.h) or reference_output below.
+// float64 forward in eval_op_double (test_util.h) or reference_output below. The tensor ops'
+// cases are in tensor_op_cases.h.
 #pragma once
 
 #include <cmath>
@@ -589,6 +590,11 @@ inline std::vector<OpCase> attention_cases() {
 
 // ---- The cases of every kind, and the float64 references ----
 
+// The tensor ops' cases and float64 forward (tensor_op_cases.h, included at the end).
+inline std::vector<OpCase> tensor_op_cases();
+inline bool is_tensor_op_kind(OpKind k);
+inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v);
+
 // Backward kinds have no builder: the gradient cases of their forward kinds run them.
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
@@ -599,6 +605,7 @@ inline std::vector<OpCase> all_op_cases() {
     for (OpCase& c : make()) all.push_back(std::move(c));
   for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})
     for (OpCase& c : jet_elementwise_cases(k)) all.push_back(std::move(c));
+  for (OpCase& c : tensor_op_cases()) all.push_back(std::move(c));
   return all;
 }
 
@@ -606,6 +613,10 @@ inline std::vector<OpCase> all_op_cases() {
 inline std::vector<double> reference_output(const OpCase& c, Values v) {
   const Op& op = c.p.ops()[0];
   if (op.kind == OpKind::JetActivation || op.kind == OpKind::FourierFeatures) return forward_double(c.p, v, c.out);
+  if (is_tensor_op_kind(op.kind) || op.kind == OpKind::Add) {  // Add: broadcasting too
+    eval_tensor_op_double(c.p, op, v);
+    return v.at(c.p.tensor(c.out).name);
+  }
   double unused = 0;
   eval_op_double(c.p, op, v, &unused);
   return v.at(c.p.tensor(c.out).name);
@@ -623,3 +634,5 @@ inline double reference_loss(const OpCase& c, Values v) {
 }
 
 }  // namespace sg::test
+
+#include "tensor_op_cases.h"

@@ -11,6 +11,7 @@
 #include "ops/optim_ops.h"
 #include "ops/pinn_ops.h"
 #include "ops/sequence_ops.h"
+#include "ops/tensor_ops.h"
 
 namespace sg {
 
@@ -27,6 +28,11 @@ constexpr const OpDef* kRows[] = {
     &kMaxPool2dBackward, &kGlobalAvgPool, &kGlobalAvgPoolBackward, &kReshape,
     &kLayerNorm,     &kLayerNormBackward, &kEmbedding,        &kEmbeddingBackward,
     &kAttention,     &kAttentionBackward, &kAbsMax,
+    &kSub,           &kSubBackward,      &kMul,               &kMulBackward,
+    &kDiv,           &kDivBackward,      &kScaleShift,        &kActivation,
+    &kActivationBackward, &kConcat,      &kSplit,             &kSplitBackward,
+    &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
+    &kMean,          &kMeanBackward,
 };
 
 constexpr bool rows_in_kind_order() {

@@ -1,0 +1,145 @@
+// The tensor ops (ir.h: Sub ... MeanBackward) beyond the op-table walk: their shape rules refuse
+// with the op, the tensors, both shapes and what was expected; the printer shows their
+// attributes; hand-checked values of broadcasting and the new activations. (Outputs, CUDA and
+// gradients: test_op_table.cpp through tensor_op_cases.h.)
+#include "backend/activation_math.h"
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    for (const std::string& want : parts) EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+struct Tiny {
+  Program p;
+  TensorId t(const std::string& name, Shape s, Role r = Role::Input) { return p.add_tensor({name, std::move(s), DType::F32, r}); }
+  void op(OpKind k, std::vector<TensorId> in, std::vector<TensorId> out, OpAttrs a = {}) {
+    Op o;
+    o.kind = k;
+    o.name = "x";
+    o.in = std::move(in);
+    o.out = std::move(out);
+    o.attrs = std::move(a);
+    p.add_op(std::move(o));
+  }
+};
+
+TEST(TensorOps, ShapeRulesRefuseWithNames) {
+  Tiny g;
+  const TensorId A = g.t("A", {4, 3}), B = g.t("B", {2, 3}), R = g.t("R", {4, 3, 1}), Y = g.t("Y", {4, 3});
+  const TensorId Y5 = g.t("Y5", {4, 5});
+  expect_error([&] { g.op(OpKind::Mul, {A, B}, {Y}); },
+               {"op 'x' (mul)", "'A' [4, 3] and 'B' [2, 3] do not broadcast: axis 0 has 4 and 2"});
+  expect_error([&] { g.op(OpKind::Add, {A, R}, {Y}); }, {"(add)", "'A' [4, 3] and 'R' [4, 3, 1] must have the same rank"});
+  const TensorId B1 = g.t("B1", {1, 3});
+  expect_error([&] { g.op(OpKind::Div, {A, B1}, {Y5}); },
+               {"(div)", "'Y5' [4, 5] must be [4, 3] (the broadcast shape of 'A' [4, 3] and 'B1' [1, 3])"});
+  EXPECT_NO_THROW(g.op(OpKind::Sub, {B1, A}, {Y}));
+
+  expect_error([&] { g.op(OpKind::Concat, {A, A}, {g.t("C", {8, 3})}, ConcatAttrs{0}); },
+               {"(concat)", "axis 0 of 'C' [8, 3] is the batch axis"});
+  expect_error([&] { g.op(OpKind::Concat, {A, B}, {g.t("C2", {4, 6})}, ConcatAttrs{-1}); },
+               {"input 1 'B' [2, 3] must be [4, 3]"});
+  expect_error([&] { g.op(OpKind::Concat, {A, A}, {g.t("C3", {4, 7})}, ConcatAttrs{1}); },
+               {"output 'C3' [4, 7] has 7 along axis 1 but its inputs add up to 6"});
+  expect_error([&] { g.op(OpKind::Concat, {A}, {g.t("C4", {4, 3})}, ConcatAttrs{2}); },
+               {"axis 2 is out of range for 'C4' [4, 3] (rank 2)"});
+
+  SplitAttrs sp;
+  sp.axis = 1, sp.sizes = {1, 1};
+  expect_error([&] { g.op(OpKind::Split, {A}, {g.t("S0", {4, 1}), g.t("S1", {4, 1})}, sp); },
+               {"(split)", "sizes add up to 2 but 'A' [4, 3] has 3 along axis 1"});
+  sp.sizes = {1, 2};
+  expect_error([&] { g.op(OpKind::Split, {A}, {g.t("S2", {4, 1}), g.t("S3", {4, 1})}, sp); },
+               {"output 1 'S3' [4, 1] must be [4, 2]"});
+
+  SliceAttrs sl;
+  sl.axis = -1, sl.begin = 2, sl.end = 4;
+  expect_error([&] { g.op(OpKind::Slice, {A}, {g.t("L", {4, 2})}, sl); },
+               {"(slice)", "slice [2, 4) of axis 1 of 'A' [4, 3]: needs 0 <= begin < end <= 3"});
+
+  ReduceAttrs ra;
+  ra.axis = 1, ra.keepdims = true;
+  expect_error([&] { g.op(OpKind::Mean, {A}, {g.t("M", {4})}, ra); },
+               {"(mean)", "output 'M' [4] must be [4, 1] ('A' [4, 3] reduced over axis 1, kept as size 1)"});
+  ra.axis = 0;
+  expect_error([&] { g.op(OpKind::Sum, {A}, {g.t("M2", {3})}, ra); }, {"(sum)", "is the batch axis"});
+
+  ActivationAttrs act;
+  act.act = Activation::LeakyReLU, act.negative_slope = -0.1;
+  expect_error([&] { g.op(OpKind::Activation, {A}, {g.t("Z", {4, 3})}, act); },
+               {"(activation)", "leaky_relu's negative_slope -0.1 must be finite and >= 0"});
+}
+
+TEST(TensorOps, PrinterShowsAttributes) {
+  Tiny g;
+  const TensorId A = g.t("A", {4, 3}), Y = g.t("Y", {4, 6}), L = g.t("L", {4, 1}), S = g.t("S", {4, 1});
+  g.op(OpKind::Concat, {A, A}, {Y}, ConcatAttrs{-1});
+  SliceAttrs sl;
+  sl.axis = 1, sl.begin = 2, sl.end = 3;
+  g.op(OpKind::Slice, {Y}, {L}, sl);
+  ActivationAttrs act;
+  act.act = Activation::ELU, act.alpha = 0.5;
+  g.op(OpKind::Activation, {L}, {g.t("E", {4, 1})}, act);
+  g.op(OpKind::ScaleShift, {L}, {g.t("T", {4, 1})}, ScaleShiftAttrs{2, -1});
+  ReduceAttrs ra;
+  ra.axis = 1, ra.keepdims = true;
+  g.op(OpKind::Sum, {Y}, {S}, ra);
+  const std::string text = print_program(g.p);
+  for (const char* want : {"concat(axis -1)  'x': A[4, 3], A[4, 3] -> Y[4, 6]", "slice(axis 1, [2, 3))",
+                           "activation(elu, alpha 0.5)", "scale_shift(a 2, b -1)", "sum(axis 1, keepdims)"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+}
+
+// Broadcasting and the reductions of the gradients, on the CPU reference, by hand.
+TEST(TensorOps, BroadcastHandChecked) {
+  Tiny g;
+  const TensorId A = g.t("A", {2, 1}, Role::Parameter), B = g.t("B", {1, 3}, Role::Parameter), Y = g.t("Y", {2, 3});
+  g.op(OpKind::Mul, {A, B}, {Y});
+  const TensorId dY = g.t("dY", {2, 3});
+  const std::vector<ParamGrad> grads = append_backward(g.p, {{Y, dY}}, 1);
+  ASSERT_EQ(grads.size(), 2u);
+  Runner r(g.p);
+  r.set("A", HostArray::f32({2, 1}, {2, -1}));
+  r.set("B", HostArray::f32({1, 3}, {1, 10, 100}));
+  r.set("dY", HostArray::f32({2, 3}, {1, 1, 1, 0, 1, 2}));
+  r.run();
+  const HostArray y = r.get("Y"), da = r.get("grad.A"), db = r.get("grad.B");
+  const std::vector<float> want_y = {2, 20, 200, -1, -10, -100};
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(y.data<float>()[k], want_y[k]) << k;
+  EXPECT_EQ(da.data<float>()[0], 111);       // sum_j dY[0, j] B[j]
+  EXPECT_EQ(da.data<float>()[1], 210);       // 0 + 10 + 200
+  EXPECT_EQ(db.data<float>()[0], 2);         // sum_i dY[i, 0] A[i]
+  EXPECT_EQ(db.data<float>()[1], 2 - 1);
+  EXPECT_EQ(db.data<float>()[2], 2 - 2);
+}
+
+TEST(TensorOps, NewActivationsHandChecked) {
+  EXPECT_DOUBLE_EQ(act_forward<double>(Activation::LeakyReLU, -2.0), -0.02);
+  EXPECT_DOUBLE_EQ(act_forward<double>(Activation::LeakyReLU, -2.0, 0.2), -0.4);
+  EXPECT_DOUBLE_EQ(act_forward<double>(Activation::ELU, 1.5), 1.5);
+  EXPECT_NEAR(act_forward<double>(Activation::ELU, -1.0), std::exp(-1.0) - 1, 1e-15);
+  EXPECT_NEAR(act_forward<double>(Activation::SiLU, 1.0), 1 / (1 + std::exp(-1.0)), 1e-15);
+  EXPECT_DOUBLE_EQ(act_forward<double>(Activation::Square, -3.0), 9.0);
+  EXPECT_DOUBLE_EQ(act_derivative<double>(Activation::Square, 9.0, -3.0), -6.0);
+  EXPECT_DOUBLE_EQ(act_derivative<double>(Activation::LeakyReLU, -0.4, -2.0, 0.2), 0.2);
+  // relu keeps its NaN behaviour (0); the new ones propagate NaN.
+  EXPECT_EQ(act_forward<float>(Activation::ReLU, NAN), 0.0f);
+  EXPECT_TRUE(std::isnan(act_forward<float>(Activation::LeakyReLU, NAN)));
+  EXPECT_TRUE(std::isnan(act_forward<float>(Activation::SiLU, NAN)));
+  for (const char* name : {"silu", "leaky_relu", "elu", "exp", "square"})
+    EXPECT_EQ(activation_name(parse_activation(name)), std::string(name));
+  EXPECT_TRUE(activation_needs_preact(Activation::SiLU));
+  EXPECT_TRUE(activation_needs_preact(Activation::Square));
+  EXPECT_FALSE(activation_needs_preact(Activation::ELU));
+}
+
+}  // namespace
+}  // namespace sg::test
