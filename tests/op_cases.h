@@ -143,7 +143,11 @@ inline std::vector<OpCase> jet_elementwise_cases(OpKind kind) {
   const bool ff = kind == OpKind::FourierFeatures;
   std::vector<C> cs = {{jet1d(), 7, 5, 0, Activation::Tanh}, {jet2d(), 1, 1, 2, Activation::Sin},
                        {jet3d_laplacian(), 3, 4, 0, Activation::GELU}};
-  if (!ff) cs.insert(cs.end(), {{jet1d(), 4, 3, 3, Activation::Softplus}, {jet2d(), 2, 2, 0, Activation::Sigmoid}});
+  if (!ff)
+    cs.insert(cs.end(), {{jet1d(), 4, 3, 3, Activation::Softplus}, {jet2d(), 2, 2, 0, Activation::Sigmoid},
+                         {jet1d(), 3, 4, 0, Activation::SiLU}, {jet2d(), 2, 3, 1, Activation::ELU},
+                         {jet3d_laplacian(), 2, 2, 0, Activation::Square}, {jet1d(), 2, 3, 0, Activation::Exp},
+                         {jet2d(), 3, 2, 0, Activation::LeakyReLU}});
   int seed = 0;
   for (const C& c : cs) {
     CaseBuilder b(kind, cat(ff ? "" : activation_name(c.act), " d=", c.js.d, " B=", c.B, " H=", c.H, " head ", c.head),
