@@ -1,8 +1,12 @@
 // The tensor ops (ir.h: Sub ... MeanBackward) beyond the op-table walk: their shape rules refuse
 // with the op, the tensors, both shapes and what was expected; the printer shows their
-// attributes; hand-checked values of broadcasting and the new activations. (Outputs, CUDA and
-// gradients: test_op_table.cpp through tensor_op_cases.h.)
+// attributes; hand-checked values of broadcasting and the new activations; on a GPU, their
+// cases captured into a CUDA graph and replayed. (Outputs, eager CUDA and gradients:
+// test_op_table.cpp through tensor_op_cases.h.)
+#include <limits>
+
 #include "backend/activation_math.h"
+#include "op_cases.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -139,6 +143,52 @@ TEST(TensorOps, NewActivationsHandChecked) {
   EXPECT_TRUE(activation_needs_preact(Activation::SiLU));
   EXPECT_TRUE(activation_needs_preact(Activation::Square));
   EXPECT_FALSE(activation_needs_preact(Activation::ELU));
+}
+
+// Each case (forward and backward ops) run once, captured, its outputs poisoned again, and
+// replayed: the graph alone must write them all, equal to the CPU reference. Kernels that
+// allocate, synchronize or read the host in a step would fail here.
+TEST(TensorOps, CudaGraphReplayMatchesTheCpu) {
+  REQUIRE_GPU();
+  int replayed = 0;
+  for (const OpCase& c : tensor_op_cases()) {
+    SCOPED_TRACE(c.name);
+    Program p = c.p;
+    for (size_t t = 0; t < p.num_tensors(); ++t) p.tensor(static_cast<TensorId>(t)).live_out = true;
+    PoisonedRun cpu(Device::CPU, p), gpu(Device::CUDA, p);
+    for (const auto& [name, a] : c.inputs) cpu.set(name, a), gpu.set(name, a);
+    cpu.exe->run();
+    gpu.exe->run();
+    ASSERT_TRUE(gpu.exe->can_capture());
+    gpu.exe->capture();
+    std::vector<TensorId> outs;
+    for (const Op& op : p.ops())
+      for (TensorId t : op.out)
+        if (t != kNone && std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
+    for (TensorId t : outs) {
+      const std::vector<float> nan(numel(p.tensor(t).shape), std::numeric_limits<float>::quiet_NaN());
+      gpu.be->upload(gpu.ptrs[t], nan.data(), nan.size() * sizeof(float));
+    }
+    gpu.exe->replay();
+    // As test_op_table.cpp compares (its kCudaF32, kCudaAbsFloor): a gradient that is zero in
+    // exact arithmetic (A / A) is compared absolutely.
+    for (TensorId t : outs) {
+      const HostArray want = cpu.get(t), got = gpu.get(t);
+      double diff2 = 0, ref2 = 0, maxdiff = 0, maxref = 0;
+      bool written = true;
+      for (int64_t k = 0; k < want.numel(); ++k) {
+        const double x = want.data<float>()[k], y = got.data<float>()[k];
+        written = written && std::isfinite(y);
+        diff2 += (x - y) * (x - y), ref2 += x * x;
+        maxdiff = std::max(maxdiff, std::fabs(x - y)), maxref = std::max(maxref, std::fabs(x));
+      }
+      EXPECT_TRUE(written) << p.tensor(t).name << " not written by the replay";
+      EXPECT_LE(std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-2 * std::sqrt(want.numel())), 1e-4) << p.tensor(t).name;
+      EXPECT_LE(maxdiff / std::max(maxref, 1e-2), 1e-3) << p.tensor(t).name;
+    }
+    ++replayed;
+  }
+  std::cout << "[ tensor   ] " << replayed << " cases replayed from CUDA graphs\n";
 }
 
 }  // namespace
