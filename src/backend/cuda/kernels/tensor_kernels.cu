@@ -116,6 +116,8 @@ __global__ void copy_pieces_kernel(PieceGroup g) {
   }
 }
 
+#undef SG_GRID_STRIDE
+
 }  // namespace
 
 void binary(BinaryOp op, const float* A, const float* B, float* Y, const Broadcast& g, cudaStream_t s) {
