@@ -6,6 +6,7 @@
 #include "autodiff/grad_builder.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/tensor_kernels.h"
+#include "backend/tensor_math.h"
 
 namespace sg::ops {
 
