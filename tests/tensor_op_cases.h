@@ -153,14 +153,15 @@ inline HostArray away_from_zero(HostArray a) {
 
 // Same shapes, a batch-broadcast operand, a feature-broadcast one, both broadcast on different
 // axes (an outer product), a [1, 1] scalar, a long reduction (chunked on the GPU), one operand
-// not differentiated, and A op A (its gradient accumulates).
+// not differentiated, A op A (its gradient accumulates), and a row sum onto [40, 1].
 inline std::vector<OpCase> binary_cases(OpKind kind, uint64_t seed0) {
   std::vector<OpCase> v;
   struct C { Shape a, b; bool b_input, same; };
   std::vector<C> cs = {{{7, 5}, {7, 5}, false, false},    {{1, 5}, {7, 5}, false, false},
                        {{6, 4}, {6, 1}, false, false},    {{3, 1, 5}, {3, 4, 1}, false, false},
                        {{1, 1}, {5, 3}, false, false},    {{600, 3}, {1, 3}, false, false},
-                       {{2, 3, 4}, {1, 3, 1}, true, false}, {{4, 3}, {4, 3}, false, true}};
+                       {{2, 3, 4}, {1, 3, 1}, true, false}, {{4, 3}, {4, 3}, false, true},
+                       {{40, 64}, {40, 1}, false, false}};  // the last: dB a row sum (a warp per row on the GPU)
   if (kind == OpKind::Add) cs.erase(cs.begin());  // same shapes: add_cases
   int seed = 0;
   for (const C& c : cs) {
@@ -308,7 +309,8 @@ inline std::vector<OpCase> reduce_cases(OpKind kind, uint64_t seed0) {
   struct C { Shape x; int32_t axis; bool keepdims; };
   int seed = 0;
   for (const C& c : {C{{7, 5}, 1, false}, C{{7, 5}, -1, true}, C{{2, 3, 4}, 1, true}, C{{3, 1, 2}, 1, false},
-                     C{{3, 700}, 1, false}, C{{2, 520, 2}, -2, true}, C{{1, 3}, 1, true}}) {
+                     C{{3, 700}, 1, false}, C{{2, 520, 2}, -2, true}, C{{1, 3}, 1, true}, C{{5, 100}, -1, false},
+                     C{{2, 3, 40}, 2, true}}) {
     CaseBuilder b(kind, cat(shape_str(c.x), " axis ", c.axis, c.keepdims ? " keepdims" : ""), seed0 + seed++);
     const size_t ax = static_cast<size_t>(c.axis < 0 ? c.axis + static_cast<int32_t>(c.x.size()) : c.axis);
     Shape ys = c.x;

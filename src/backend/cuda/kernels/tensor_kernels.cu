@@ -3,6 +3,7 @@
 
 #include "backend/activation_math.h"
 #include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/runtime/pdl.cuh"
 
 namespace sg::cuda {
@@ -48,6 +49,35 @@ __global__ void reduce_terms_kernel(BinaryOp op, bool x_is_a, const float* dY, c
       const float dy = dY[y0 + y], av = A ? A[a0 + a] : 0.0f, bv = B ? B[b0 + b] : 0.0f;
       s += x_is_a ? binary_grad_a<float>(op, dy, av, bv) : binary_grad_b<float>(op, dy, av, bv);
     }
+    if (chunks == 1) X[j] = acc ? X[j] + scale * s : scale * s;
+    else partials[c * g.count + j] = s;
+  }
+}
+
+// One warp per (element, chunk), for terms contiguous in Y (the innermost axis reduced: a row
+// sum): lane l takes terms l, l + 32, ..., then a shuffle sum in a fixed order, so reads are
+// coalesced and the result is the same on every run.
+__global__ void reduce_terms_warp_kernel(BinaryOp op, bool x_is_a, const float* dY, const float* A, const float* B,
+                                         float* X, BroadcastReduce g, float scale, bool acc, float* partials,
+                                         int64_t per_chunk, int chunks) {
+  PDL_PROLOGUE();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  // w is the same in every lane of a warp, so the whole warp reaches the shuffles together.
+  for (int64_t w = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5; w < g.count * chunks; w += warps) {
+    const int64_t j = w % g.count, c = w / g.count;
+    int64_t y0, a0, b0;
+    reduce_base(g, j, &y0, &a0, &b0);
+    const int64_t r1 = (c + 1) * per_chunk < g.reduced ? (c + 1) * per_chunk : g.reduced;
+    float s = 0.0f;
+    for (int64_t r = c * per_chunk + lane; r < r1; r += 32) {
+      int64_t y, a, b;
+      reduce_step(g, r, &y, &a, &b);
+      const float dy = dY[y0 + y], av = A ? A[a0 + a] : 0.0f, bv = B ? B[b0 + b] : 0.0f;
+      s += x_is_a ? binary_grad_a<float>(op, dy, av, bv) : binary_grad_b<float>(op, dy, av, bv);
+    }
+    s = warp_sum(s);
+    if (lane != 0) continue;
     if (chunks == 1) X[j] = acc ? X[j] + scale * s : scale * s;
     else partials[c * g.count + j] = s;
   }
@@ -139,8 +169,14 @@ void reduce_terms(BinaryOp op, bool x_is_a, const float* dY, const float* A, con
   SG_REQUIRE(chunks == 1 || scratch != nullptr, "reduction of ", g.reduced, " terms onto ", g.count,
              " elements in ", chunks, " chunks: scratch needed");
   const int64_t per_chunk = (g.reduced + chunks - 1) / chunks;
-  launch_pdl(reduce_terms_kernel, grid_for(g.count * chunks), kBlock, 0, s, op, x_is_a, dY, A, B, X, g, scale, acc,
-             scratch, per_chunk, chunks);
+  // Terms along Y's innermost axis: a warp per element reads them coalesced.
+  const bool warp = g.red > 0 && g.ry[g.red - 1] == 1 && per_chunk >= 32;
+  if (warp)
+    launch_pdl(reduce_terms_warp_kernel, grid_for(g.count * chunks * 32), kBlock, 0, s, op, x_is_a, dY, A, B, X, g,
+               scale, acc, scratch, per_chunk, chunks);
+  else
+    launch_pdl(reduce_terms_kernel, grid_for(g.count * chunks), kBlock, 0, s, op, x_is_a, dY, A, B, X, g, scale, acc,
+               scratch, per_chunk, chunks);
   KERNEL_LAUNCH_CHECK();
   if (chunks == 1) return;
   launch_pdl(reduce_chunks_kernel, grid_for(g.count), kBlock, 0, s, static_cast<const float*>(scratch), X, g.count,

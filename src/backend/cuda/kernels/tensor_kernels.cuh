@@ -1,7 +1,8 @@
 // CUDA kernels of the tensor ops (ir.h: Sub ... MeanBackward, and Add's broadcasting), each with
 // its launcher, over the geometries of backend/tensor_math.h. Every output element is computed
-// by one thread in a fixed order, and long reductions are split into chunks summed in chunk
-// order by a second kernel: deterministic, no atomics. Nothing allocates or synchronizes, so
+// by one thread (a row sum's by one warp, reading coalesced) in a fixed order, and long
+// reductions are split into chunks summed in chunk order by a second kernel: deterministic, no
+// atomics. Nothing allocates or synchronizes, so
 // every launch is capturable; reduction scratch is the lowering's.
 #pragma once
 
