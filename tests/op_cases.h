@@ -5,7 +5,8 @@
 // A new kind: write its <kind>_cases() (a CaseBuilder per case: its input tensors with values,
 // then the op, then done(), gradient(out) for a kind with a gradient rule, or loss(...) for one
 // that writes its own gradients), list it in all_op_cases(), and give a differentiable kind its
-// float64 forward in eval_op_double (test_util.h) or reference_output below.
+// float64 forward in eval_op_double (test_util.h) or reference_output below. The tensor ops'
+// cases are in tensor_op_cases.h.
 #pragma once
 
 #include <cmath>
@@ -142,7 +143,11 @@ inline std::vector<OpCase> jet_elementwise_cases(OpKind kind) {
   const bool ff = kind == OpKind::FourierFeatures;
   std::vector<C> cs = {{jet1d(), 7, 5, 0, Activation::Tanh}, {jet2d(), 1, 1, 2, Activation::Sin},
                        {jet3d_laplacian(), 3, 4, 0, Activation::GELU}};
-  if (!ff) cs.insert(cs.end(), {{jet1d(), 4, 3, 3, Activation::Softplus}, {jet2d(), 2, 2, 0, Activation::Sigmoid}});
+  if (!ff)
+    cs.insert(cs.end(), {{jet1d(), 4, 3, 3, Activation::Softplus}, {jet2d(), 2, 2, 0, Activation::Sigmoid},
+                         {jet1d(), 3, 4, 0, Activation::SiLU}, {jet2d(), 2, 3, 1, Activation::ELU},
+                         {jet3d_laplacian(), 2, 2, 0, Activation::Square}, {jet1d(), 2, 3, 0, Activation::Exp},
+                         {jet2d(), 3, 2, 0, Activation::LeakyReLU}});
   int seed = 0;
   for (const C& c : cs) {
     CaseBuilder b(kind, cat(ff ? "" : activation_name(c.act), " d=", c.js.d, " B=", c.B, " H=", c.H, " head ", c.head),
@@ -280,7 +285,10 @@ inline std::vector<OpCase> dense_cases() {
   for (const C& c : {C{{1, 5}, 3, Activation::None, true, true, 0}, C{{7, 17}, 5, Activation::GELU, true, true, 0},
                      C{{33, 1}, 4, Activation::ReLU, false, false, 0}, C{{7, 5}, 1, Activation::Tanh, true, true, 0},
                      C{{5, 3}, 6, Activation::Sigmoid, true, true, 0}, C{{2, 3, 5}, 4, Activation::Softplus, true, true, 0},
-                     C{{9, 4}, 3, Activation::Sin, true, true, 3}, C{{6, 2}, 17, Activation::Tanh, false, true, 0}}) {
+                     C{{9, 4}, 3, Activation::Sin, true, true, 3}, C{{6, 2}, 17, Activation::Tanh, false, true, 0},
+                     C{{7, 5}, 4, Activation::SiLU, true, true, 0}, C{{5, 3}, 6, Activation::LeakyReLU, true, true, 0},
+                     C{{3, 6}, 5, Activation::ELU, true, true, 0}, C{{4, 5}, 3, Activation::Exp, true, true, 0},
+                     C{{2, 3, 4}, 2, Activation::Square, false, true, 0}}) {
     CaseBuilder b(OpKind::Dense, cat(activation_name(c.act), " ", shape_str(c.X), " -> ", c.O, c.bias ? "" : " no bias",
                                      c.dX ? "" : " (X an input)", c.bias_rows ? cat(" bias on ", c.bias_rows, " rows") : ""),
                   600 + seed++);
@@ -586,6 +594,11 @@ inline std::vector<OpCase> attention_cases() {
 
 // ---- The cases of every kind, and the float64 references ----
 
+// The tensor ops' cases and float64 forward (tensor_op_cases.h, included at the end).
+inline std::vector<OpCase> tensor_op_cases();
+inline bool is_tensor_op_kind(OpKind k);
+inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v);
+
 // Backward kinds have no builder: the gradient cases of their forward kinds run them.
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
@@ -596,6 +609,7 @@ inline std::vector<OpCase> all_op_cases() {
     for (OpCase& c : make()) all.push_back(std::move(c));
   for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})
     for (OpCase& c : jet_elementwise_cases(k)) all.push_back(std::move(c));
+  for (OpCase& c : tensor_op_cases()) all.push_back(std::move(c));
   return all;
 }
 
@@ -603,6 +617,10 @@ inline std::vector<OpCase> all_op_cases() {
 inline std::vector<double> reference_output(const OpCase& c, Values v) {
   const Op& op = c.p.ops()[0];
   if (op.kind == OpKind::JetActivation || op.kind == OpKind::FourierFeatures) return forward_double(c.p, v, c.out);
+  if (is_tensor_op_kind(op.kind) || op.kind == OpKind::Add) {  // Add: broadcasting too
+    eval_tensor_op_double(c.p, op, v);
+    return v.at(c.p.tensor(c.out).name);
+  }
   double unused = 0;
   eval_op_double(c.p, op, v, &unused);
   return v.at(c.p.tensor(c.out).name);
@@ -620,3 +638,5 @@ inline double reference_loss(const OpCase& c, Values v) {
 }
 
 }  // namespace sg::test
+
+#include "tensor_op_cases.h"

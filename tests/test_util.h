@@ -255,6 +255,11 @@ inline bool eval_op_double(const Program& p, const Op& op, std::map<std::string,
             case Activation::Sigmoid: y = 1 / (1 + std::exp(-z)); break;
             case Activation::Sin: y = std::sin(z); break;
             case Activation::Softplus: y = std::log(1 + std::exp(z)); break;
+            case Activation::SiLU: y = z / (1 + std::exp(-z)); break;
+            case Activation::LeakyReLU: y = z > 0 ? z : 0.01 * z; break;
+            case Activation::ELU: y = z > 0 ? z : std::exp(z) - 1; break;
+            case Activation::Exp: y = std::exp(z); break;
+            case Activation::Square: y = z * z; break;
           }
           Y[r * O + o] = y;
         }

@@ -43,11 +43,14 @@ struct TensorInfo {
   bool live_out = false;  // read after the step (loss, logits): never reused within the step
 };
 
-enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus };
+// The math of each is src/backend/activation_math.h. leaky_relu and elu take a parameter (the
+// negative slope, 0.01; alpha, 1.0): a dense layer uses the default, the Activation op its attribute.
+enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus, SiLU, LeakyReLU, ELU, Exp, Square };
 const char* activation_name(Activation a);
 Activation parse_activation(const std::string& s);  // throws listing the allowed names
-// Whether the activation's derivative is computed from the pre-activation z (gelu, sin, softplus) rather
-// than from the output y (relu, tanh, sigmoid): decides which tensor backward keeps.
+// Whether the activation's derivative is computed from the pre-activation z (gelu, sin, softplus,
+// silu, square) rather than from the output y (relu, tanh, sigmoid, leaky_relu, elu, exp): decides
+// which tensor backward keeps.
 bool activation_needs_preact(Activation a);
 
 enum class Reduction : uint8_t { Mean, Sum };
@@ -76,7 +79,7 @@ enum class OpKind : uint8_t {
   // Dense also takes X [B, ..., I] (each row of the leading dimensions: sequences of tokens).
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
-  Add,                  // in {A, B}                     out {Y}                  Y = A + B
+  Add,                  // in {A, B}                     out {Y}                  Y = A + B (broadcasts: see Sub)
   AddBackward,          // in {dY}                       out {dA|-, dB|-}
   // Losses: rows >= valid_rows (an i32 [1] input, optional) are padding: no loss, no gradient,
   // and a mean divides by the valid count. That is how a padded last batch trains exactly.
@@ -120,9 +123,37 @@ enum class OpKind : uint8_t {
   // A statistic of a forward tensor, no gradient: max |X| over all elements (the activation
   // range FP8 scaling needs), written every step.
   AbsMax,               // in {X}                     out {amax[1]}
+  // Tensor ops (the building blocks of model graphs: several inputs and outputs, products of
+  // branches, concatenated skips). Elementwise binary ops, and Add above, broadcast: A, B and Y
+  // have one rank, and per axis the sizes are equal or one of them is 1 (Y has the larger); the
+  // gradient of a broadcast operand sums over its broadcast axes.
+  Sub,                  // in {A, B}                  out {Y}     Y = A - B
+  SubBackward,          // in {dY}                    out {dA|-, dB|-}
+  Mul,                  // in {A, B}                  out {Y}     Y = A * B
+  MulBackward,          // in {dY, A, B}              out {dA|-, dB|-}
+  Div,                  // in {A, B}                  out {Y}     Y = A / B
+  DivBackward,          // in {dY, A, B}              out {dA|-, dB|-}
+  // Y = a X + b (ScaleShiftAttrs); its backward is a ScaleShift too (dX = a dY).
+  ScaleShift,           // in {X}                     out {Y}
+  // Y = act(X) elementwise (ActivationAttrs); backward reads X or Y as activation_needs_preact says.
+  Activation,           // in {X}                     out {Y}
+  ActivationBackward,   // in {dY, X, Y}              out {dX}
+  // Along a feature axis (ConcatAttrs/SplitAttrs/SliceAttrs::axis: 1 .. rank-1, or negative from
+  // the end; the batch axis 0 is refused). Concat's backward is a Split (pieces that need no
+  // gradient absent); Split's is SplitBackward, a concat where absent pieces read as zeros.
+  Concat,               // in {X...}                  out {Y}
+  Split,                // in {X}                     out {Y|-...}  Y_k = X[.., offset_k : offset_k + sizes[k], ..]
+  SplitBackward,        // in {dY|-...}               out {dX}
+  Slice,                // in {X}                     out {Y}     Y = X[.., begin:end, ..]
+  SliceBackward,        // in {dY}                    out {dX}    dY in [begin, end), zero elsewhere
+  // Over one feature axis (ReduceAttrs): Y drops it, or keeps it as size 1 (keepdims).
+  Sum,                  // in {X}                     out {Y}
+  SumBackward,          // in {dY}                    out {dX}
+  Mean,                 // in {X}                     out {Y}
+  MeanBackward,         // in {dY}                    out {dX}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::AbsMax) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::MeanBackward) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -235,9 +266,34 @@ struct AdamAttrs {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool decoupled_weight_decay = false;  // AdamW
 };
+// Tensor ops (see OpKind). An axis counts from 0 (the batch), or from the end when negative.
+struct ScaleShiftAttrs {
+  double a = 1.0, b = 0.0;  // Y = a X + b
+};
+struct ActivationAttrs {
+  Activation act = Activation::None;
+  double negative_slope = 0.01;  // leaky_relu: y = z for z > 0, negative_slope z otherwise (>= 0)
+  double alpha = 1.0;            // elu: y = z for z > 0, alpha (e^z - 1) otherwise (>= 0)
+};
+struct ConcatAttrs {
+  int32_t axis = -1;
+};
+struct SplitAttrs {
+  int32_t axis = -1;
+  std::vector<int64_t> sizes;  // each output's size along the axis; they add up to the input's
+};
+struct SliceAttrs {
+  int32_t axis = -1;
+  int64_t begin = 0, end = 0;  // 0 <= begin < end <= the size along the axis
+};
+struct ReduceAttrs {
+  int32_t axis = -1;
+  bool keepdims = false;  // Y keeps the axis as size 1
+};
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
-                             NormAttrs, AttentionAttrs>;
+                             NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
+                             SliceAttrs, ReduceAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -53,10 +53,15 @@ TensorId GradBuilder::slot(TensorId t, uint8_t* acc) {
 
 void GradBuilder::emit(const Op& fwd, OpKind kind, std::vector<TensorId> in, const std::vector<TensorId>& wrt,
                        bool always) {
+  emit_with(fwd, kind, fwd.attrs, std::move(in), wrt, always);
+}
+
+void GradBuilder::emit_with(const Op& fwd, OpKind kind, OpAttrs attrs, std::vector<TensorId> in,
+                            const std::vector<TensorId>& wrt, bool always) {
   Op b;
   b.kind = kind;
   b.name = "backward " + fwd.name;
-  b.attrs = fwd.attrs;
+  b.attrs = std::move(attrs);
   b.in = std::move(in);
   b.out.resize(wrt.size());
   b.accumulate.resize(wrt.size());
@@ -87,7 +92,11 @@ std::vector<ParamGrad> differentiate(Program& p, const std::vector<std::pair<Ten
   for (const auto& [pred, dpred] : seeds) g.seed(pred, dpred);
   for (size_t i = num_forward_ops; i-- > 0;) {
     const Op op = p.ops()[i];  // copy: emitting ops may reallocate the op list
-    if (op.out.empty() || op.out[0] == kNone || g.grad(op.out[0]) == kNone) continue;
+    // An op whose outputs have no gradient adds nothing (a split's first piece may be unused
+    // while another is read).
+    bool seeded = false;
+    for (TensorId t : op.out) seeded = seeded || g.grad(t) != kNone;
+    if (!seeded) continue;
     op_def(op.kind).gradient(g, op);
   }
   std::vector<ParamGrad> out;

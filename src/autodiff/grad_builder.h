@@ -14,8 +14,8 @@ class GradBuilder {
   GradBuilder(Program& p, size_t num_forward_ops);
 
   Program& program() { return p_; }
-  // The gradient of tensor t (kNone while it has none).
-  TensorId grad(TensorId t) const { return grad_[t]; }
+  // The gradient of tensor t (kNone while it has none, or for t = kNone).
+  TensorId grad(TensorId t) const { return t == kNone ? kNone : grad_[t]; }
   // Whether t needs a gradient: a parameter, or computed from one.
   bool needs(TensorId t) const { return t != kNone && needs_[t]; }
 
@@ -29,6 +29,9 @@ class GradBuilder {
   // them needs a gradient, unless `always`.
   void emit(const Op& fwd, OpKind kind, std::vector<TensorId> in, const std::vector<TensorId>& wrt,
             bool always = false);
+  // The same with attributes of its own (a concat's backward is a split, which needs the sizes).
+  void emit_with(const Op& fwd, OpKind kind, OpAttrs attrs, std::vector<TensorId> in,
+                 const std::vector<TensorId>& wrt, bool always = false);
 
   // Used by append_backward.
   void seed(TensorId pred, TensorId dpred);

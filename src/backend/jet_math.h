@@ -11,6 +11,7 @@
 
 #include <cmath>
 
+#include "backend/activation_math.h"
 #include "core/host_device.h"
 #include "stepgraph/ir.h"
 
@@ -50,6 +51,29 @@ SG_HD void act_derivs(Activation act, T z, T* g0, T* g1, T* g2, T* g3) {
       *g3 = T(1.5) * t2 + T(0.5) * z * t3;
       return;
     }
+    case Activation::SiLU: {  // z s(z): (z s)^(n) = n s^(n-1) + z s^(n)
+      const T s = T(1) / (T(1) + std::exp(-z)), d1 = s * (T(1) - s), d2 = d1 * (T(1) - T(2) * s);
+      const T d3 = d2 * (T(1) - T(2) * s) - T(2) * d1 * d1;
+      *g0 = z * s, *g1 = s + z * d1, *g2 = T(2) * d1 + z * d2, *g3 = T(3) * d2 + z * d3;
+      return;
+    }
+    case Activation::LeakyReLU: {  // the default slope (act_default_param)
+      const T k = T(act_default_param(act));
+      *g0 = z > T(0) ? z : k * z, *g1 = z > T(0) ? T(1) : k, *g2 = T(0), *g3 = T(0);
+      return;
+    }
+    case Activation::ELU: {  // the default alpha
+      const T a = T(act_default_param(act)), e = a * std::exp(z);
+      if (z > T(0)) *g0 = z, *g1 = T(1), *g2 = T(0), *g3 = T(0);
+      else *g0 = a * std::expm1(z), *g1 = e, *g2 = e, *g3 = e;
+      return;
+    }
+    case Activation::Exp: {
+      const T e = std::exp(z);
+      *g0 = e, *g1 = e, *g2 = e, *g3 = e;
+      return;
+    }
+    case Activation::Square: *g0 = z * z, *g1 = T(2) * z, *g2 = T(2), *g3 = T(0); return;
   }
 }
 

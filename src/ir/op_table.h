@@ -21,7 +21,7 @@ class CpuBind;      // below: what a CPU kernel binding sees
 
 // A row's slot list is a string of names separated by spaces: "X W b?" has three inputs, the
 // last optional (its id may be kNone); "P..." is any number of inputs (at least none), and only
-// the last slot may be variadic.
+// the last slot may be variadic; "Y?..." is any number of which each may be kNone.
 struct OpDef {
   OpKind kind;
   const char* name;     // op_kind_name: "dense", "softmax_cross_entropy"

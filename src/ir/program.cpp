@@ -38,20 +38,28 @@ const char* activation_name(Activation a) {
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Sin: return "sin";
     case Activation::Softplus: return "softplus";
+    case Activation::SiLU: return "silu";
+    case Activation::LeakyReLU: return "leaky_relu";
+    case Activation::ELU: return "elu";
+    case Activation::Exp: return "exp";
+    case Activation::Square: return "square";
   }
   return "?";
 }
 
 Activation parse_activation(const std::string& s) {
-  for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh,
-                       Activation::Sigmoid, Activation::Sin, Activation::Softplus})
+  for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh, Activation::Sigmoid,
+                       Activation::Sin, Activation::Softplus, Activation::SiLU, Activation::LeakyReLU, Activation::ELU,
+                       Activation::Exp, Activation::Square})
     if (s == activation_name(a)) return a;
   throw Error(cat("unknown activation '", s,
-                  "': expected one of none, relu, gelu, tanh, sigmoid, sin, softplus"));
+                  "': expected one of none, relu, gelu, tanh, sigmoid, sin, softplus, silu, leaky_relu, elu, exp, "
+                  "square"));
 }
 
 bool activation_needs_preact(Activation a) {
-  return a == Activation::GELU || a == Activation::Sin || a == Activation::Softplus;
+  return a == Activation::GELU || a == Activation::Sin || a == Activation::Softplus || a == Activation::SiLU ||
+         a == Activation::Square;
 }
 
 const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }

@@ -1,4 +1,4 @@
-// Dense, Add and AbsMax: shape rules, gradient rules and the CPU reference bindings.
+// Dense and AbsMax: shape rules, gradient rules and the CPU reference bindings.
 #include "ops/dense_ops.h"
 
 #include <algorithm>
@@ -60,36 +60,6 @@ std::function<void()> cpu_dense_backward(const CpuBind& b) {
 }
 
 std::string dense_attrs_text(const Op& op) { return cat("(", activation_name(op.attr<DenseAttrs>().act), ")"); }
-
-void check_add(const OpCheck& c) {
-  c.same(c.in(0), c.in(1));
-  c.same(c.in(0), c.out(0));
-}
-
-// d(A + B) = dY to both.
-void grad_add(GradBuilder& g, const Op& op) {
-  g.emit(op, OpKind::AddBackward, {g.grad(op.out[0])}, {op.in[0], op.in[1]}, /*always=*/true);
-}
-
-std::function<void()> cpu_add(const CpuBind& b) {
-  const float *A = b.f(b.in(0)), *B = b.f(b.in(1));
-  float* Y = b.f(b.out(0));
-  const int64_t n = b.count(b.out(0));
-  return [=] { cpu::add(A, B, Y, n); };
-}
-
-void check_add_backward(const OpCheck& c) {
-  c.same(c.in(0), c.out(0));
-  c.same(c.in(0), c.out(1));
-}
-
-std::function<void()> cpu_add_backward(const CpuBind& b) {
-  const float* dY = b.f(b.in(0));
-  float *dA = b.f(b.out(0)), *dB = b.f(b.out(1));
-  const int64_t n = b.count(b.in(0));
-  const bool aa = b.accumulate(0), ab = b.accumulate(1);
-  return [=] { cpu::add_backward(dY, dA, dB, n, aa, ab); };
-}
 
 void check_abs_max(const OpCheck& c) {
   c.expect(c.shape(c.out(0)) == Shape{1}, cat("output ", c.desc(c.out(0)), " must be [1]"));

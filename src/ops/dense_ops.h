@@ -1,4 +1,5 @@
-// Dense layers, elementwise sums and the activation statistic: their rows of the op table.
+// Dense layers and the activation statistic: their rows of the op table (Add, with broadcasting,
+// is a tensor op: tensor_ops.h).
 #pragma once
 
 #include "ir/op_table.h"
@@ -12,12 +13,6 @@ void check_dense_backward(const OpCheck& c);
 std::function<void()> cpu_dense_backward(const CpuBind& b);
 std::string dense_attrs_text(const Op& op);
 
-void check_add(const OpCheck& c);
-void grad_add(GradBuilder& g, const Op& op);
-std::function<void()> cpu_add(const CpuBind& b);
-void check_add_backward(const OpCheck& c);
-std::function<void()> cpu_add_backward(const CpuBind& b);
-
 void check_abs_max(const OpCheck& c);
 std::function<void()> cpu_abs_max(const CpuBind& b);
 
@@ -28,9 +23,6 @@ inline constexpr OpDef kDense{OpKind::Dense, "dense", "X W b?", "Y Z?", check_de
 inline constexpr OpDef kDenseBackward{OpKind::DenseBackward, "dense_backward", "dY X W Y Z?", "dX? dW? db?",
                                       check_dense_backward, no_gradient, cpu_dense_backward, nullptr,
                                       dense_attrs_text};
-inline constexpr OpDef kAdd{OpKind::Add, "add", "A B", "Y", check_add, grad_add, cpu_add};
-inline constexpr OpDef kAddBackward{OpKind::AddBackward, "add_backward", "dY", "dA? dB?", check_add_backward,
-                                    no_gradient, cpu_add_backward};
 // max |X| over all elements (NaN if any is NaN), written every step: the range FP8 scaling needs.
 inline constexpr OpDef kAbsMax{OpKind::AbsMax, "abs_max", "X", "amax", check_abs_max, no_gradient, cpu_abs_max};
 

@@ -11,6 +11,7 @@
 #include "ops/optim_ops.h"
 #include "ops/pinn_ops.h"
 #include "ops/sequence_ops.h"
+#include "ops/tensor_ops.h"
 
 namespace sg {
 
@@ -27,6 +28,11 @@ constexpr const OpDef* kRows[] = {
     &kMaxPool2dBackward, &kGlobalAvgPool, &kGlobalAvgPoolBackward, &kReshape,
     &kLayerNorm,     &kLayerNormBackward, &kEmbedding,        &kEmbeddingBackward,
     &kAttention,     &kAttentionBackward, &kAbsMax,
+    &kSub,           &kSubBackward,      &kMul,               &kMulBackward,
+    &kDiv,           &kDivBackward,      &kScaleShift,        &kActivation,
+    &kActivationBackward, &kConcat,      &kSplit,             &kSplitBackward,
+    &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
+    &kMean,          &kMeanBackward,
 };
 
 constexpr bool rows_in_kind_order() {
@@ -70,7 +76,8 @@ std::vector<Slot> parse_slots(const char* list) {
     if (word.size() > 3 && word.compare(word.size() - 3, 3, "...") == 0) {
       s.variadic = true;
       word.resize(word.size() - 3);
-    } else if (word.back() == '?') {
+    }
+    if (word.size() > 1 && word.back() == '?') {
       s.optional = true;
       word.pop_back();
     }

@@ -109,6 +109,15 @@ SequenceLowering& Lowering::sequence() {
   return *sequence_;
 }
 
+TensorLowering& Lowering::tensor() {
+  if (!tensor_) {
+    tensor_ = std::make_unique<TensorLowering>(LoweringHooks{
+        be_, p_, ptrs_, opt_, [this](const Op& op, std::function<void(cudaStream_t)> fn) { add_step(op, std::move(fn)); },
+        [this](size_t bytes) { return own(bytes); }, notes_});
+  }
+  return *tensor_;
+}
+
 size_t Lowering::largest_product() const {
   size_t most = 0;
   for (const Op& op : p_.ops())

@@ -2,7 +2,8 @@
 // steps (kernel launches, library plans) with pointers bound once. Which member lowers which op
 // kind is the table in lowerings.cpp; the members are defined by family: lowering.cpp (the
 // pass), dense.cpp, dense_backward.cpp, dense_gemm.cpp (our product kernels), losses.cpp,
-// optim.cpp, pinn.cpp, data.cpp, collectives.cpp; image and sequence ops in their own classes.
+// optim.cpp, pinn.cpp, data.cpp, collectives.cpp; image, sequence and tensor ops in their own
+// classes.
 //
 // Small and medium dense products (the rules of kernels/dense_dispatch.h) use our fused kernel: forward with bias
 // and activation, dW with the bias gradient, and dX with the previous layer's activation
@@ -43,6 +44,7 @@
 #include "backend/cuda/kernels/kernels.cuh"
 #include "backend/cuda/kernels/pinn_kernels.cuh"
 #include "backend/cuda/lower/sequence.h"
+#include "backend/cuda/lower/tensor.h"
 #include "backend/cuda/runtime/stream_plan.h"
 #include "stepgraph/distributed.h"
 #include "stepgraph/graph.h"
@@ -83,6 +85,9 @@ class Lowering {
 
   // Layer norm, embedding and attention ops (sequence_lowering.h).
   SequenceLowering& sequence();
+
+  // Broadcasting elementwise, activation, concat/split/slice and reduction ops (tensor.h).
+  TensorLowering& tensor();
 
  private:
   // Data parallel: the gradient buckets, each as few contiguous f32 spans as the memory plan
@@ -200,6 +205,7 @@ class Lowering {
   std::map<TensorId, size_t> bucket_of_;            // gradient -> its bucket
   std::set<size_t> unjoined_;                       // buckets forked and not joined yet
   std::unique_ptr<SequenceLowering> sequence_;
+  std::unique_ptr<TensorLowering> tensor_;
   std::map<int, int> amax_in_graph_;              // AbsMax op -> the dense op whose cuDNN graph computes it
   int current_op_ = -1;                           // the op being lowered
   std::set<int> workspace_users_;                 // ops with cuBLASLt plans (one shared workspace)

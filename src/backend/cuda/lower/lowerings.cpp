@@ -36,8 +36,13 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::SamplePoints, [](L& l, int i, const Op& op) { l.sample_points_op(i, op); }},
     {OpKind::Dense, [](L& l, int i, const Op& op) { l.dense_op(i, op); }},
     {OpKind::DenseBackward, [](L& l, int i, const Op& op) { l.dense_backward(i, op); }},
-    {OpKind::Add, [](L& l, int i, const Op& op) { l.add_op(i, op); }},
-    {OpKind::AddBackward, [](L& l, int i, const Op& op) { l.add_backward_op(i, op); }},
+    // Same shapes: the add kernels and their fusions (dense.cpp); broadcasting: tensor.cpp.
+    {OpKind::Add,
+     [](L& l, int i, const Op& op) { l.tensor().broadcasts(op) ? l.tensor().binary(op) : l.add_op(i, op); }},
+    {OpKind::AddBackward,
+     [](L& l, int i, const Op& op) {
+       l.tensor().broadcasts(op) ? l.tensor().binary_backward(op) : l.add_backward_op(i, op);
+     }},
     {OpKind::SoftmaxCrossEntropy, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
     {OpKind::MeanSquaredError, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
     {OpKind::Schedule, [](L& l, int i, const Op& op) { l.schedule_op(i, op); }},
@@ -60,6 +65,24 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::AttentionBackward, [](L& l, int, const Op& op) { l.sequence().attention_backward(op); },
      refuse_unsupported_sequence, kSequence},
     {OpKind::AbsMax, [](L& l, int i, const Op& op) { l.abs_max_op(i, op); }},
+    {OpKind::Sub, [](L& l, int, const Op& op) { l.tensor().binary(op); }},
+    {OpKind::SubBackward, [](L& l, int, const Op& op) { l.tensor().binary_backward(op); }},
+    {OpKind::Mul, [](L& l, int, const Op& op) { l.tensor().binary(op); }},
+    {OpKind::MulBackward, [](L& l, int, const Op& op) { l.tensor().binary_backward(op); }},
+    {OpKind::Div, [](L& l, int, const Op& op) { l.tensor().binary(op); }},
+    {OpKind::DivBackward, [](L& l, int, const Op& op) { l.tensor().binary_backward(op); }},
+    {OpKind::ScaleShift, [](L& l, int, const Op& op) { l.tensor().scale_shift(op); }},
+    {OpKind::Activation, [](L& l, int, const Op& op) { l.tensor().activation(op); }},
+    {OpKind::ActivationBackward, [](L& l, int, const Op& op) { l.tensor().activation_backward(op); }},
+    {OpKind::Concat, [](L& l, int, const Op& op) { l.tensor().pieces(op); }},
+    {OpKind::Split, [](L& l, int, const Op& op) { l.tensor().pieces(op); }},
+    {OpKind::SplitBackward, [](L& l, int, const Op& op) { l.tensor().pieces(op); }},
+    {OpKind::Slice, [](L& l, int, const Op& op) { l.tensor().pieces(op); }},
+    {OpKind::SliceBackward, [](L& l, int, const Op& op) { l.tensor().pieces(op); }},
+    {OpKind::Sum, [](L& l, int, const Op& op) { l.tensor().reduce(op); }},
+    {OpKind::SumBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
+    {OpKind::Mean, [](L& l, int, const Op& op) { l.tensor().reduce(op); }},
+    {OpKind::MeanBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
 };
 
 constexpr bool rows_in_kind_order() {

@@ -1,0 +1,65 @@
+#include "backend/cpu/tensor_kernels.h"
+
+#include "backend/activation_math.h"
+
+namespace sg::cpu {
+
+namespace {
+inline void store(float* out, double v, bool acc) { *out = acc ? static_cast<float>(*out + v) : static_cast<float>(v); }
+}  // namespace
+
+void binary(BinaryOp op, const float* A, const float* B, float* Y, const Broadcast& g) {
+  for (int64_t p = 0; p < g.count; ++p) {
+    int64_t ia, ib;
+    broadcast_offsets(g, p, &ia, &ib);
+    Y[p] = static_cast<float>(binary_forward<double>(op, A[ia], B[ib]));
+  }
+}
+
+void reduce_terms(BinaryOp op, bool x_is_a, const float* dY, const float* A, const float* B, float* X,
+                  const BroadcastReduce& g, double scale, bool acc) {
+  for (int64_t j = 0; j < g.count; ++j) {
+    int64_t y0, a0, b0;
+    reduce_base(g, j, &y0, &a0, &b0);
+    double s = 0;
+    for (int64_t r = 0; r < g.reduced; ++r) {
+      int64_t y, a, b;
+      reduce_step(g, r, &y, &a, &b);
+      const double dy = dY[y0 + y], av = A ? A[a0 + a] : 0.0, bv = B ? B[b0 + b] : 0.0;
+      s += x_is_a ? binary_grad_a<double>(op, dy, av, bv) : binary_grad_b<double>(op, dy, av, bv);
+    }
+    store(X + j, scale * s, acc);
+  }
+}
+
+void expand(const float* A, float* Y, const Broadcast& g, double scale, bool acc) {
+  for (int64_t p = 0; p < g.count; ++p) {
+    int64_t ia, ib;
+    broadcast_offsets(g, p, &ia, &ib);
+    store(Y + p, scale * A[ia], acc);
+  }
+}
+
+void scale_shift(const float* X, float* Y, int64_t n, double a, double b, bool acc) {
+  for (int64_t k = 0; k < n; ++k) store(Y + k, a * X[k] + b, acc);
+}
+
+void activation(const float* X, float* Y, int64_t n, Activation act, double p) {
+  for (int64_t k = 0; k < n; ++k) Y[k] = static_cast<float>(act_forward<double>(act, X[k], p));
+}
+
+void activation_backward(const float* dY, const float* X, const float* Y, float* dX, int64_t n, Activation act,
+                         double p, bool acc) {
+  for (int64_t k = 0; k < n; ++k) store(dX + k, dY[k] * act_derivative<double>(act, Y[k], X[k], p), acc);
+}
+
+void copy_pieces(const Pieces& pieces) {
+  for (const Piece& c : pieces.list)
+    for (int64_t r = 0; r < pieces.rows; ++r) {
+      float* d = c.dst + r * c.dst_ld;
+      const float* s = c.src ? c.src + r * c.src_ld : nullptr;
+      for (int64_t k = 0; k < c.w; ++k) store(d + k, s ? s[k] : 0.0, c.acc);
+    }
+}
+
+}  // namespace sg::cpu

@@ -1,0 +1,31 @@
+// CPU reference kernels of the tensor ops (ir.h: Sub ... MeanBackward, and Add's broadcasting):
+// plain loops, double accumulation, over the geometries of backend/tensor_math.h. Null outputs
+// are skipped; acc adds into the output instead of overwriting it.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/tensor_math.h"
+#include "stepgraph/ir.h"
+
+namespace sg::cpu {
+
+// Y = op(A, B), A and B read through the broadcast geometry g.
+void binary(BinaryOp op, const float* A, const float* B, float* Y, const Broadcast& g);
+// X (+)= scale * the sum over r of op's gradient term onto operand A (x_is_a) or B at the
+// offsets of g: dY Y-shaped, A and B (read by Mul and Div only; may be null for Add and Sub).
+// Sum and Mean are this with op Add and their input as dY.
+void reduce_terms(BinaryOp op, bool x_is_a, const float* dY, const float* A, const float* B, float* X,
+                  const BroadcastReduce& g, double scale, bool acc);
+// Y (+)= scale * A over Y's elements, A read through g's first operand (Sum and Mean backward).
+void expand(const float* A, float* Y, const Broadcast& g, double scale, bool acc);
+// Y (+)= a X + b.
+void scale_shift(const float* X, float* Y, int64_t n, double a, double b, bool acc);
+// Y = act(X) with act's parameter p; dX (+)= dY act'(Y, X).
+void activation(const float* X, float* Y, int64_t n, Activation act, double p);
+void activation_backward(const float* dY, const float* X, const float* Y, float* dX, int64_t n, Activation act,
+                         double p, bool acc);
+// Every piece of a concat, split or slice.
+void copy_pieces(const Pieces& pieces);
+
+}  // namespace sg::cpu
