@@ -84,7 +84,7 @@ for at in off heuristic exhaustive; do
   "$SG" bench bench/cnn_configs/cnn_wide.json --steps 200 --autotune "$at" --plan-cache off --json > "$LOG/bench_cnn_wide_$at.json" 2> "$LOG/bench_cnn_wide_$at.err"
   row "cnn_wide autotune $at" "$(grep -o '"graph_us_per_step":[0-9.]*' "$LOG/bench_cnn_wide_$at.json" || echo FAILED)"
 done
-# Data parallel (README "Several GPUs"): world size 1 through the NCCL path trains like the plain
+# Data parallel (docs/multi-gpu.md): world size 1 through the NCCL path trains like the plain
 # run (same final loss); its bench shows the cost of the in-graph all-reduce; with 2+ GPUs, two
 # ranks train with checksums compared every 100 steps, and the scaling of seed/large MLPs.
 summary_of() { tail -n 1 "$1" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d.get("final_loss"), d.get("us_per_step"))' 2>/dev/null || echo FAILED; }

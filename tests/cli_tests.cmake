@@ -95,7 +95,7 @@ sg_cli_ok(cli_train_default_reaches_95_percent
   SETUP cli_default_run
   TIMEOUT 300)
 
-# A user's text file as a character-level task (the README itself): 40 steps of the example
+# A user's text file as a character-level task (configs/text_transformer.json reads the README): 40 steps of the example
 # transformer take the loss well below ln(vocabulary) ~ 4.7.
 sg_cli_ok(cli_text_file_transformer
   ARGS train "${SG_CONFIGS}/text_transformer.json" --steps 40 --json
@@ -567,7 +567,7 @@ sg_cli_fail(cli_pinn_bad_expression
   EXIT 1
   STDERR "problem\\.residual: unknown name 'uxx' at column 8")
 
-# Data-parallel launch (README "Several GPUs"). Without GPUs only the launcher and the refusals
+# Data-parallel launch (docs/multi-gpu.md). Without GPUs only the launcher and the refusals
 # are testable: one rank is a plain run; two CPU ranks fail, each saying why, and the launcher
 # reports the failing rank (whichever fails first: the other may be stopped before it prints).
 sg_cli_ok(cli_launch_one_rank_is_a_plain_run
@@ -590,7 +590,7 @@ sg_cli_fail(cli_distributed_nccl_refuses_the_cpu
   ARGS train "${SG_DATA}/distributed_nccl.json" --steps 5
   STDERR "data-parallel training \\(rank 0 of 1, single launch\\) runs on CUDA devices; the device asked for is cpu")
 
-# bench-op conv's options (README "The command line"): checked before any GPU is asked for, so
+# bench-op conv's options (docs/cli.md): checked before any GPU is asked for, so
 # these hold on any machine.
 sg_cli_fail(cli_bench_op_conv_kernel_larger_than_padded_image
   ARGS bench-op conv --height 3 --width 3 --kernel 7

@@ -43,7 +43,7 @@ struct TrainConfig {
   int64_t log_every = 100;      // progress line every N steps (0: only the summary)
   int64_t eval_every = 0;       // validation metrics every N steps (0: at the end only)
   int64_t checkpoint_every = 0; // checkpoint every N steps (0: at the end only)
-  // Data-parallel training (README "Several GPUs"): auto = through NCCL when the launch
+  // Data-parallel training (docs/multi-gpu.md): auto = through NCCL when the launch
   // environment has WORLD_SIZE > 1; nccl = through NCCL even alone (world size 1, the same path).
   std::string distributed = "auto";
   double bucket_mb = 25;         // gradient all-reduce bucket size (MiB)

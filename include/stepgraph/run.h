@@ -61,7 +61,7 @@ struct RunSummary {
 // Picks the backend: "auto" means CUDA when available, otherwise CPU with *note saying why.
 Device choose_device(const std::string& requested, std::string* note);
 
-// Data-parallel training from the launch environment (README "Several GPUs"): when WORLD_SIZE > 1,
+// Data-parallel training from the launch environment (docs/multi-gpu.md): when WORLD_SIZE > 1,
 // or train.distributed is "nccl" or SG_DISTRIBUTED=nccl (world size 1 through the same path),
 // makes CUDA device LOCAL_RANK this thread's and returns this rank's NCCL communicator (the world
 // in *world); otherwise null. Errors say why data-parallel training cannot run here.
