@@ -30,8 +30,10 @@ set -euo pipefail
 # loaded at run time) and the test that runs that bootstrap as two real ranks.
 # clang, libclang-rt-dev (its ASan, UBSan and libFuzzer runtimes): the sanitizer test build and
 # the libFuzzer targets (scripts/sanitize.sh, scripts/fuzz.sh); the real build stays gcc (+ nvcc).
+# pkg-config: the installed package's test builds examples/cpp_consumer and the README's C++
+# example with `pkg-config --cflags --libs stepgraph` too.
 PACKAGES=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev python3 python3-venv python3-dev
-          openmpi-bin clang libclang-rt-dev)
+          openmpi-bin clang libclang-rt-dev pkg-config)
 MIN_CMAKE=3.24
 
 say() { echo "setup: $*"; }

@@ -1,8 +1,8 @@
 # ctest script: `cmake --install` this build into a fresh prefix, then build and run
 # examples/cpp_consumer against it twice, through find_package(stepgraph) and through pkg-config
 # (skipped, and said, without pkg-config), and a third time from the sources through FetchContent
-# (a CPU-only build of the library inside the consumer's). Also checks the installed
-# `stepgraph --version`.
+# (a CPU-only build of the library inside the consumer's); then the README's C++ example through
+# pkg-config. Also checks the installed `stepgraph --version`.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DGENERATOR=... [-DCUDA_ROOT=...]
 #         -P package_consumer.cmake
 function(run what)
@@ -60,3 +60,13 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 run("build with pkg-config's flags" "${CXX}" -O1 "${SOURCE_DIR}/examples/cpp_consumer/main.cpp" ${flags}
     -o "${WORK_DIR}/train_digits_pc")
 run("run train_digits (pkg-config)" "${WORK_DIR}/train_digits_pc")
+
+# The README's C++ example, as written there, built the same way and run.
+file(READ "${SOURCE_DIR}/README.md" readme)
+string(REGEX MATCH "```cpp\n(.*)\n```\n\n## How fast" block "${readme}")
+if(NOT CMAKE_MATCH_1)
+  message(FATAL_ERROR "README.md: no C++ example (a ```cpp block before \"## How fast\")")
+endif()
+file(WRITE "${WORK_DIR}/readme_example.cpp" "${CMAKE_MATCH_1}\n")
+run("build the README's C++ example" "${CXX}" -O1 "${WORK_DIR}/readme_example.cpp" ${flags} -o "${WORK_DIR}/readme_example")
+run("run the README's C++ example" "${WORK_DIR}/readme_example")
