@@ -192,11 +192,15 @@ TEST(Checkpoint, WeightsOnlyNamesEveryMissingMismatchedAndExtraTensor) {
                "'1.bias' is f32 [12] there but f32 [10] here", "not in this model: '2.weight', '2.bias'");
 }
 
-}  // namespace
-}  // namespace sg::test
 
-namespace sg::test {
-namespace {
+// A small physics-informed setup (the built-in heat equation), 3 steps on the CPU.
+json heat() {
+  return json::parse(R"({
+    "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
+    "problem": {"type": "heat1d", "interior_points": 64, "boundary_points": 16, "eval_points": 64},
+    "train": {"steps": 3, "device": "cpu"}
+  })");
+}
 
 // Steps fewer than log_every: progress still reaches the screen, each line a heartbeat
 // (RunOptions::progress_seconds, here every step) with its ETA, while metrics.jsonl keeps only
@@ -204,11 +208,8 @@ namespace {
 TEST(RunProgress, HeartbeatsReachTheScreenNotTheMetrics) {
   json sup = mlp();
   sup["train"]["log_every"] = 1000;
-  json pinn = json::parse(R"({
-    "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
-    "problem": {"type": "heat1d", "interior_points": 64, "boundary_points": 16, "eval_points": 64},
-    "train": {"steps": 4, "log_every": 1000, "device": "cpu"}
-  })");
+  json pinn = heat();
+  pinn["train"] = {{"steps", 4}, {"log_every", 1000}, {"device", "cpu"}};
   for (const auto& [name, cfg] : {std::pair<const char*, json>{"supervised", sup}, {"physics-informed", pinn}}) {
     const int64_t steps = cfg["train"]["steps"].get<int64_t>();
     const std::string out = fresh_dir("run_progress", name) + "/run";
@@ -229,11 +230,6 @@ TEST(RunProgress, HeartbeatsReachTheScreenNotTheMetrics) {
   }
 }
 
-}  // namespace
-}  // namespace sg::test
-
-namespace sg::test {
-namespace {
 
 // The Trainer behind a run (RunOptions::keep_trainer) and the one a configuration describes.
 TEST(RunTrainer, ARunHandsOverItsTrainerAndAConfigMakesOne) {
@@ -255,22 +251,13 @@ TEST(RunTrainer, ARunHandsOverItsTrainerAndAConfigMakesOne) {
   EXPECT_EQ(made->step(), 0);
   EXPECT_EQ(made->params().at("0.weight").shape(), (Shape{16, 64}));
 
-  const RunConfig pinn = parse_config(json::parse(R"({
-    "model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1}]},
-    "problem": {"type": "heat1d", "interior_points": 64, "boundary_points": 16, "eval_points": 64},
-    "train": {"steps": 3, "device": "cpu"}
-  })"));
+  const RunConfig pinn = parse_config(heat());
   std::unique_ptr<Trainer> solver = trainer_from_config(pinn, "cpu", 7);
   EXPECT_TRUE(solver->is_compiled());  // physics-informed: the step makes its own inputs
   EXPECT_EQ(solver->seed(), 7u);
   EXPECT_ERROR(trainer_from_config(cfg, "gpu"), "unknown device 'gpu'");
 }
 
-}  // namespace
-}  // namespace sg::test
-
-namespace sg::test {
-namespace {
 
 // stepgraph predict: a checkpoint's predictions for an .npy file's rows, with the training
 // split's standardization applied as in training; an existing output and a wrong width refused.
