@@ -48,6 +48,8 @@ struct TensorInfo {
 enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus, SiLU, LeakyReLU, ELU, Exp, Square };
 const char* activation_name(Activation a);
 Activation parse_activation(const std::string& s);  // throws listing the allowed names
+// Every activation's name, in enum order (the Python stubs are checked against it).
+std::vector<std::string> activation_names();
 // Whether the activation's derivative is computed from the pre-activation z (gelu, sin, softplus,
 // silu, square) rather than from the output y (relu, tanh, sigmoid, leaky_relu, elu, exp): decides
 // which tensor backward keeps.

@@ -74,6 +74,10 @@ std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, co
 // the caller for its batch shape (Trainer::compile).
 std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::string& device = "",
                                              std::optional<uint64_t> seed = std::nullopt);
+// The same on a chosen device, with these trainer options (the runs' own: data-parallel ones add
+// the communicator).
+std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, Device device, uint64_t seed,
+                                             const TrainerOptions& options);
 
 // Trains; in a data-parallel launch, each rank on its shard of every global batch, rank 0 alone
 // writing progress, metrics and checkpoints.

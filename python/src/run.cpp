@@ -2,6 +2,7 @@
 // configuration as JSON text (from a dict) or a path, and gets the summary back as JSON text.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstring>
 #include <optional>
@@ -87,6 +88,7 @@ struct Output {
 }  // namespace
 
 void bind_run(nb::module_& m) {
+  m.def("_activation_names", &sg::activation_names, "Every activation's name (the stubs' ActivationName).");
   m.def("_default_config", [] { return sg::default_config().dump(); },
         "The embedded default configuration (an MLP on the digits data) as JSON text.");
 

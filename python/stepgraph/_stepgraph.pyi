@@ -26,7 +26,7 @@ ArrayLike = Union[npt.ArrayLike, _SupportsDLPack]
 # A zero-copy view: a numpy array for host memory, a DLPack-capable array for CUDA memory.
 TensorView = Union[npt.NDArray[Any], _SupportsDLPack]
 
-ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus"]
+ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus", "silu", "leaky_relu", "elu", "exp", "square"]
 InitSpec = Union[str, "Init", None]
 Reduction = Literal["mean", "sum"]
 DeviceName = Literal["auto", "cpu", "cuda"]
@@ -111,7 +111,7 @@ class Dense(Layer):
     def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True, amax: bool = False) -> None:
         """
         units: output width (> 0).
-        activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin' or 'softplus'.
+        activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' or 'square'.
         init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', 'normal(STD)' or a stepgraph.Init.
         bias: whether the layer has a bias.
         amax: also record max |output| every step (Trainer.amax; CPU backend in this version).
@@ -639,6 +639,7 @@ class Trainer:
 
 # Used by the pure-Python layer (stepgraph.train, load_config, default_config, evaluate_checkpoint).
 def _default_config() -> str: ...
+def _activation_names() -> list[str]: ...
 def _parse_config(json_text: str | None, path: str | None) -> str: ...
 def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False) -> tuple[str, Trainer]: ...
 def _trainer_from_config(json_text: str | None, path: str | None, device: str | None, seed: int | None) -> Trainer: ...

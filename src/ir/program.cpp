@@ -47,14 +47,25 @@ const char* activation_name(Activation a) {
   return "?";
 }
 
+namespace {
+constexpr Activation kActivations[] = {Activation::None,    Activation::ReLU,      Activation::GELU, Activation::Tanh,
+                                       Activation::Sigmoid, Activation::Sin,       Activation::Softplus,
+                                       Activation::SiLU,    Activation::LeakyReLU, Activation::ELU,  Activation::Exp,
+                                       Activation::Square};
+}  // namespace
+
+std::vector<std::string> activation_names() {
+  std::vector<std::string> names;
+  for (Activation a : kActivations) names.push_back(activation_name(a));
+  return names;
+}
+
 Activation parse_activation(const std::string& s) {
-  for (Activation a : {Activation::None, Activation::ReLU, Activation::GELU, Activation::Tanh, Activation::Sigmoid,
-                       Activation::Sin, Activation::Softplus, Activation::SiLU, Activation::LeakyReLU, Activation::ELU,
-                       Activation::Exp, Activation::Square})
+  for (Activation a : kActivations)
     if (s == activation_name(a)) return a;
-  throw Error(cat("unknown activation '", s,
-                  "': expected one of none, relu, gelu, tanh, sigmoid, sin, softplus, silu, leaky_relu, elu, exp, "
-                  "square"));
+  std::string all;
+  for (Activation a : kActivations) all += cat(all.empty() ? "" : ", ", activation_name(a));
+  throw Error(cat("unknown activation '", s, "': expected one of ", all));
 }
 
 bool activation_needs_preact(Activation a) {

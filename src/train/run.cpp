@@ -261,10 +261,8 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   std::string note;
   const std::string requested = opt.device.value_or(cfg.train.device);
   const Device device = choose_device(requested, &note);
-  auto owned = std::make_unique<Trainer>(cfg.model, pinn::make_step(prob), cfg.optimizer, device,
-                                         opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   Trainer& t = *owned;
-  t.compile_custom();
   if (!opt.resume.empty()) t.load(opt.resume, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start, ", beyond ", total, " steps");
@@ -389,7 +387,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   TrainerOptions topt = cfg.trainer;
   topt.lower.comm = par.comm;
   topt.lower.bucket_bytes = static_cast<int64_t>(cfg.train.bucket_mb * 1048576.0);
-  auto owned = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, topt);
+  std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, seed, topt);
   Trainer& t = *owned;
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
@@ -511,16 +509,20 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   return sum;
 }
 
-std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::string& device,
-                                             std::optional<uint64_t> seed) {
-  const Device d = choose_device(device.empty() ? cfg.train.device : device, nullptr);
-  const uint64_t s = seed.value_or(cfg.train.seed);
+std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, Device device, uint64_t seed,
+                                             const TrainerOptions& options) {
   if (cfg.problem) {
-    auto t = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, d, s, cfg.trainer);
+    auto t = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, device, seed, options);
     t->compile_custom();
     return t;
   }
-  return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, d, s, cfg.trainer);
+  return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, options);
+}
+
+std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::string& device,
+                                             std::optional<uint64_t> seed) {
+  return trainer_from_config(cfg, choose_device(device.empty() ? cfg.train.device : device, nullptr),
+                             seed.value_or(cfg.train.seed), cfg.trainer);
 }
 
 Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
@@ -532,11 +534,10 @@ Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std
              "predict: the input '", input, "' must hold f32 or f64 [rows, features] (rows > 0), got ",
              dtype_name(X.dtype()), " ", shape_str(X.shape()));
   std::string note;
-  const std::string device = opt.device.value_or(cfg.train.device);
-  choose_device(device, &note);
+  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
   Reporter rep(opt, "");
   if (!note.empty()) rep.info(note);
-  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed);
+  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   if (!cfg.problem) {
     PreparedData data = prepare(cfg);  // the features' count and, with data.standardize, their scaling
     SG_REQUIRE(X.shape()[1] == data.train.features(), "predict: the input '", input, "' has ", X.shape()[1],
@@ -560,9 +561,8 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
     const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
     Reporter rep(opt, "");
     if (!note.empty()) rep.info(note);
-    Trainer t(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, device,
-              opt.seed.value_or(cfg.train.seed), cfg.trainer);
-    t.compile_custom();
+    std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+    Trainer& t = *owned;
     t.load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
     RunSummary sum;
     sum.task = "physics-informed";
@@ -579,7 +579,8 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   if (!note.empty()) rep.info(note);
   PreparedData data = prepare(cfg);
   const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train.size(), 1));
-  Trainer t(cfg.model, cfg.loss, cfg.optimizer, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  Trainer& t = *owned;
   check_model_inputs(cfg, data.all);
   t.compile({B, data.train.features()});
   check_data_fits(cfg, data.all, t.output_shape().back());

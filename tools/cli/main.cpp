@@ -395,14 +395,13 @@ int main(int argc, char** argv) {
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);
       if (!note.empty()) std::cout << note << "\n";
       if (cfg.problem) {
-        sg::Trainer t(cfg.model, sg::pinn::make_step(*cfg.problem), cfg.optimizer, d, cfg.train.seed, cfg.trainer);
-        t.compile_custom();
-        std::cout << t.explain();
+        std::cout << sg::trainer_from_config(cfg, d, cfg.train.seed, cfg.trainer)->explain();
         return 0;
       }
       sg::Dataset data = sg::load_data(cfg.data);
       sg::check_model_inputs(cfg, data);
-      sg::Trainer t(cfg.model, cfg.loss, cfg.optimizer, d, cfg.train.seed, cfg.trainer);
+      std::unique_ptr<sg::Trainer> owned = sg::trainer_from_config(cfg, d, cfg.train.seed, cfg.trainer);
+      sg::Trainer& t = *owned;
       t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
       if (c.then_batch) t.compile({c.then_batch, data.features()});
       sg::check_data_fits(cfg, data, t.output_shape().back());
