@@ -51,7 +51,9 @@ const char* dtype_name(DType t);  // "f32", "i32", "u64"
 using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& s);              // throws when the count overflows int64
 size_t nbytes(const Shape& s, DType t);     // numel * dtype_size; throws when it overflows
-std::string shape_str(const Shape& s);  // "[64, 128]"
+std::string shape_str(const Shape& s);
+// The items with `sep` between them: joined({"a", "b"}) is "a, b".
+std::string joined(const std::vector<std::string>& items, const char* sep = ", ");  // "[64, 128]"
 
 // An owned, contiguous, row-major array in host memory. The currency of the public API:
 // batches in, parameters and logits out.

@@ -97,6 +97,14 @@ class Layer {
   virtual TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) = 0;
   // One line of hyperparameters, e.g. "dense(256, relu, init=he, bias)".
   virtual std::string describe() const = 0;
+
+  // A layer given a name names its parameters "<name>.weight", ... in a Sequential or a Model
+  // (instead of its position). Letters, digits, '_' and '-'; empty: positional.
+  const std::string& name() const { return name_; }
+  void set_name(std::string name);
+
+ private:
+  std::string name_;
 };
 using LayerPtr = std::shared_ptr<Layer>;
 

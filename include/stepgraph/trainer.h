@@ -14,6 +14,7 @@
 #include "stepgraph/backend.h"
 #include "stepgraph/data.h"
 #include "stepgraph/loss.h"
+#include "stepgraph/model.h"
 #include "stepgraph/nn.h"
 #include "stepgraph/optim.h"
 #include "stepgraph/plan.h"
@@ -48,8 +49,19 @@ struct TrainerOptions {
   LowerOptions lower;  // autotune, precision, attention; comm: data-parallel training (distributed.h)
 };
 
+// A loss on one named output of a Model, and its weight in the total loss
+// (total = sum of weight * term).
+struct LossTerm {
+  std::string output;
+  LossPtr loss;
+  double weight = 1.0;
+};
+// Arrays by name: a model's inputs, its targets (by output name), its predictions.
+using NamedArrays = std::map<std::string, HostArray>;
+
 struct EvalResult {
   double loss = 0;      // over all rows, with the loss's reduction (mean: per row / element)
+  std::map<std::string, double> terms;  // a graph model's terms by output (unweighted), as loss
   // Classification only: the fraction of labels matched by the argmax (per row, or per labelled
   // position of a sequence).
   double accuracy = 0;
@@ -78,7 +90,23 @@ class Trainer {
   Trainer(LayerPtr model, StepBuilder step, OptimizerPtr optimizer, Device device = Device::CPU,
           uint64_t seed = 0, TrainerOptions options = {});
   void compile_custom();
-  std::map<std::string, float> loss_terms() const;  // each named term of the last step
+  // A model graph with named inputs and any number of loss terms, each on one named output
+  // (every output named once at most; an output without a term is predicted, not trained).
+  // compile({batch}): shapes come from the model's Inputs. Batches are NamedArrays: every model
+  // input by name ([rows, shape...], or [rows, features] holding as many values), every term's
+  // target by output name; the single-array one_step/predict/evaluate do not apply.
+  Trainer(ModelPtr model, std::vector<LossTerm> losses, OptimizerPtr optimizer, Device device = Device::CPU,
+          uint64_t seed = 0, TrainerOptions options = {});
+  bool has_named_io() const { return graph_ != nullptr; }
+  float one_step(const NamedArrays& inputs, const NamedArrays& targets);
+  void one_step_async(const NamedArrays& inputs, const NamedArrays& targets);
+  void set_batch(const NamedArrays& inputs, const NamedArrays& targets);
+  NamedArrays predict(const NamedArrays& inputs);           // every output, [rows, shape...]
+  EvalResult evaluate(const NamedArrays& inputs, const NamedArrays& targets);
+  const std::vector<LossTerm>& loss_term_specs() const { return terms_; }
+  // Each named term of the last step: a custom step's terms, or a graph model's by output
+  // (unweighted; loss() is their weighted sum).
+  std::map<std::string, float> loss_terms() const;
   // max |output| of the last step for every dense layer built with amax, by tensor name
   // ('0.amax', ...); empty when no layer records it.
   std::map<std::string, float> amax() const;
@@ -193,9 +221,16 @@ class Trainer {
   std::vector<TensorInfo> persistent_tensors() const;  // in creation order (checkpoint order)
   void settle() const;
   void write_tensor(const std::string& name, const HostArray& a);
+  void build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool training);
+  void upload_named(Variant& v, const NamedArrays& inputs, const NamedArrays& targets, int64_t row0, int64_t rows);
+  int64_t check_named(const Variant& v, const NamedArrays& inputs, const NamedArrays* targets,
+                      const std::string& what) const;
+  std::string loss_description() const;  // for checkpoints
 
   LayerPtr model_;
   LossPtr loss_;
+  ModelPtr graph_;  // a graph model with named inputs, outputs and terms (then loss_ is null)
+  std::vector<LossTerm> terms_;
   StepBuilder step_;
   OptimizerPtr optimizer_;
   uint64_t seed_;

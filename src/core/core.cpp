@@ -67,6 +67,12 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+std::string joined(const std::vector<std::string>& items, const char* sep) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
 HostArray::HostArray(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_) SG_REQUIRE(d >= 0, "array shape ", shape_str(shape_), " has a negative dimension");
   const size_t bytes = nbytes();

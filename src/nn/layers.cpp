@@ -98,8 +98,10 @@ TensorId Sequential::build(GraphBuilder& g, TensorId x, const std::string& prefi
                shape_str(xs));
     x = reshape_rows(g, x, input_shape_, prefix.empty() ? "input.shaped" : prefix + ".input_shaped");
   }
-  for (size_t i = 0; i < layers_.size(); ++i)
-    x = layers_[i]->build(g, x, join_name(prefix, std::to_string(i)));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string& own = layers_[i]->name();
+    x = layers_[i]->build(g, x, join_name(prefix, own.empty() ? std::to_string(i) : own));
+  }
   return x;
 }
 

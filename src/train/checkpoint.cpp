@@ -17,12 +17,6 @@ namespace {
 // The model's own tensors, which a weights-only load takes: parameters and fixed constants.
 bool is_weight(Role r) { return r == Role::Parameter || r == Role::Constant; }
 
-std::string joined(const std::vector<std::string>& items, const char* sep = ", ") {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : sep) + i;
-  return s;
-}
-
 }  // namespace
 
 void Trainer::save(const std::string& path) const {
@@ -44,7 +38,7 @@ void Trainer::save(const std::string& path) const {
                                              {"version", "1"},
                                              {"step", std::to_string(step())},
                                              {"model", model_->describe()},
-                                             {"loss", loss_ ? loss_->describe() : std::string("custom step")},
+                                             {"loss", loss_description()},
                                              {"optimizer", optimizer_->describe()},
                                              {"weights", weights.dump()}};
   write_safetensors(path, tensors, meta);
@@ -70,7 +64,7 @@ void Trainer::load(const std::string& path, LoadMode mode) {
       if (!d.empty()) diffs.push_back(cat(key, ": ", d));
     };
     compare("model", model_->describe());
-    compare("loss", loss_ ? loss_->describe() : std::string("custom step"));
+    compare("loss", loss_description());
     if (mode == LoadMode::Resume) compare("optimizer", optimizer_->describe());
     SG_REQUIRE(diffs.empty(), where, " was saved from another setup:\n  ", joined(diffs, "\n  "),
                "\nto take only its parameters into this setup, load it weights-only (CLI --weights-only, Python "

@@ -10,7 +10,7 @@ namespace sg {
 Trainer::Variant& Trainer::eval_variant(int64_t batch) {
   auto it = eval_variants_.find(batch);
   if (it != eval_variants_.end()) return *it->second;
-  auto v = build_variant({batch, current_->input_shape[1]}, false);
+  auto v = build_variant(graph_ ? Shape{batch} : Shape{batch, current_->input_shape[1]}, false);
   Variant& ref = *v;
   eval_variants_[batch] = std::move(v);
   return ref;
@@ -68,6 +68,7 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
 HostArray Trainer::predict(const HostArray& X) {
   settle();
   SG_REQUIRE(current_, "predict: the trainer is not compiled: call compile({batch, features}) first");
+  SG_REQUIRE(!graph_, "predict: this trainer's model has named inputs: pass them by name (NamedArrays; a dict in Python)");
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[1] == current_->input_shape[1],
              "predict: X must be f32 [rows, ", current_->input_shape[1], "], got ",
              dtype_name(X.dtype()), " ", shape_str(X.shape()));

@@ -126,14 +126,18 @@ const MemoryPlan& Trainer::plan() const {
 
 std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shape, bool training,
                                                          const Resident* resident) {
-  SG_REQUIRE((step_ && training) || (input_shape.size() == 2 && input_shape[0] > 0 && input_shape[1] > 0),
-             "compile: input shape must be {batch, features} with both positive, got ",
+  SG_REQUIRE((step_ && training) || (graph_ && input_shape.size() == 1 && input_shape[0] > 0) ||
+                 (!graph_ && input_shape.size() == 2 && input_shape[0] > 0 && input_shape[1] > 0),
+             graph_ ? "compile: a graph model takes {batch} (shapes come from its Inputs), got "
+                    : "compile: input shape must be {batch, features} with both positive, got ",
              shape_str(input_shape));
   auto v = std::make_unique<Variant>();
   v->input_shape = input_shape;
   v->training = training;
   GraphBuilder g(v->program);
-  if (step_ && training) {
+  if (graph_) {
+    build_graph_step(*v, g, input_shape[0], training);
+  } else if (step_ && training) {
     CustomStep cs = step_(g, *model_);
     SG_REQUIRE(cs.loss != kNone && !cs.seeds.empty(), "custom step: no loss or no loss terms");
     v->loss = cs.loss;
@@ -163,7 +167,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   } else {
     v->X = g.tensor("input", input_shape, Role::Input);
   }
-  if (!(step_ && training)) {
+  if (!(step_ && training) && !graph_) {
     v->pred = model_->build(g, v->X, "");
     v->program.tensor(v->pred).live_out = true;
   }
@@ -221,15 +225,20 @@ void Trainer::init_persistent(const Program& p, const MemoryPlan& plan,
 
 void Trainer::compile(const Shape& input_shape) {
   settle();
-  SG_REQUIRE(input_shape.size() == 2, "compile: input shape must be {batch, features}, got ",
-             shape_str(input_shape));
+  if (graph_) {
+    SG_REQUIRE(input_shape.size() == 1, "compile: a graph model takes {batch} (shapes come from its Inputs), got ",
+               shape_str(input_shape));
+  } else {
+    SG_REQUIRE(input_shape.size() == 2, "compile: input shape must be {batch, features}, got ",
+               shape_str(input_shape));
+  }
   auto it = train_variants_.find(input_shape[0]);
   if (it != train_variants_.end() && it->second->input_shape == input_shape) {
     current_ = it->second.get();
     current_->last_used = ++use_clock_;
     return;
   }
-  if (persistent_ && current_) {
+  if (persistent_ && current_ && !graph_) {
     SG_REQUIRE(input_shape[1] == current_->input_shape[1], "compile: the model was built for ",
                current_->input_shape[1], " input features, got ", input_shape[1]);
   }
@@ -256,6 +265,8 @@ void Trainer::invalidate() {
 void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle,
                           LastBatch last, uint64_t seed, int shard, int shards) {
   settle();
+  SG_REQUIRE(!graph_, "set_dataset: device-resident data sets take one X and one y; a graph model's batches "
+             "are arrays by name (set_batch / one_step with NamedArrays)");
   SG_REQUIRE(batch_size > 0, "set_dataset: batch_size must be positive, got ", batch_size);
   SG_REQUIRE(shards >= 1 && shard >= 0 && shard < shards, "set_dataset: shard ", shard, " of ", shards);
   SG_REQUIRE(shards == 1 || last == LastBatch::Drop,
@@ -294,6 +305,8 @@ void Trainer::check_data(const HostArray& X, const HostArray& y, const std::stri
 }
 
 void Trainer::check_batch(const Variant& v, const HostArray& X, const HostArray& y, const std::string& what) const {
+  SG_REQUIRE(!graph_, "this trainer's model has named inputs (", joined(graph_->input_names(), ", "),
+             "): pass batches as arrays by name (NamedArrays; a dict in Python)");
   SG_REQUIRE(loss_, "this trainer's step makes its own inputs (a custom step): use launch(), not batches");
   const Shape& xs = v.input_shape;
   SG_REQUIRE(X.dtype() == DType::F32, what, " X must be f32, got ", dtype_name(X.dtype()));
@@ -361,6 +374,7 @@ void Trainer::set_batch_device(const void* X, const void* y, int64_t rows) {
   settle();
   SG_REQUIRE(current_, "set_batch_device: the trainer is not compiled: call compile({batch, features}) first");
   SG_REQUIRE(!current_->resident, "set_batch_device: this trainer gathers its batches from the device-resident data set");
+  SG_REQUIRE(!graph_, "set_batch_device: a graph model's batches are arrays by name (set_batch with NamedArrays)");
   SG_REQUIRE(X && y, "set_batch_device: null pointer");
   SG_REQUIRE(rows > 0, "set_batch_device: rows must be positive, got ", rows);
   const int64_t B = current_->input_shape[0], D = current_->input_shape[1];
@@ -557,6 +571,13 @@ std::string Trainer::explain() const {
                                                       : std::string())
        << ")\n";
     os << "input: " << shape_str(current_->input_shape) << ", output: " << shape_str(pred) << "\n";
+  } else if (graph_) {
+    os << "loss: " << loss_description() << "\n";
+    os << "inputs:";
+    for (const std::string& name : graph_->input_names()) os << " " << name << shape_str(graph_->input_shape(name));
+    os << "; outputs:";
+    for (const std::string& name : graph_->output_names()) os << " " << name << shape_str(graph_->output_shape(name));
+    os << " (per sample), batch " << current_->input_shape[0] << "\n";
   } else {
     os << "loss: custom step with " << current_->terms.size() << " terms:";
     for (const auto& t : current_->terms) os << " " << t.first;

@@ -22,7 +22,9 @@ struct Trainer::Variant {
   std::unique_ptr<Executable> exe;
   TensorId X = kNone, y = kNone, valid = kNone, pred = kNone, loss = kNone;
   std::vector<void*> ptrs;
-  std::vector<std::pair<std::string, TensorId>> terms;  // custom steps' named loss terms
+  std::vector<std::pair<std::string, TensorId>> terms;  // custom steps' and graph models' named loss terms
+  // Graph models: the inputs (model order), the outputs (model order) and the targets (term order).
+  std::vector<TensorId> inputs, outputs, targets;
   int64_t last_used = 0;  // for the bounded shape cache
   bool resident = false;  // batches gathered in the step from a device-resident data set
 };
