@@ -113,6 +113,10 @@ struct PyTrainer {
   PyTrainer(sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, sg::Device d, uint64_t seed,
             sg::TrainerOptions o)
       : owned(std::make_unique<sg::Trainer>(std::move(model), std::move(loss), std::move(opt), d, seed, o)), t(*owned) {}
+  PyTrainer(sg::ModelPtr model, std::vector<sg::LossTerm> terms, sg::OptimizerPtr opt, sg::Device d, uint64_t seed,
+            sg::TrainerOptions o)
+      : owned(std::make_unique<sg::Trainer>(std::move(model), std::move(terms), std::move(opt), d, seed, o)),
+        t(*owned) {}
   // One made elsewhere (a run's, a configuration's), on the calling thread's device.
   explicit PyTrainer(std::unique_ptr<sg::Trainer> made) : owned(std::move(made)), t(*owned) {
     cuda = t.backend().device() == sg::Device::CUDA;
@@ -135,7 +139,14 @@ auto locked(PyTrainer& s, F&& f) -> decltype(f(s.t)) {
   return f(s.t);
 }
 
+void bind_model(nb::module_& m);
 void bind_trainer(nb::module_& m);
+
+// Graph models (model.cpp): the losses by output from {'u': loss, 'v': (loss, weight)}, batches
+// as dicts of host arrays by name, and arrays by name back as a dict of numpy arrays.
+std::vector<sg::LossTerm> loss_terms_of(nb::handle losses, const sg::Model& model);
+sg::NamedArrays named_arrays(nb::handle arrays, const std::string& what);
+nb::dict to_dict(sg::NamedArrays arrays);
 void bind_run(nb::module_& m);
 
 }  // namespace sgpy

@@ -171,7 +171,17 @@ NB_MODULE(_stepgraph, m) {
   // ---- layers ----
   nb::class_<sg::Layer>(m, "Layer", "Base class of the layers (Dense, Sequential, Residual).")
       .def("describe", &sg::Layer::describe, "One line of hyperparameters, e.g. 'dense(256, relu, init=he, bias)'.")
-      .def("__repr__", &sg::Layer::describe);
+      .def("__repr__", &sg::Layer::describe)
+      .def("__call__",
+           [](std::shared_ptr<sg::Layer> self, const sg::SymbolicTensor& x) {
+             return as_input_error([&] { return sg::call(self, x); });
+           },
+           "x"_a,
+           "The layer applied to a symbolic tensor (a model graph); calling one layer twice shares its "
+           "parameters.")
+      .def_prop_rw("name", &sg::Layer::name,
+                   [](sg::Layer& l, const std::string& n) { as_input_error([&] { l.set_name(n); }); },
+                   "Names its parameters '<name>.weight', ... in a Sequential or Model ('' : by position).");
 
   nb::class_<sg::Dense, sg::Layer>(
       m, "Dense",
@@ -179,22 +189,26 @@ NB_MODULE(_stepgraph, m) {
       "torch.nn.Linear) and b of shape [units]; its parameters are named '<index>.weight' and "
       "'<index>.bias' inside a Sequential.")
       .def("__init__",
-           [](sg::Dense* self, int64_t units, const std::string& activation, nb::handle init, bool bias, bool amax) {
+           [](sg::Dense* self, int64_t units, const std::string& activation, nb::handle init, bool bias, bool amax,
+              const std::string& name) {
              std::optional<sg::Init> i;
              if (!init.is_none()) i = parse_init(init);
              as_input_error([&] {
                const sg::Activation a = sg::parse_activation(activation);
                new (self) sg::Dense(units, a, i, bias, amax);
+               self->set_name(name);
              });
            },
            "units"_a, "activation"_a = "none", "init"_a = nb::none(), "bias"_a = true, "amax"_a = false,
+           "name"_a = "",
            "units: output width (> 0).\n"
            "activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' "
            "or 'square'.\n"
            "init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', "
            "'normal(STD)' or a stepgraph.Init.\n"
            "bias: whether the layer has a bias.\n"
-           "amax: also record max |output| every step (Trainer.amax; CPU backend in this version).")
+           "amax: also record max |output| every step (Trainer.amax; CPU backend in this version).\n"
+           "name: names its parameters '<name>.weight', '<name>.bias' (default: by position).")
       .def_prop_ro("units", &sg::Dense::units, "The output width.");
 
   nb::class_<sg::Sequential, sg::Layer>(
@@ -486,6 +500,7 @@ NB_MODULE(_stepgraph, m) {
       .def_prop_ro("stream", [](const sg::StepGraph& g) { return reinterpret_cast<uintptr_t>(g.stream()); },
                    "The cudaStream_t it captures on and launches into, as an int.");
 
+  bind_model(m);
   bind_trainer(m);
   bind_run(m);
 }

@@ -199,6 +199,7 @@ void bind_trainer(nb::module_& m) {
       .def_ro("accuracy", &sg::EvalResult::accuracy,
               "Classification: the fraction of rows whose argmax is the label (0 for regression).")
       .def_ro("count", &sg::EvalResult::count, "Rows evaluated.")
+      .def_ro("terms", &sg::EvalResult::terms, "A graph model's loss terms by output (unweighted).")
       .def("__repr__", [](const sg::EvalResult& r) {
         return sg::cat("EvalResult(loss=", r.loss, ", accuracy=", r.accuracy, ", count=", r.count, ")");
       });
@@ -219,12 +220,23 @@ void bind_trainer(nb::module_& m) {
       "stepgraph.InputError (a ValueError); engine errors raise stepgraph.Error.\n"
       "Calls release the GIL; one trainer runs one call at a time.")
       .def("__init__",
-           [](PyTrainer* self, sg::LayerPtr model, sg::LossPtr loss, sg::OptimizerPtr opt, const std::string& device,
+           [](PyTrainer* self, sg::LayerPtr model, nb::handle loss, sg::OptimizerPtr opt, const std::string& device,
               uint64_t seed, const std::string& mode, const std::string& shape_policy, int max_shapes,
               const std::string& autotune, const std::string& precision, const std::string& attention,
               bool deterministic, bool fusion, bool concurrent, const std::string& plan_cache) {
              if (!model) throw InputError("Trainer: model is None");
-             if (!loss) throw InputError("Trainer: loss is None");
+             if (loss.is_none()) throw InputError("Trainer: loss is None");
+             auto graph = std::dynamic_pointer_cast<sg::Model>(model);
+             const bool named = nb::isinstance<nb::dict>(loss) ||
+                                (graph && (graph->input_names().size() > 1 || graph->output_names().size() > 1));
+             std::vector<sg::LossTerm> terms;
+             if (named) {
+               if (!graph) throw InputError("Trainer: losses by output name need a stepgraph.Model, got " + model->describe());
+               terms = loss_terms_of(loss, *graph);
+             } else if (!nb::isinstance<sg::Loss>(loss)) {
+               throw InputError("Trainer: loss must be a stepgraph loss (or a dict of them by output), got " +
+                                py_type_name(loss));
+             }
              if (!opt) throw InputError("Trainer: optimizer is None");
              sg::TrainerOptions o;
              sg::Device d = sg::Device::CPU;
@@ -245,7 +257,8 @@ void bind_trainer(nb::module_& m) {
              });
              {
                nb::gil_scoped_release r;
-               new (self) PyTrainer(model, loss, opt, d, seed, o);
+               if (named) as_input_error([&] { new (self) PyTrainer(graph, std::move(terms), opt, d, seed, o); });
+               else new (self) PyTrainer(model, nb::cast<sg::LossPtr>(loss), opt, d, seed, o);
              }
              self->cuda = d == sg::Device::CUDA;
              self->device_id = self->cuda ? current_cuda_device() : 0;
@@ -279,7 +292,22 @@ void bind_trainer(nb::module_& m) {
            "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.")
 
       .def("compile",
-           [](PyTrainer& s, const std::vector<int64_t>& shape) {
+           [](PyTrainer& s, nb::handle input_shape) {
+             if (s.t.has_named_io()) {
+               const int64_t batch = nb::isinstance<nb::int_>(input_shape) ? nb::cast<int64_t>(input_shape) : -1;
+               if (batch <= 0)
+                 throw InputError("compile: a graph model takes the batch size (an int > 0; shapes come from its "
+                                  "Inputs), got " + nb::cast<std::string>(nb::repr(input_shape)));
+               locked(s, [&](sg::Trainer& t) { t.compile({batch}); });
+               return;
+             }
+             std::vector<int64_t> shape;
+             try {
+               shape = nb::cast<std::vector<int64_t>>(input_shape);
+             } catch (const std::exception&) {
+               throw InputError("compile: expected the input shape (batch, features), got " +
+                                nb::cast<std::string>(nb::repr(input_shape)));
+             }
              if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0)
                throw InputError("compile: expected the input shape (batch, features) with both > 0, got " +
                                 sg::shape_str(shape));
@@ -291,6 +319,10 @@ void bind_trainer(nb::module_& m) {
            "(another batch size) reuse them.")
       .def("one_step",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
+             if (s.t.has_named_io()) {
+               sg::NamedArrays in = named_arrays(X, "one_step: inputs"), tg = named_arrays(y, "one_step: targets");
+               return locked(s, [&](sg::Trainer& t) { return t.one_step(in, tg); });
+             }
              Batch b = prepare_batch(s, X, y, "one_step", true);
              return locked(s, [&](sg::Trainer& t) {
                if (!b.device) return t.one_step(b.hX, b.hy);
@@ -304,6 +336,11 @@ void bind_trainer(nb::module_& m) {
            "(waiting for the step).")
       .def("one_step_async",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
+             if (s.t.has_named_io()) {
+               sg::NamedArrays in = named_arrays(X, "one_step_async: inputs"),
+                               tg = named_arrays(y, "one_step_async: targets");
+               return locked(s, [&](sg::Trainer& t) { t.one_step_async(in, tg); });
+             }
              Batch b = prepare_batch(s, X, y, "one_step_async", true);
              locked(s, [&](sg::Trainer& t) {
                if (!b.device) return t.one_step_async(b.hX, b.hy);
@@ -314,6 +351,10 @@ void bind_trainer(nb::module_& m) {
            "X"_a.none(), "y"_a.none(), "As one_step without waiting: read the loss later with .loss.")
       .def("set_batch",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
+             if (s.t.has_named_io()) {
+               sg::NamedArrays in = named_arrays(X, "set_batch: inputs"), tg = named_arrays(y, "set_batch: targets");
+               return locked(s, [&](sg::Trainer& t) { t.set_batch(in, tg); });
+             }
              Batch b = prepare_batch(s, X, y, "set_batch", true);
              locked(s, [&](sg::Trainer& t) {
                if (b.device) feed_device(t, b);
@@ -381,7 +422,11 @@ void bind_trainer(nb::module_& m) {
            "Zero-copy views of every parameter by name (see tensor_view); writing to them "
            "changes the parameters.")
       .def("predict",
-           [](PyTrainer& s, nb::handle X) {
+           [](PyTrainer& s, nb::handle X) -> nb::object {
+             if (s.t.has_named_io()) {
+               sg::NamedArrays in = named_arrays(X, "predict: inputs");
+               return to_dict(locked(s, [&](sg::Trainer& t) { return t.predict(in); }));
+             }
              const Expect e = expect_of(s);
              if (!e.compiled) not_compiled("predict");
              Imported x = prepare_X(s, e, X, "predict", false);
@@ -393,6 +438,10 @@ void bind_trainer(nb::module_& m) {
            "Parameters are not changed.")
       .def("evaluate",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
+             if (s.t.has_named_io()) {
+               sg::NamedArrays in = named_arrays(X, "evaluate: inputs"), tg = named_arrays(y, "evaluate: targets");
+               return locked(s, [&](sg::Trainer& t) { return t.evaluate(in, tg); });
+             }
              Batch b = prepare_batch(s, X, y, "evaluate", false);
              return locked(s, [&](sg::Trainer& t) { return t.evaluate(b.hX, b.hy); });
            },

@@ -34,8 +34,15 @@ from ._stepgraph import (
     Error,
     EvalResult,
     Init,
+    Input,
     InputError,
     Layer,
+    Model,
+    SymbolicTensor,
+    activation,
+    concat,
+    named,
+    split,
     Loss,
     MeanSquaredError,
     Optimizer,
@@ -63,7 +70,40 @@ from ._stepgraph import (
 )
 from . import _stepgraph
 
+
+# Standalone activations of symbolic tensors: sg.relu(x) is sg.activation(x, "relu").
+def relu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
+    return activation(x, "relu", name=name)
+
+
+def gelu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
+    return activation(x, "gelu", name=name)
+
+
+def tanh(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
+    return activation(x, "tanh", name=name)
+
+
+def sigmoid(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
+    return activation(x, "sigmoid", name=name)
+
+
+def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
+    return activation(x, "silu", name=name)
+
 __all__ = [
+    "Input",
+    "Model",
+    "SymbolicTensor",
+    "activation",
+    "concat",
+    "named",
+    "split",
+    "relu",
+    "gelu",
+    "tanh",
+    "sigmoid",
+    "silu",
     "Adam",
     "AdamW",
     "Dense",

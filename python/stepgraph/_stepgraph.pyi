@@ -103,18 +103,95 @@ class Layer:
 
     def __repr__(self) -> str: ...
 
+    def __call__(self, x: SymbolicTensor) -> SymbolicTensor:
+        """The layer applied to a symbolic tensor (a model graph); calling one layer twice shares its parameters."""
+
+    @property
+    def name(self) -> str:
+        """Names its parameters '<name>.weight', ... in a Sequential or Model ('' : by position)."""
+
+    @name.setter
+    def name(self, arg: str, /) -> None: ...
+
+class SymbolicTensor:
+    """
+    One output of a model-graph node (Input, a layer called on a tensor, an op). Its shape is per sample (no batch axis) and known when it is made. Operators + - * / between symbolic tensors broadcast per axis (equal sizes, or one of them 1; the same rank); with numbers they scale and shift. x[:, a:b] slices a feature axis.
+    """
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Per sample."""
+
+    @property
+    def name(self) -> str:
+        """The node's name, or its kind when it has none."""
+
+    def sum(self, axis: int = -1, keepdims: bool = False) -> SymbolicTensor:
+        """The sum over a feature axis."""
+
+    def mean(self, axis: int = -1, keepdims: bool = False) -> SymbolicTensor:
+        """The mean over a feature axis."""
+
+    def __getitem__(self, key: Any) -> SymbolicTensor: ...
+    def __add__(self, other: Union[SymbolicTensor, float]) -> SymbolicTensor: ...
+    def __radd__(self, other: float) -> SymbolicTensor: ...
+    def __sub__(self, other: Union[SymbolicTensor, float]) -> SymbolicTensor: ...
+    def __rsub__(self, other: float) -> SymbolicTensor: ...
+    def __mul__(self, other: Union[SymbolicTensor, float]) -> SymbolicTensor: ...
+    def __rmul__(self, other: float) -> SymbolicTensor: ...
+    def __truediv__(self, other: Union[SymbolicTensor, float]) -> SymbolicTensor: ...
+    def __neg__(self) -> SymbolicTensor: ...
+    def __repr__(self) -> str: ...
+
+def Input(shape: Union[int, Sequence[int]], name: str, dtype: Literal['float32', 'int32'] = 'float32') -> SymbolicTensor:
+    """A model input: its per-sample shape (an int or a tuple: 3, or (8, 8, 1) for NHWC images) and its name (the key of its array in batches)."""
+
+def concat(tensors: Sequence[SymbolicTensor], axis: int = -1, name: str = '') -> SymbolicTensor:
+    """Joins tensors along a feature axis."""
+
+def split(x: SymbolicTensor, sizes: Sequence[int], axis: int = -1, name: str = '') -> list[SymbolicTensor]:
+    """Pieces of the given sizes along a feature axis."""
+
+def activation(x: SymbolicTensor, activation: ActivationName, negative_slope: float = 0.01, alpha: float = 1.0, name: str = '') -> SymbolicTensor:
+    """A standalone activation (any of Dense's; leaky_relu's slope, elu's alpha)."""
+
+def named(x: SymbolicTensor, name: str) -> SymbolicTensor:
+    """The op's result under a name (for explain, errors and describe)."""
+
+class Model(Layer):
+    """
+    A model graph from its inputs to named outputs: Model(inputs=[x1, x2], outputs={'u': u, 'v': v}); outputs may also be one tensor (named 'output'). A model of one input and one output is also a layer; with several, a Trainer takes a dict of losses by output and batches as dicts by name.
+    """
+
+    def __init__(self, inputs: Sequence[SymbolicTensor], outputs: Union[SymbolicTensor, Mapping[str, SymbolicTensor]]) -> None: ...
+
+    @property
+    def input_names(self) -> list[str]: ...
+
+    @property
+    def output_names(self) -> list[str]: ...
+
+    def input_shape(self, name: str) -> tuple[int, ...]: ...
+
+    def output_shape(self, name: str) -> tuple[int, ...]: ...
+
+    @property
+    def warnings(self) -> list[str]:
+        """What is legal but probably a mistake (an unused input)."""
+
 class Dense(Layer):
     """
     A fully connected layer y = activation(x W^T + b) with W of shape [units, in] (like torch.nn.Linear) and b of shape [units]; its parameters are named '<index>.weight' and '<index>.bias' inside a Sequential.
     """
 
-    def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True, amax: bool = False) -> None:
+    def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True, amax: bool = False, name: str = '') -> None:
         """
         units: output width (> 0).
         activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' or 'square'.
         init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', 'normal(STD)' or a stepgraph.Init.
         bias: whether the layer has a bias.
         amax: also record max |output| every step (Trainer.amax; CPU backend in this version).
+        name: names its parameters '<name>.weight', '<name>.bias' (default: by position).
         """
 
     @property
@@ -400,6 +477,10 @@ class EvalResult:
         """
 
     @property
+    def terms(self) -> dict[str, float]:
+        """A graph model's loss terms by output (unweighted)."""
+
+    @property
     def count(self) -> int:
         """Rows evaluated."""
 
@@ -423,7 +504,7 @@ class Trainer:
         The Trainer a configuration describes (model, loss or physics problem, optimizer, train.* options) on device (default train.device) with seed (default train.seed); a physics-informed one is compiled, a supervised one is compiled by you for its batch shape.
         """
 
-    def __init__(self, model: Layer, loss: Loss, optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
+    def __init__(self, model: Layer, loss: Union[Loss, Mapping[str, Union[Loss, tuple[Loss, float]]]], optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
         """
         model, loss, optimizer: the step's pieces.
         device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).
@@ -437,20 +518,20 @@ class Trainer:
         plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): $SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.
         """
 
-    def compile(self, input_shape: tuple[int, int] | Sequence[int]) -> None:
+    def compile(self, input_shape: int | tuple[int, int] | Sequence[int]) -> None:
         """
         Builds, plans and lowers the step for inputs of shape (batch, features). The first compile creates and initialises the parameters and optimizer state; later compiles (another batch size) reuse them.
         """
 
-    def one_step(self, X: ArrayLike, y: ArrayLike) -> float:
+    def one_step(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike | Mapping[str, ArrayLike]) -> float:
         """
         Copies the batch into the input slots, runs one whole step and returns its loss (waiting for the step).
         """
 
-    def one_step_async(self, X: ArrayLike, y: ArrayLike) -> None:
+    def one_step_async(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike | Mapping[str, ArrayLike]) -> None:
         """As one_step without waiting: read the loss later with .loss."""
 
-    def set_batch(self, X: ArrayLike, y: ArrayLike) -> None:
+    def set_batch(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike | Mapping[str, ArrayLike]) -> None:
         """
         Copies a batch into the input slots (CUDA tensors device to device). A batch with another row count follows the shape policy.
         """
@@ -490,12 +571,12 @@ class Trainer:
         Zero-copy views of every parameter by name (see tensor_view); writing to them changes the parameters.
         """
 
-    def predict(self, X: ArrayLike) -> npt.NDArray[np.float32]:
+    def predict(self, X: ArrayLike | Mapping[str, ArrayLike]) -> npt.NDArray[np.float32] | dict[str, npt.NDArray[np.float32]]:
         """
         Forward only, in batches of the compiled size: predictions [rows, outputs] as numpy. Parameters are not changed.
         """
 
-    def evaluate(self, X: ArrayLike, y: ArrayLike) -> EvalResult:
+    def evaluate(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike | Mapping[str, ArrayLike]) -> EvalResult:
         """
         Loss (and accuracy for classification) over all rows, in batches; no update.
         """

@@ -1,0 +1,111 @@
+"""Model graphs from Python: the functional API (Input, layers called on symbolic tensors,
+operators, concat, slicing), Model, and a Trainer of several named, weighted losses."""
+import numpy as np
+import pytest
+
+import stepgraph as sg
+
+
+def issue_model():
+    x1, x2 = sg.Input(3, name="x1"), sg.Input(3, name="x2")
+    t = sg.Input(2, name="t")
+    enc = sg.Dense(8, activation="tanh", name="enc")  # one layer object called twice: shared weights
+    a, b = enc(x1), enc(x2)
+    c = sg.concat([a * b, a - b, t], axis=-1)
+    u = sg.Dense(1, name="u_head")(c) + a.sum(axis=-1, keepdims=True)
+    v = sg.Dense(2, name="v_head")(sg.relu(c))
+    return sg.Model(inputs=[x1, x2, t], outputs={"u": u, "v": v})
+
+
+def batch(rows, seed):
+    r = np.random.default_rng(seed)
+    X = {k: r.standard_normal((rows, n)).astype(np.float32) for k, n in (("x1", 3), ("x2", 3), ("t", 2))}
+    Y = {"u": r.standard_normal((rows, 1)).astype(np.float32), "v": r.standard_normal((rows, 2)).astype(np.float32)}
+    return X, Y
+
+
+def test_the_issue_example_trains_with_named_terms():
+    model = issue_model()
+    assert model.input_names == ["x1", "x2", "t"] and model.output_names == ["u", "v"]
+    assert model.output_shape("v") == (2,)
+    trainer = sg.Trainer(model, {"u": sg.MeanSquaredError(), "v": (sg.MeanSquaredError(), 0.5)}, sg.Adam(1e-2),
+                         device="cpu")
+    trainer.compile(32)
+    assert sorted(trainer.params()) == ["enc.bias", "enc.weight", "u_head.bias", "u_head.weight", "v_head.bias",
+                                        "v_head.weight"]
+    X, Y = batch(32, 0)
+    first = trainer.one_step(X, Y)
+    terms = trainer.loss_terms
+    assert set(terms) == {"u", "v"}
+    assert first == pytest.approx(terms["u"] + 0.5 * terms["v"], rel=1e-5)
+    for _ in range(200):
+        last = trainer.one_step(X, Y)
+    assert last < 0.5 * first
+    out = trainer.predict(X)
+    assert out["u"].shape == (32, 1) and out["v"].shape == (32, 2)
+    mse_u = float(np.mean((out["u"] - Y["u"]) ** 2))
+    e = trainer.evaluate(X, Y)
+    assert e.terms["u"] == pytest.approx(mse_u, rel=1e-4)
+    assert e.loss == pytest.approx(e.terms["u"] + 0.5 * e.terms["v"], rel=1e-6)
+
+
+def test_operators_slices_and_shapes():
+    x = sg.Input(6, name="x")
+    assert x[:, 1:4].shape == (3,)
+    assert x[:, -2:].shape == (2,)
+    assert (2.0 * x - 1.0).shape == (6,)
+    assert (1.0 - x / 2).shape == (6,)
+    assert (x - x.mean(axis=-1, keepdims=True)).shape == (6,)
+    lo, hi = sg.split(x, [2, 4])
+    assert hi.shape == (4,)
+    img = sg.Input((4, 4, 1), name="img")
+    assert sg.Flatten()(img).shape == (16,)
+
+
+def test_a_one_input_model_takes_arrays_like_a_sequential():
+    x = sg.Input(4, name="x")
+    h = sg.Dense(16, activation="tanh")(x)
+    model = sg.Model([x], sg.Dense(1)(h) + x[:, 0:1])
+    t = sg.Trainer(model, sg.MeanSquaredError(), sg.Adam(1e-2), device="cpu")
+    t.compile((8, 4))
+    r = np.random.default_rng(1)
+    X = r.standard_normal((8, 4)).astype(np.float32)
+    y = X[:, :1] + np.sin(X[:, 1:2])
+    first = t.one_step(X, y)
+    for _ in range(100):
+        last = t.one_step(X, y)
+    assert last < first
+    assert t.predict(X).shape == (8, 1)
+
+
+def test_bad_graphs_and_batches_say_what_and_where():
+    x, y = sg.Input(4, name="x"), sg.Input(3, name="y")
+    with pytest.raises(sg.InputError, match=r"'x' \[4\], 'y' \[3\] do not broadcast"):
+        x + y
+    with pytest.raises(sg.InputError, match="batch axis cannot be sliced"):
+        x[1:2]
+    conv = sg.Conv2d(2)
+    conv.name = "head"
+    with pytest.raises(sg.InputError, match=r"layer 'head' applied to 'x' \[4\]"):
+        conv(x)
+    with pytest.raises(sg.InputError, match="depends on input 'y', which is not among the model's inputs"):
+        sg.Model([x], sg.Dense(1)(y))
+    model = issue_model()
+    with pytest.raises(sg.InputError, match="dict by output name"):
+        sg.Trainer(model, sg.MeanSquaredError(), sg.Adam(1e-3), device="cpu")
+    with pytest.raises(sg.InputError, match="no output of that name"):
+        sg.Trainer(model, {"w": sg.MeanSquaredError()}, sg.Adam(1e-3), device="cpu")
+    t = sg.Trainer(model, {"u": sg.MeanSquaredError(), "v": sg.MeanSquaredError()}, sg.Adam(1e-3), device="cpu")
+    with pytest.raises(sg.InputError, match="takes the batch size"):
+        t.compile((32, 8))
+    t.compile(8)
+    X, Y = batch(8, 2)
+    del X["t"]
+    with pytest.raises(sg.Error, match="input 't' is missing"):
+        t.one_step(X, Y)
+    X, Y = batch(8, 2)
+    Y["v"] = Y["v"][:, :1]
+    with pytest.raises(sg.Error, match=r"target 'v' has shape \[8, 1\] but output 'v' needs \[8, 2\]"):
+        t.one_step(X, Y)
+    with pytest.raises(sg.InputError, match="expected a dict of arrays by name"):
+        t.one_step(np.zeros((8, 8), np.float32), Y)
