@@ -262,6 +262,16 @@ sg_cli_ok(cli_example_synthetic_regression
   MAX "val_loss=0.1"
   FILES "${SG_RUNS}/example_synthetic_regression/checkpoint.safetensors")
 
+# The same regression with a graph model (a concatenated skip of the input): it learns as well.
+sg_cli_ok(cli_example_graph_regression
+  ARGS train "${SG_CONFIGS}/graph_regression.json" --steps 300 --json
+  OUT "${SG_RUNS}/example_graph_regression"
+  EQUAL "event=summary|steps=300|task=regression|val_size=400"
+  MAX "val_loss=0.1")
+sg_cli_ok(cli_explain_graph_regression
+  ARGS explain "${SG_CONFIGS}/graph_regression.json" --batch 4
+  STDOUT "model\\(x = input\\[8\\]; h1 = dense\\(64, tanh.*skip = concat\\(h2, x; \\(axis -1\\)\\).*outputs y=head\\)")
+
 # A small CSV file trains; its bad twins below differ only in one label.
 sg_cli_ok(cli_train_csv
   ARGS train "${SG_DATA}/csv_ok.json" --json

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "stepgraph/config.h"
 #include "stepgraph/model.h"
 #include "stepgraph/trainer.h"
 #include "test_errors.h"
@@ -241,6 +242,63 @@ TEST(ModelGraph, CheckpointsResumeExactly) {
             std::make_shared<Adam>(1e-2));
   c.compile({4});
   EXPECT_ERROR(c.load(dir + "/c.safetensors"), "another setup", "loss");
+}
+
+// model.type "graph" in a configuration: errors name the node's JSON path.
+std::string graph_config(const std::string& inputs, const std::string& nodes, const std::string& outputs) {
+  return R"({"model": {"type": "graph", "inputs": )" + inputs + R"(, "nodes": )" + nodes + R"(, "outputs": )" +
+         outputs + R"(}, "data": {"source": "synthetic_regression", "samples": 64, "features": 3, "targets": 1},
+         "train": {"steps": 2, "batch_size": 8}})";
+}
+
+TEST(ModelGraph, ConfigGraphsBuildAndShareLayers) {
+  const RunConfig c = parse_config_text(
+      graph_config(R"({"x": 3})",
+                   R"([{"name": "u", "type": "add", "inputs": ["a", "b"]},
+                       {"name": "a", "type": "dense", "units": 4, "activation": "tanh", "input": "x"},
+                       {"name": "b", "layer": "a", "input": "x2"},
+                       {"name": "x2", "type": "scale_shift", "input": "x", "scale": 2.0},
+                       {"name": "s", "type": "split", "input": "u", "sizes": [1, 3]},
+                       {"name": "y", "type": "dense", "units": 1, "input": "s:1"}])",
+                   R"({"y": "y"})"),
+      "graph.json");
+  auto m = std::dynamic_pointer_cast<Model>(c.model);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->output_shape("y"), (Shape{1}));
+  Trainer t(c.model, std::make_shared<MeanSquaredError>(), std::make_shared<SGD>(0.1));
+  t.compile({8, 3});
+  std::vector<std::string> names;
+  for (const auto& [name, a] : t.params()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a.bias", "a.weight", "y.bias", "y.weight"}));  // b shares a's
+  EXPECT_TRUE(std::isfinite(t.one_step(random_f32({8, 3}, 1), random_f32({8, 1}, 2))));
+}
+
+TEST(ModelGraph, ConfigGraphErrorsNameTheNodeAndPath) {
+  auto parse = [](const std::string& nodes, const std::string& outputs = R"({"y": "y"})",
+                  const std::string& inputs = R"({"x": 3})") {
+    parse_config_text(graph_config(inputs, nodes, outputs), "g.json");
+  };
+  EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "z"}])"), "model.nodes[0].input",
+               "'z' is neither an input (x) nor a node");
+  EXPECT_ERROR(parse(R"([{"name": "y", "type": "add", "inputs": ["x", "b"]},
+                         {"name": "b", "type": "mul", "inputs": ["y", "x"]}])"),
+               "the nodes form a cycle", "b -> y -> b");
+  EXPECT_ERROR(parse(R"([{"name": "a", "type": "dense", "units": 4, "input": "x"},
+                         {"name": "y", "type": "concat", "inputs": ["a", "img"]}])",
+                     R"({"y": "y"})", R"({"x": 3, "img": [2, 2]})"),
+               "model.nodes[1] ('y')", "'a' [4], 'img' [2, 2]");
+  EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "x", "color": 1}])"),
+               "model.nodes[0].color: unknown key");
+  EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "x"},
+                         {"name": "y", "type": "dense", "units": 1, "input": "x"}])"),
+               "model.nodes[1].name", "names two nodes");
+  EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "x"}])", R"({"y": "q"})"),
+               "model.outputs.y", "'q' is neither");
+  EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "x"},
+                         {"name": "v", "type": "dense", "units": 1, "input": "x"}])",
+                     R"({"y": "y", "v": "v"})"),
+               "model.outputs", "1 inputs and 2 outputs trains from Python or C++");
+  EXPECT_ERROR(parse(R"([{"name": "y", "layer": "x", "input": "x"}])"), "model.nodes[0].layer", "'x' is not a node");
 }
 
 TEST(ModelGraph, CudaTrainsLikeTheCpu) {

@@ -2,6 +2,7 @@
 
 #include "core/host_memory.h"
 #include "core/json_text.h"
+#include "train/config_node.h"
 
 #include <cstring>
 #include <filesystem>
@@ -16,96 +17,10 @@ using nlohmann::json;
 
 namespace {
 
-std::string type_of(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return cat("the integer ", v.dump());
-  if (v.is_number()) return cat("the number ", v.dump());
-  if (v.is_string()) return cat("the string ", v.dump());
-  if (v.is_array()) return "an array";
-  return "an object";
-}
+using cfg::Node;
+using cfg::type_of;
+using cfg::parse_layer;
 
-// A JSON object together with its path, so every error can say where it is.
-class Node {
- public:
-  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    SG_REQUIRE(j_.is_object(), path_.empty() ? "the top level" : path_, ": expected an object, got ",
-               type_of(j_));
-  }
-  const json& raw() const { return j_; }
-  const std::string& path() const { return path_; }
-  std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
-
-  // Every key must be one of `allowed`.
-  void only(std::initializer_list<const char*> allowed) const {
-    std::set<std::string> ok(allowed.begin(), allowed.end());
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (ok.count(it.key())) continue;
-      std::string list;
-      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      throw Error(cat(at(it.key()), ": unknown key; allowed keys here: ", list));
-    }
-  }
-
-  Node object(const std::string& key) const { return Node(j_.at(key), at(key)); }
-
-  int64_t integer(const std::string& key, int64_t def, int64_t min_value,
-                  int64_t max_value = std::numeric_limits<int64_t>::max()) const {
-    if (!has(key)) return def;
-    const json& v = j_[key];
-    const std::string expected =
-        max_value < std::numeric_limits<int64_t>::max()
-            ? cat("an integer in [", min_value, ", ", max_value, "]")
-            : min_value == 1 ? std::string("a positive integer") : cat("an integer >= ", min_value);
-    SG_REQUIRE(v.is_number_integer() || v.is_number_unsigned(), at(key), ": expected ", expected,
-               ", got ", type_of(v));
-    // Unsigned values above the int64 range would wrap to negative numbers.
-    SG_REQUIRE(!v.is_number_unsigned() ||
-                   v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
-               at(key), ": expected ", expected, ", got ", v.dump());
-    int64_t x = v.get<int64_t>();
-    SG_REQUIRE(x >= min_value && x <= max_value, at(key), ": expected ", expected, ", got ", x);
-    return x;
-  }
-  double number(const std::string& key, double def, double lo, double hi) const {
-    if (!has(key)) return def;
-    const json& v = j_[key];
-    SG_REQUIRE(v.is_number(), at(key), ": expected a number, got ", type_of(v));
-    double x = v.get<double>();
-    SG_REQUIRE(x >= lo && x <= hi, at(key), ": expected a number in [", lo, ", ", hi, "], got ", x);
-    return x;
-  }
-  bool boolean(const std::string& key, bool def) const {
-    if (!has(key)) return def;
-    const json& v = j_[key];
-    SG_REQUIRE(v.is_boolean(), at(key), ": expected true or false, got ", type_of(v));
-    return v.get<bool>();
-  }
-  std::string string(const std::string& key, const std::string& def,
-                     std::initializer_list<const char*> allowed = {}) const {
-    if (!has(key)) return def;
-    const json& v = j_[key];
-    std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    SG_REQUIRE(v.is_string(), at(key), ": expected a string", list.empty() ? "" : " (one of " + list + ")",
-               ", got ", type_of(v));
-    std::string s = v.get<std::string>();
-    if (allowed.size()) {
-      bool ok = false;
-      for (const char* a : allowed) ok = ok || s == a;
-      SG_REQUIRE(ok, at(key), ": unknown value \"", s, "\"; allowed: ", list);
-    }
-    return s;
-  }
-
- private:
-  const json& j_;
-  std::string path_;
-};
-
-LayerPtr parse_layer(const Node& n);
 
 // Caps that keep element counts far from int64 overflow (a larger value is a typo, not a model).
 constexpr int64_t kMaxUnits = int64_t{1} << 24;
@@ -193,7 +108,9 @@ LayerPtr parse_sequence_layer(const Node& n, const std::string& type) {
                            n.integer("mlp", 0, 1, kMaxUnits));
 }
 
-LayerPtr parse_layer(const Node& n) {
+}  // namespace
+
+LayerPtr cfg::parse_layer(const Node& n) {
   SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential, fourier_features, conv2d, "
              "max_pool2d, global_avg_pool, flatten, embedding, layer_norm, self_attention, transformer_block");
   std::string type = n.string("type", "", {"dense", "residual", "sequential", "fourier_features", "conv2d",
@@ -224,6 +141,8 @@ LayerPtr parse_layer(const Node& n) {
   if (type == "sequential") return sequential(std::move(layers));
   return residual(sequential(std::move(layers)));
 }
+
+namespace {
 
 LossPtr parse_loss(const Node& n, Task task) {
   n.only({"type", "reduction"});
@@ -417,20 +336,27 @@ RunConfig parse_config(const json& j) {
   auto section = [&](const char* k) { return root.has(k) ? root.object(k) : Node(empty, k); };
   SG_REQUIRE(root.has("model"), "model: missing (the network, e.g. {\"layers\": [{\"type\": \"dense\", \"units\": 10}]})");
   Node model = root.object("model");
-  model.only({"type", "inputs", "input_shape", "layers"});
-  rc.model_inputs = model.integer("inputs", 0, 1);
-  if (model.has("type"))
-    SG_REQUIRE(model.string("type", "sequential", {"sequential"}) == "sequential", model.at("type"),
-               ": the top-level model is a sequential");
-  if (model.has("input_shape")) {
-    rc.model_input_shape = parse_input_shape(model);
-    SG_REQUIRE(rc.model_inputs == 0 || rc.model_inputs == numel(rc.model_input_shape), model.at("inputs"), ": ",
-               rc.model_inputs, " does not match model.input_shape ", shape_str(rc.model_input_shape), " (",
-               numel(rc.model_input_shape), " values per sample)");
+  if (model.string("type", "sequential", {"sequential", "graph"}) == "graph") {
+    ModelPtr graph = cfg::parse_graph_model(model);
+    SG_REQUIRE(graph->input_names().size() == 1 && graph->output_names().size() == 1, model.at("outputs"),
+               ": a graph of ", graph->input_names().size(), " inputs and ", graph->output_names().size(),
+               " outputs trains from Python or C++ (Trainer with losses by output and batches by name); "
+               "configuration files take one input and one output in this version");
+    rc.model_inputs = numel(graph->input_shape(graph->input_names()[0]));
+    rc.model = graph;
+  } else {
+    model.only({"type", "inputs", "input_shape", "layers"});
+    rc.model_inputs = model.integer("inputs", 0, 1);
+    if (model.has("input_shape")) {
+      rc.model_input_shape = parse_input_shape(model);
+      SG_REQUIRE(rc.model_inputs == 0 || rc.model_inputs == numel(rc.model_input_shape), model.at("inputs"), ": ",
+                 rc.model_inputs, " does not match model.input_shape ", shape_str(rc.model_input_shape), " (",
+                 numel(rc.model_input_shape), " values per sample)");
+    }
+    auto seq = sequential(parse_layers(model));
+    if (!rc.model_input_shape.empty()) seq->set_input_shape(rc.model_input_shape);
+    rc.model = seq;
   }
-  auto seq = sequential(parse_layers(model));
-  if (!rc.model_input_shape.empty()) seq->set_input_shape(rc.model_input_shape);
-  rc.model = seq;
   if (root.has("problem")) {
     SG_REQUIRE(!root.has("data") && !root.has("loss"), "problem: a physics-informed problem defines its own points ",
                "and loss; remove the \"data\" and \"loss\" sections");
