@@ -147,7 +147,7 @@ inline std::vector<OpCase> jet_elementwise_cases(OpKind kind) {
     cs.insert(cs.end(), {{jet1d(), 4, 3, 3, Activation::Softplus}, {jet2d(), 2, 2, 0, Activation::Sigmoid},
                          {jet1d(), 3, 4, 0, Activation::SiLU}, {jet2d(), 2, 3, 1, Activation::ELU},
                          {jet3d_laplacian(), 2, 2, 0, Activation::Square}, {jet1d(), 2, 3, 0, Activation::Exp},
-                         {jet2d(), 3, 2, 0, Activation::LeakyReLU}});
+                         {jet2d(), 3, 2, 0, Activation::LeakyReLU}, {jet3d_laplacian(), 3, 3, 1, Activation::GELUErf}});
   int seed = 0;
   for (const C& c : cs) {
     CaseBuilder b(kind, cat(ff ? "" : activation_name(c.act), " d=", c.js.d, " B=", c.B, " H=", c.H, " head ", c.head),
@@ -288,7 +288,7 @@ inline std::vector<OpCase> dense_cases() {
                      C{{9, 4}, 3, Activation::Sin, true, true, 3}, C{{6, 2}, 17, Activation::Tanh, false, true, 0},
                      C{{7, 5}, 4, Activation::SiLU, true, true, 0}, C{{5, 3}, 6, Activation::LeakyReLU, true, true, 0},
                      C{{3, 6}, 5, Activation::ELU, true, true, 0}, C{{4, 5}, 3, Activation::Exp, true, true, 0},
-                     C{{2, 3, 4}, 2, Activation::Square, false, true, 0}}) {
+                     C{{2, 3, 4}, 2, Activation::Square, false, true, 0}, C{{9, 7}, 5, Activation::GELUErf, true, true, 0}}) {
     CaseBuilder b(OpKind::Dense, cat(activation_name(c.act), " ", shape_str(c.X), " -> ", c.O, c.bias ? "" : " no bias",
                                      c.dX ? "" : " (X an input)", c.bias_rows ? cat(" bias on ", c.bias_rows, " rows") : ""),
                   600 + seed++);

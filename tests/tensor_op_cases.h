@@ -46,6 +46,7 @@ inline double activation_double(const ActivationAttrs& a, double z) {
     case Activation::ELU: return z > 0 ? z : a.alpha * (std::exp(z) - 1);
     case Activation::Exp: return std::exp(z);
     case Activation::Square: return z * z;
+    case Activation::GELUErf: return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
   }
   return z;
 }
@@ -214,7 +215,8 @@ inline std::vector<OpCase> activation_cases() {
                      C{Activation::SiLU, {33, 17}, 0.01, 1.0}, C{Activation::LeakyReLU, {7, 5}, 0.01, 1.0},
                      C{Activation::LeakyReLU, {2, 9, 1}, 0.2, 1.0}, C{Activation::ELU, {7, 5}, 0.01, 1.0},
                      C{Activation::ELU, {1, 6}, 0.01, 0.5}, C{Activation::Exp, {5, 4}, 0.01, 1.0},
-                     C{Activation::Square, {3, 7}, 0.01, 1.0}, C{Activation::Square, {1, 1, 1}, 0.01, 1.0}}) {
+                     C{Activation::Square, {3, 7}, 0.01, 1.0}, C{Activation::Square, {1, 1, 1}, 0.01, 1.0},
+                     C{Activation::GELUErf, {6, 5}, 0.01, 1.0}}) {
     ActivationAttrs a;
     a.act = c.act, a.negative_slope = c.slope, a.alpha = c.alpha;
     CaseBuilder b(OpKind::Activation,

@@ -179,7 +179,7 @@ TEST(Config, WrongTypesAndValuesNamePathValueAndExpectation) {
       {[](json& j) { j["train"]["attention"] = true; },
        {"train.attention: ", "expected a string (one of fp32, cudnn_bf16)", "got a boolean"}},
       {[](json& j) { j["model"]["layers"][0]["activation"] = "relu6"; },
-       {"model.layers[0].activation: ", "unknown value \"relu6\"", "allowed: none, relu, gelu, tanh, sigmoid, sin"}},
+       {"model.layers[0].activation: ", "unknown activation 'relu6'", "expected one of none, relu, gelu, tanh, sigmoid, sin", "gelu_erf"}},
       {[](json& j) { j["model"]["layers"][0]["activation"] = 1; },
        {"model.layers[0].activation: ", "got the integer 1", "one of none, relu, gelu, tanh, sigmoid, sin"}},
       {[](json& j) { j["model"]["layers"][0]["init"] = "uniform"; },

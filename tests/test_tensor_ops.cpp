@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend/activation_math.h"
+#include "backend/jet_math.h"
 #include "op_cases.h"
 #include "test_util.h"
 
@@ -123,6 +124,45 @@ TEST(TensorOps, BroadcastHandChecked) {
   EXPECT_EQ(db.data<float>()[0], 2);         // sum_i dY[i, 0] A[i]
   EXPECT_EQ(db.data<float>()[1], 2 - 1);
   EXPECT_EQ(db.data<float>()[2], 2 - 2);
+}
+
+// gelu (tanh form) and gelu_erf by name, at points where PyTorch's two forms differ.
+TEST(TensorOps, GeluFormsByName) {
+  EXPECT_EQ(parse_activation("gelu_tanh"), Activation::GELU);
+  EXPECT_EQ(parse_activation("gelu"), Activation::GELU);
+  EXPECT_EQ(activation_name(parse_activation("gelu_erf")), std::string("gelu_erf"));
+  for (double z : {-3.0, -1.0, -0.3, 0.5, 1.7, 4.0}) {
+    const double exact = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+    EXPECT_NEAR(act_forward<double>(Activation::GELUErf, z), exact, 1e-15) << z;
+    // The tanh form is within 5e-4 of it, and not equal.
+    const double approx = act_forward<double>(Activation::GELU, z);
+    EXPECT_LT(std::fabs(approx - exact), 5e-4) << z;
+    EXPECT_GT(std::fabs(approx - exact), 1e-8) << z;
+  }
+  EXPECT_NEAR(act_forward<double>(Activation::GELUErf, 1.0), 0.8413447460685429, 1e-15);  // Phi(1)
+}
+
+// Every activation's derivative (dense and standalone backward) and its jet derivatives up to
+// the third (physics-informed networks) against central differences of the forward in float64.
+TEST(TensorOps, ActivationDerivativesMatchFiniteDifferences) {
+  for (const std::string& name : activation_names()) {
+    const Activation a = parse_activation(name);
+    for (double z : {-2.3, -0.7, 0.4, 1.9}) {
+      const double h = 1e-4;
+      auto f = [&](double x) { return act_forward<double>(a, x); };
+      auto d1 = [&](double x) { return act_derivative<double>(a, f(x), x); };
+      EXPECT_NEAR(d1(z), (f(z + h) - f(z - h)) / (2 * h), 1e-6) << name << " at " << z;
+      double g0, g1, g2, g3;
+      act_derivs<double>(a, z, &g0, &g1, &g2, &g3);
+      EXPECT_NEAR(g0, f(z), 1e-12) << name;
+      EXPECT_NEAR(g1, d1(z), 1e-9) << name;
+      EXPECT_NEAR(g2, (d1(z + h) - d1(z - h)) / (2 * h), 1e-5) << name << " at " << z;
+      double up[4], down[4];
+      act_derivs<double>(a, z + h, &up[0], &up[1], &up[2], &up[3]);
+      act_derivs<double>(a, z - h, &down[0], &down[1], &down[2], &down[3]);
+      EXPECT_NEAR(g3, (up[2] - down[2]) / (2 * h), 1e-5) << name << " at " << z;
+    }
+  }
 }
 
 TEST(TensorOps, NewActivationsHandChecked) {

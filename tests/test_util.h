@@ -260,6 +260,7 @@ inline bool eval_op_double(const Program& p, const Op& op, std::map<std::string,
             case Activation::ELU: y = z > 0 ? z : std::exp(z) - 1; break;
             case Activation::Exp: y = std::exp(z); break;
             case Activation::Square: y = z * z; break;
+            case Activation::GELUErf: y = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0))); break;
           }
           Y[r * O + o] = y;
         }

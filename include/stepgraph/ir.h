@@ -45,7 +45,10 @@ struct TensorInfo {
 
 // The math of each is src/backend/activation_math.h. leaky_relu and elu take a parameter (the
 // negative slope, 0.01; alpha, 1.0): a dense layer uses the default, the Activation op its attribute.
-enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus, SiLU, LeakyReLU, ELU, Exp, Square };
+// GELU is the tanh approximation (PyTorch's gelu(approximate="tanh"), cuBLASLt's epilogue; also
+// spelled "gelu_tanh"); GELUErf the exact form 0.5 z (1 + erf(z / sqrt 2)), PyTorch's default F.gelu.
+enum class Activation : uint8_t { None, ReLU, GELU, Tanh, Sigmoid, Sin, Softplus, SiLU, LeakyReLU, ELU, Exp, Square,
+                                  GELUErf };
 const char* activation_name(Activation a);
 Activation parse_activation(const std::string& s);  // throws listing the allowed names
 // Every activation's name, in enum order (the Python stubs are checked against it).

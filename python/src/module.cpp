@@ -202,8 +202,9 @@ NB_MODULE(_stepgraph, m) {
            "units"_a, "activation"_a = "none", "init"_a = nb::none(), "bias"_a = true, "amax"_a = false,
            "name"_a = "",
            "units: output width (> 0).\n"
-           "activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' "
-           "or 'square'.\n"
+           "activation: 'none', 'relu', 'gelu' (the tanh form; also 'gelu_tanh'), 'gelu_erf' (the exact erf form, "
+           "PyTorch's default F.gelu), 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' or "
+           "'square'.\n"
            "init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', "
            "'normal(STD)' or a stepgraph.Init.\n"
            "bias: whether the layer has a bias.\n"

@@ -26,7 +26,8 @@ ArrayLike = Union[npt.ArrayLike, _SupportsDLPack]
 # A zero-copy view: a numpy array for host memory, a DLPack-capable array for CUDA memory.
 TensorView = Union[npt.NDArray[Any], _SupportsDLPack]
 
-ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus", "silu", "leaky_relu", "elu", "exp", "square"]
+# gelu is the tanh form (also "gelu_tanh"); gelu_erf the exact form, PyTorch's default F.gelu.
+ActivationName = Literal["none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus", "silu", "leaky_relu", "elu", "exp", "square", "gelu_erf", "gelu_tanh"]
 InitSpec = Union[str, "Init", None]
 Reduction = Literal["mean", "sum"]
 DeviceName = Literal["auto", "cpu", "cuda"]
@@ -187,7 +188,7 @@ class Dense(Layer):
     def __init__(self, units: int, activation: ActivationName = 'none', init: InitSpec = None, bias: bool = True, amax: bool = False, name: str = '') -> None:
         """
         units: output width (> 0).
-        activation: 'none', 'relu', 'gelu', 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' or 'square'.
+        activation: 'none', 'relu', 'gelu' (the tanh form; also 'gelu_tanh'), 'gelu_erf' (the exact erf form, PyTorch's default F.gelu), 'tanh', 'sigmoid', 'sin', 'softplus', 'silu', 'leaky_relu', 'elu', 'exp' or 'square'.
         init: None (he for relu/gelu, xavier otherwise), 'he', 'xavier', 'zeros', 'normal', 'normal(STD)' or a stepgraph.Init.
         bias: whether the layer has a bias.
         amax: also record max |output| every step (Trainer.amax; CPU backend in this version).

@@ -1,6 +1,6 @@
 // Activation functions and their derivatives, shared by the CPU reference and (as __device__
 // code) the CUDA kernels. GELU is the tanh approximation, as cuBLASLt's GELU epilogue and
-// PyTorch's gelu(approximate="tanh"). leaky_relu and elu take a parameter p (the negative slope;
+// PyTorch's gelu(approximate="tanh"); GELUErf the exact erf form (PyTorch's default). leaky_relu and elu take a parameter p (the negative slope;
 // alpha); the two-argument forms use its default (dense layers), the Activation op passes its
 // attribute. NaN: relu and relu' give 0 (z > 0 is false), as they always have; the others
 // propagate it.
@@ -37,6 +37,7 @@ SG_HD T act_forward(Activation a, T z, T p) {
     case Activation::ELU: return z > T(0) ? z : p * std::expm1(z);
     case Activation::Exp: return std::exp(z);
     case Activation::Square: return z * z;
+    case Activation::GELUErf: return T(0.5) * z * (T(1) + std::erf(z * T(0.7071067811865476)));
   }
   return z;
 }
@@ -46,7 +47,7 @@ SG_HD T act_forward(Activation a, T z) {
 }
 
 // d act / d z, from the output y (relu, tanh, sigmoid, leaky_relu, elu, exp) or the
-// pre-activation z (gelu, sin, softplus, silu, square): activation_needs_preact. leaky_relu and
+// pre-activation z (gelu, gelu_erf, sin, softplus, silu, square): activation_needs_preact. leaky_relu and
 // elu read the sign of z from y, which holds for p >= 0 (the ops refuse p < 0).
 template <class T>
 SG_HD T act_derivative(Activation a, T y, T z, T p) {
@@ -70,6 +71,9 @@ SG_HD T act_derivative(Activation a, T y, T z, T p) {
     case Activation::ELU: return y > T(0) ? T(1) : y + p;  // alpha e^z
     case Activation::Exp: return y;
     case Activation::Square: return T(2) * z;
+    case Activation::GELUErf:  // Phi(z) + z phi(z)
+      return T(0.5) * (T(1) + std::erf(z * T(0.7071067811865476))) +
+             z * T(0.3989422804014327) * std::exp(T(-0.5) * z * z);
   }
   return T(1);
 }

@@ -74,6 +74,12 @@ SG_HD void act_derivs(Activation act, T z, T* g0, T* g1, T* g2, T* g3) {
       return;
     }
     case Activation::Square: *g0 = z * z, *g1 = T(2) * z, *g2 = T(2), *g3 = T(0); return;
+    case Activation::GELUErf: {  // z Phi(z): Phi' = phi, phi' = -z phi
+      const T Phi = T(0.5) * (T(1) + std::erf(z * T(0.7071067811865476)));
+      const T phi = T(0.3989422804014327) * std::exp(T(-0.5) * z * z);
+      *g0 = z * Phi, *g1 = Phi + z * phi, *g2 = phi * (T(2) - z * z), *g3 = phi * (z * z * z - T(4) * z);
+      return;
+    }
   }
 }
 

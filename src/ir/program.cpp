@@ -43,6 +43,7 @@ const char* activation_name(Activation a) {
     case Activation::ELU: return "elu";
     case Activation::Exp: return "exp";
     case Activation::Square: return "square";
+    case Activation::GELUErf: return "gelu_erf";
   }
   return "?";
 }
@@ -51,7 +52,7 @@ namespace {
 constexpr Activation kActivations[] = {Activation::None,    Activation::ReLU,      Activation::GELU, Activation::Tanh,
                                        Activation::Sigmoid, Activation::Sin,       Activation::Softplus,
                                        Activation::SiLU,    Activation::LeakyReLU, Activation::ELU,  Activation::Exp,
-                                       Activation::Square};
+                                       Activation::Square,  Activation::GELUErf};
 }  // namespace
 
 std::vector<std::string> activation_names() {
@@ -61,15 +62,17 @@ std::vector<std::string> activation_names() {
 }
 
 Activation parse_activation(const std::string& s) {
+  if (s == "gelu_tanh") return Activation::GELU;  // the explicit name of gelu's tanh form
   for (Activation a : kActivations)
     if (s == activation_name(a)) return a;
   std::string all;
   for (Activation a : kActivations) all += cat(all.empty() ? "" : ", ", activation_name(a));
+  all += " (gelu_tanh: gelu, the tanh form)";
   throw Error(cat("unknown activation '", s, "': expected one of ", all));
 }
 
 bool activation_needs_preact(Activation a) {
-  return a == Activation::GELU || a == Activation::Sin || a == Activation::Softplus || a == Activation::SiLU ||
+  return a == Activation::GELU || a == Activation::GELUErf || a == Activation::Sin || a == Activation::Softplus || a == Activation::SiLU ||
          a == Activation::Square;
 }
 

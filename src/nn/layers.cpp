@@ -6,7 +6,7 @@ Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias,
     : units_(units), act_(act), bias_(bias), amax_(amax) {
   SG_REQUIRE(units > 0, "dense: units must be positive, got ", units);
   init_ = init ? *init
-               : (act == Activation::ReLU || act == Activation::GELU ? Init::he() : Init::xavier());
+               : (act == Activation::ReLU || act == Activation::GELU || act == Activation::GELUErf ? Init::he() : Init::xavier());
   SG_REQUIRE(init_.kind != Init::Kind::Normal || init_.std > 0, "dense: normal init needs std > 0, got ",
              init_.std);
 }

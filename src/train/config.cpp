@@ -130,8 +130,7 @@ LayerPtr cfg::parse_layer(const Node& n) {
     n.only({"type", "units", "activation", "init", "std", "bias", "amax"});
     SG_REQUIRE(n.has("units"), n.at("units"), ": missing (the number of outputs)");
     int64_t units = n.integer("units", 0, 1, kMaxUnits);
-    Activation act = parse_activation(
-        n.string("activation", "none", {"none", "relu", "gelu", "tanh", "sigmoid", "sin", "softplus"}));
+    const Activation act = n.activation("activation");
     std::optional<Init> init;
     if (n.has("init")) init = parse_init(n, std::nullopt);
     return dense(units, act, init, n.boolean("bias", true), n.boolean("amax", false));

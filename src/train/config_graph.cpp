@@ -121,7 +121,7 @@ std::vector<SymbolicTensor> make_op(Graph& g, const Node& n, const std::string& 
   n.only({"name", "type", "input", "activation", "negative_slope", "alpha"});
   SG_REQUIRE(n.has("activation"), n.at("activation"), ": missing (e.g. \"relu\")");
   ActivationAttrs a;
-  a.act = parse_activation(n.string("activation", "none"));
+  a.act = n.activation("activation");
   a.negative_slope = n.number("negative_slope", 0.01, 0, 1e6);
   a.alpha = n.number("alpha", 1.0, 0, 1e6);
   return {activation(one_input(g, n), a, name)};

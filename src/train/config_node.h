@@ -67,6 +67,17 @@ class Node {
     SG_REQUIRE(x >= min_value && x <= max_value, at(key), ": expected ", expected, ", got ", x);
     return x;
   }
+  // An activation by name (none when absent); an unknown one lists the names.
+  Activation activation(const std::string& key) const {
+    if (!has(key)) return Activation::None;
+    SG_REQUIRE(j_[key].is_string(), at(key), ": expected an activation name (one of ", joined(activation_names()),
+               "), got ", type_of(j_[key]));
+    try {
+      return parse_activation(j_[key].get<std::string>());
+    } catch (const Error& e) {
+      throw Error(cat(at(key), ": ", e.what()));
+    }
+  }
   double number(const std::string& key, double def, double lo, double hi) const {
     if (!has(key)) return def;
     const json& v = j_[key];
