@@ -376,6 +376,38 @@ inline std::vector<OpCase> mean_squared_error_cases() {
   return v;
 }
 
+// L1 and Huber on targets near the predictions (both sides of Huber's delta), BCE on logits
+// with targets in [0, 1]; padded rows and both reductions.
+inline std::vector<OpCase> pointwise_loss_cases() {
+  std::vector<OpCase> v;
+  struct C { PointwiseForm form; double delta; Shape s; Reduction r; int32_t valid; };
+  int seed = 0;
+  for (const C& c : {C{PointwiseForm::L1, 1.0, {7, 5}, Reduction::Mean, -1}, C{PointwiseForm::L1, 1.0, {4, 3}, Reduction::Sum, 2},
+                     C{PointwiseForm::Huber, 1.0, {9, 4}, Reduction::Mean, -1},
+                     C{PointwiseForm::Huber, 0.3, {5, 2, 3}, Reduction::Sum, 3},
+                     C{PointwiseForm::BceWithLogits, 1.0, {6, 5}, Reduction::Mean, 4},
+                     C{PointwiseForm::BceWithLogits, 1.0, {33, 1}, Reduction::Sum, -1}}) {
+    LossAttrs a{c.r, false};
+    a.form = c.form, a.delta = c.delta;
+    CaseBuilder b(OpKind::PointwiseLoss,
+                  cat(pointwise_form_name(c.form), " ", shape_str(c.s), " ", reduction_name(c.r),
+                      c.valid >= 0 ? cat(", ", c.valid, " valid rows") : ""),
+                  1100 + seed++);
+    const TensorId pred = b.random("pred", c.s, Role::Input, c.form == PointwiseForm::BceWithLogits ? 3.0 : 1.0);
+    HostArray t = random_f32(c.s, b.seed() + 7);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float& x = t.data<float>()[i];
+      if (c.form == PointwiseForm::BceWithLogits) x = 1.0f / (1.0f + std::exp(-x));  // in (0, 1)
+    }
+    const TensorId target = b.input("target", std::move(t));
+    const TensorId valid = c.valid >= 0 ? b.i32("valid", {1}, {c.valid}) : kNone;
+    const TensorId loss = b.output("loss", {1}), dp = b.output("dpred", c.s);
+    b.op({pred, target, valid}, {loss, dp}, a);
+    v.push_back(b.loss({loss}, {{pred, dp}}));
+  }
+  return v;
+}
+
 // ---- Optimizer ----
 
 inline std::vector<OpCase> schedule_cases() {
@@ -603,7 +635,8 @@ inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v);
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
   for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, dense_cases,
-                     add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, schedule_cases, sgd_cases,
+                     add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, pointwise_loss_cases,
+                     schedule_cases, sgd_cases,
                      adam_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
                      layer_norm_cases, embedding_cases, attention_cases, abs_max_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));

@@ -417,6 +417,29 @@ inline bool eval_op_double(const Program& p, const Op& op, std::map<std::string,
       *loss = op.attr<LossAttrs>().reduction == Reduction::Mean ? total / std::max<int64_t>(n, 1) : total;
       return true;
     }
+    case OpKind::PointwiseLoss: {  // the formulas written out again (not backend/loss_math.h)
+      const auto& pr = val(op.in[0]);
+      const auto& tg = val(op.in[1]);
+      const LossAttrs& a = op.attr<LossAttrs>();
+      const int64_t B = p.tensor(op.in[0]).shape[0], n = valid_rows(B) * static_cast<int64_t>(pr.size()) / B;
+      double total = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const double d = pr[k] - tg[k], z = pr[k];
+        switch (a.form) {
+          case PointwiseForm::L1: total += std::fabs(d); break;
+          case PointwiseForm::Huber:
+            total += std::fabs(d) <= a.delta ? 0.5 * d * d : a.delta * (std::fabs(d) - 0.5 * a.delta);
+            break;
+          case PointwiseForm::BceWithLogits: {
+            const double s = 1 / (1 + std::exp(-z));
+            total += -(tg[k] * std::log(s) + (1 - tg[k]) * std::log(1 - s));
+            break;
+          }
+        }
+      }
+      *loss = a.reduction == Reduction::Mean ? total / std::max<int64_t>(n, 1) : total;
+      return true;
+    }
     default: throw Error(cat("eval_double: unexpected op ", op_kind_name(op.kind)));
   }
   return false;

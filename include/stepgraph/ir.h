@@ -156,9 +156,12 @@ enum class OpKind : uint8_t {
   SumBackward,          // in {dY}                    out {dX}
   Mean,                 // in {X}                     out {Y}
   MeanBackward,         // in {dY}                    out {dX}
+  // An elementwise loss of pred against f32 targets of its shape (LossAttrs::form: l1, huber,
+  // bce_with_logits), with its gradient, the valid-row rule and the reduction of MSE.
+  PointwiseLoss,        // in {pred[B,T], target[B,T], valid|-}      out {loss[1], dpred[B,T]}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::MeanBackward) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::PointwiseLoss) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -212,11 +215,17 @@ struct AttentionAttrs {
   bool causal = false;
   double scale = 0;  // 0: 1 / sqrt(head dimension)
 };
+// The elementwise losses of a PointwiseLoss op (backend/loss_math.h has their formulas).
+enum class PointwiseForm : uint8_t { L1, Huber, BceWithLogits };
+const char* pointwise_form_name(PointwiseForm f);  // "l1", "huber", "bce_with_logits"
 struct LossAttrs {
   Reduction reduction = Reduction::Mean;
   // Softmax cross-entropy over sequences (logits [B, S, C], labels [B, S]): a label < 0 marks a
   // position without a target (no loss, no gradient, not counted by the mean).
   bool ignore_negative = false;
+  // PointwiseLoss: which loss, and Huber's delta.
+  PointwiseForm form = PointwiseForm::L1;
+  double delta = 1.0;
 };
 enum class ScheduleKind : uint8_t { Constant, Step, Cosine };
 struct ScheduleAttrs {

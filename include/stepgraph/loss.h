@@ -62,4 +62,39 @@ class MeanSquaredError : public Loss {
   double grad_scale(const Shape& pred) const override;
 };
 
+// Elementwise losses of [B, T] predictions against f32 targets of the same shape, each one
+// PointwiseLoss op (backend/loss_math.h has the formulas, PyTorch's); mean over all B*T elements
+// or sum; padding rows as MSE. Task regression: f32 targets per row (binary cross-entropy's are
+// probabilities in [0, 1], one per output, so it also serves multi-label classification).
+class ElementwiseLoss : public Loss {
+ public:
+  LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const override;
+  Shape target_shape(const Shape& pred) const override { return pred; }
+  DType target_dtype() const override { return DType::F32; }
+  Task task() const override { return Task::Regression; }
+  std::string describe() const override;  // "l1(mean)", "huber(delta=1, mean)", "bce_with_logits(sum)"
+  double grad_scale(const Shape& pred) const override;
+
+ protected:
+  ElementwiseLoss(PointwiseForm form, double delta, Reduction r);
+  PointwiseForm form_;
+  double delta_;
+};
+// |pred - target| (torch.nn.L1Loss).
+class L1Loss : public ElementwiseLoss {
+ public:
+  explicit L1Loss(Reduction r = Reduction::Mean) : ElementwiseLoss(PointwiseForm::L1, 1.0, r) {}
+};
+// 0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta) (torch.nn.HuberLoss); delta > 0.
+class HuberLoss : public ElementwiseLoss {
+ public:
+  explicit HuberLoss(double delta = 1.0, Reduction r = Reduction::Mean) : ElementwiseLoss(PointwiseForm::Huber, delta, r) {}
+};
+// Binary cross-entropy on logits, in its stable form (torch.nn.BCEWithLogitsLoss).
+class BinaryCrossEntropyWithLogits : public ElementwiseLoss {
+ public:
+  explicit BinaryCrossEntropyWithLogits(Reduction r = Reduction::Mean)
+      : ElementwiseLoss(PointwiseForm::BceWithLogits, 1.0, r) {}
+};
+
 }  // namespace sg

@@ -372,6 +372,28 @@ NB_MODULE(_stepgraph, m) {
              new (self) sg::MeanSquaredError(parse_reduction(r));
            },
            "reduction"_a = "mean");
+  nb::class_<sg::ElementwiseLoss, sg::Loss>(m, "ElementwiseLoss", "Base class of L1Loss, HuberLoss and "
+                                            "BinaryCrossEntropyWithLogits.");
+  nb::class_<sg::L1Loss, sg::ElementwiseLoss>(
+      m, "L1Loss", "|pred - target| on [B, T] with float targets (as torch.nn.L1Loss); 'mean' or 'sum'.")
+      .def("__init__", [](sg::L1Loss* self, const std::string& r) { new (self) sg::L1Loss(parse_reduction(r)); },
+           "reduction"_a = "mean");
+  nb::class_<sg::HuberLoss, sg::ElementwiseLoss>(
+      m, "HuberLoss",
+      "0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta), d = pred - target (as torch.nn.HuberLoss); "
+      "'mean' or 'sum'.")
+      .def("__init__", [](sg::HuberLoss* self, double delta, const std::string& r) {
+             as_input_error([&] { new (self) sg::HuberLoss(delta, parse_reduction(r)); });
+           },
+           "delta"_a = 1.0, "reduction"_a = "mean");
+  nb::class_<sg::BinaryCrossEntropyWithLogits, sg::ElementwiseLoss>(
+      m, "BinaryCrossEntropyWithLogits",
+      "Binary cross-entropy on logits [B, T] with float targets in [0, 1] of the same shape, in the stable "
+      "form max(z, 0) - z t + log1p(exp(-|z|)) (as torch.nn.BCEWithLogitsLoss); 'mean' or 'sum'.")
+      .def("__init__", [](sg::BinaryCrossEntropyWithLogits* self, const std::string& r) {
+             new (self) sg::BinaryCrossEntropyWithLogits(parse_reduction(r));
+           },
+           "reduction"_a = "mean");
 
   // ---- schedules ----
   nb::class_<sg::Schedule>(

@@ -45,6 +45,10 @@ from ._stepgraph import (
     split,
     Loss,
     MeanSquaredError,
+    L1Loss,
+    HuberLoss,
+    BinaryCrossEntropyWithLogits,
+    ElementwiseLoss,
     Optimizer,
     Residual,
     FourierFeatures,
@@ -92,6 +96,10 @@ def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
     return activation(x, "silu", name=name)
 
 __all__ = [
+    "L1Loss",
+    "HuberLoss",
+    "BinaryCrossEntropyWithLogits",
+    "ElementwiseLoss",
     "Input",
     "Model",
     "SymbolicTensor",

@@ -324,6 +324,28 @@ class MeanSquaredError(Loss):
 
     def __init__(self, reduction: Reduction = 'mean') -> None: ...
 
+class ElementwiseLoss(Loss):
+    """Base class of L1Loss, HuberLoss and BinaryCrossEntropyWithLogits."""
+
+class L1Loss(ElementwiseLoss):
+    """|pred - target| on [B, T] with float targets (as torch.nn.L1Loss); 'mean' or 'sum'."""
+
+    def __init__(self, reduction: Reduction = 'mean') -> None: ...
+
+class HuberLoss(ElementwiseLoss):
+    """
+    0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta), d = pred - target (as torch.nn.HuberLoss); 'mean' or 'sum'.
+    """
+
+    def __init__(self, delta: float = 1.0, reduction: Reduction = 'mean') -> None: ...
+
+class BinaryCrossEntropyWithLogits(ElementwiseLoss):
+    """
+    Binary cross-entropy on logits [B, T] with float targets in [0, 1] of the same shape, in the stable form max(z, 0) - z t + log1p(exp(-|z|)) (as torch.nn.BCEWithLogitsLoss); 'mean' or 'sum'.
+    """
+
+    def __init__(self, reduction: Reduction = 'mean') -> None: ...
+
 class Schedule:
     """
     Learning-rate schedule as a function of the step t = 1, 2, ...:

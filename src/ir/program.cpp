@@ -76,6 +76,15 @@ bool activation_needs_preact(Activation a) {
          a == Activation::Square;
 }
 
+const char* pointwise_form_name(PointwiseForm f) {
+  switch (f) {
+    case PointwiseForm::L1: return "l1";
+    case PointwiseForm::Huber: return "huber";
+    case PointwiseForm::BceWithLogits: return "bce_with_logits";
+  }
+  return "?";
+}
+
 const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }
 
 int32_t JetSpec::pair_index(int i, int j) const {

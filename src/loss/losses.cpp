@@ -1,9 +1,11 @@
 #include "stepgraph/loss.h"
 
+#include <cmath>
+
 namespace sg {
 
 namespace {
-LossOutputs build_loss(GraphBuilder& g, OpKind kind, const char* name, LossAttrs attrs, TensorId pred,
+LossOutputs build_loss(GraphBuilder& g, OpKind kind, const std::string& name, LossAttrs attrs, TensorId pred,
                        TensorId target, TensorId valid) {
   Program& p = g.program();
   TensorId loss = g.tensor("loss", {1}, Role::Activation);
@@ -42,6 +44,23 @@ LossOutputs MeanSquaredError::build(GraphBuilder& g, TensorId pred, TensorId tar
 }
 std::string MeanSquaredError::describe() const { return cat("mse(", reduction_name(reduction_), ")"); }
 double MeanSquaredError::grad_scale(const Shape& pred) const {
+  return reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(numel(pred)) : 1.0;
+}
+
+ElementwiseLoss::ElementwiseLoss(PointwiseForm form, double delta, Reduction r) : Loss(r), form_(form), delta_(delta) {
+  SG_REQUIRE(form != PointwiseForm::Huber || (std::isfinite(delta) && delta > 0),
+             "huber: delta must be a positive number, got ", delta);
+}
+LossOutputs ElementwiseLoss::build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const {
+  LossAttrs a{reduction_};
+  a.form = form_, a.delta = delta_;
+  return build_loss(g, OpKind::PointwiseLoss, cat("loss.", pointwise_form_name(form_)).c_str(), a, pred, target, valid);
+}
+std::string ElementwiseLoss::describe() const {
+  return cat(pointwise_form_name(form_), "(", form_ == PointwiseForm::Huber ? cat("delta=", delta_, ", ") : "",
+             reduction_name(reduction_), ")");
+}
+double ElementwiseLoss::grad_scale(const Shape& pred) const {
   return reduction_ == Reduction::Mean ? 1.0 / static_cast<double>(numel(pred)) : 1.0;
 }
 

@@ -1,6 +1,8 @@
 // The loss ops: shape rules and the CPU reference bindings.
 #include "ops/loss_ops.h"
 
+#include <cmath>
+
 #include "backend/cpu/cpu_kernels.h"
 
 namespace sg::ops {
@@ -53,6 +55,27 @@ std::function<void()> cpu_mean_squared_error(const CpuBind& b) {
   return [=] { cpu::mean_squared_error(pred, tgt, valid, loss, dp, B, T, r); };
 }
 
-std::string loss_attrs_text(const Op& op) { return cat("(", reduction_name(op.attr<LossAttrs>().reduction), ")"); }
+void check_pointwise_loss(const OpCheck& c) {
+  check_mean_squared_error(c);
+  const LossAttrs& a = c.op().attr<LossAttrs>();
+  c.expect(a.form != PointwiseForm::Huber || (std::isfinite(a.delta) && a.delta > 0),
+           cat("huber delta must be a positive number, got ", a.delta));
+}
+
+std::function<void()> cpu_pointwise_loss(const CpuBind& b) {
+  const float *pred = b.f(b.in(0)), *tgt = b.f(b.in(1));
+  const int32_t* valid = b.i32(b.in(2));
+  float *loss = b.f(b.out(0)), *dp = b.f(b.out(1));
+  const int64_t B = b.dim(b.in(0), 0), T = b.count(b.in(0)) / B;
+  const LossAttrs a = b.attr<LossAttrs>();
+  return [=] { cpu::pointwise_loss(pred, tgt, valid, loss, dp, B, T, a.reduction, a.form, a.delta); };
+}
+
+std::string loss_attrs_text(const Op& op) {
+  const LossAttrs& a = op.attr<LossAttrs>();
+  if (op.kind != OpKind::PointwiseLoss) return cat("(", reduction_name(a.reduction), ")");
+  return cat("(", pointwise_form_name(a.form), a.form == PointwiseForm::Huber ? cat(", delta ", a.delta) : "", ", ",
+             reduction_name(a.reduction), ")");
+}
 
 }  // namespace sg::ops

@@ -10,6 +10,8 @@ void check_softmax_cross_entropy(const OpCheck& c);
 std::function<void()> cpu_softmax_cross_entropy(const CpuBind& b);
 void check_mean_squared_error(const OpCheck& c);
 std::function<void()> cpu_mean_squared_error(const CpuBind& b);
+void check_pointwise_loss(const OpCheck& c);
+std::function<void()> cpu_pointwise_loss(const CpuBind& b);
 std::string loss_attrs_text(const Op& op);
 
 // Logits [B, ..., C] with i32 labels [B, ...] (per token; ignore_negative: a label < 0 has no
@@ -20,5 +22,8 @@ inline constexpr OpDef kSoftmaxCrossEntropy{OpKind::SoftmaxCrossEntropy, "softma
 inline constexpr OpDef kMeanSquaredError{OpKind::MeanSquaredError, "mse", "pred target valid?", "loss dpred",
                                          check_mean_squared_error, no_gradient, cpu_mean_squared_error, nullptr,
                                          loss_attrs_text};
+// L1, Huber or binary cross-entropy with logits (LossAttrs::form), elementwise as MSE.
+inline constexpr OpDef kPointwiseLoss{OpKind::PointwiseLoss, "pointwise_loss", "pred target valid?", "loss dpred",
+                                      check_pointwise_loss, no_gradient, cpu_pointwise_loss, nullptr, loss_attrs_text};
 
 }  // namespace sg::ops

@@ -144,12 +144,16 @@ LayerPtr cfg::parse_layer(const Node& n) {
 namespace {
 
 LossPtr parse_loss(const Node& n, Task task) {
-  n.only({"type", "reduction"});
   std::string def = task == Task::Classification ? "softmax_cross_entropy" : "mse";
-  std::string type = n.string("type", def, {"softmax_cross_entropy", "mse"});
+  std::string type = n.string("type", def, {"softmax_cross_entropy", "mse", "l1", "huber", "bce_with_logits"});
+  if (type == "huber") n.only({"type", "reduction", "delta"});
+  else n.only({"type", "reduction"});
   Reduction r = n.string("reduction", "mean", {"mean", "sum"}) == "mean" ? Reduction::Mean : Reduction::Sum;
   LossPtr loss;
   if (type == "softmax_cross_entropy") loss = std::make_shared<SoftmaxCrossEntropy>(r);
+  else if (type == "l1") loss = std::make_shared<L1Loss>(r);
+  else if (type == "huber") loss = std::make_shared<HuberLoss>(n.number("delta", 1.0, 1e-30, 1e30), r);
+  else if (type == "bce_with_logits") loss = std::make_shared<BinaryCrossEntropyWithLogits>(r);
   else loss = std::make_shared<MeanSquaredError>(r);
   SG_REQUIRE(loss->task() == task, n.at("type"), ": loss \"", type, "\" is for ", task_name(loss->task()),
              " but data.task is ", task_name(task));

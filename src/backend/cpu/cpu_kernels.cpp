@@ -7,6 +7,7 @@
 #include "backend/activation_math.h"
 #include "backend/cpu/parallel.h"
 #include "backend/jet_math.h"
+#include "backend/loss_math.h"
 #include "data/feistel.h"
 
 namespace sg::cpu {
@@ -229,6 +230,20 @@ void mean_squared_error(const float* pred, const float* target, const int32_t* v
     double d = static_cast<double>(pred[k]) - target[k];
     total += d * d;
     dpred[k] = static_cast<float>(2.0 * d * scale);
+  }
+  *loss = static_cast<float>(total * scale);
+}
+
+void pointwise_loss(const float* pred, const float* target, const int32_t* valid, float* loss, float* dpred,
+                    int64_t B, int64_t T, Reduction r, PointwiseForm form, double delta) {
+  const int64_t n = valid_rows(valid, B) * T;
+  const double scale = r == Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(n, 1)) : 1.0;
+  double total = 0;
+  std::fill(dpred + n, dpred + B * T, 0.0f);
+  for (int64_t k = 0; k < n; ++k) {
+    double g = 0;
+    total += sg::pointwise_loss<double>(form, delta, pred[k], target[k], &g);
+    dpred[k] = static_cast<float>(g * scale);
   }
   *loss = static_cast<float>(total * scale);
 }

@@ -44,6 +44,8 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
                            bool ignore_negative = false);
 void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
                         float* dpred, int64_t B, int64_t T, Reduction r);
+void pointwise_loss(const float* pred, const float* target, const int32_t* valid, float* loss, float* dpred,
+                    int64_t B, int64_t T, Reduction r, PointwiseForm form, double delta);
 void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a);
 
 // Convolution and pooling (conv_kernels.cpp), NHWC images and KRSC filters as ir.h.

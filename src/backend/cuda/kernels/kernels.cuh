@@ -88,6 +88,10 @@ void dense_softmax_cross_entropy(const float* X, const float* W, const float* bi
 void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
                         float* dpred, int64_t B, int64_t T, Reduction r, ReduceScratch scratch,
                         cudaStream_t s);
+// L1, Huber, BCE with logits (backend/loss_math.h); sized like MSE (mse_blocks).
+void pointwise_loss(const float* pred, const float* target, const int32_t* valid, float* loss, float* dpred,
+                    int64_t B, int64_t T, Reduction r, PointwiseForm form, double delta, ReduceScratch scratch,
+                    cudaStream_t s);
 
 void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, cudaStream_t s);
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/activation_math.h"
+#include "backend/loss_math.h"
 #include "backend/cuda/kernels/activation.cuh"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/kernels/kernels.cuh"
@@ -258,6 +259,26 @@ __global__ void mse_kernel(const float* pred, const float* target, const int32_t
   finish_reduction(block_sum(s), scale, loss, sc);
 }
 
+__global__ void pointwise_loss_kernel(const float* pred, const float* target, const int32_t* valid, float* loss,
+                                      float* dpred, int64_t B, int64_t T, bool mean, PointwiseForm form, float delta,
+                                      ReduceScratch sc) {
+  PDL_PROLOGUE();
+  const int64_t V = valid ? *valid : B;
+  const int64_t n_valid = V * T, n = B * T;
+  const float scale = mean ? 1.0f / static_cast<float>(n_valid > 0 ? n_valid : 1) : 1.0f;
+  float s = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < n_valid) {
+      float g;
+      s += sg::pointwise_loss<float>(form, delta, pred[i], target[i], &g);
+      dpred[i] = g * scale;
+    } else {
+      dpred[i] = 0.0f;
+    }
+  }
+  finish_reduction(block_sum(s), scale, loss, sc);
+}
+
 }  // namespace
 
 // One warp per row (rows in parallel: a warp's rows are done one after another), <= 1024 blocks.
@@ -324,6 +345,16 @@ void mean_squared_error(const float* pred, const float* target, const int32_t* v
   SG_ASSERT(blocks <= sc.max_blocks);
   launch_pdl(mse_kernel, static_cast<unsigned>(blocks), kBlock, 0, s, pred, target, valid, loss, dpred, B, T,
                                                                r == Reduction::Mean, sc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void pointwise_loss(const float* pred, const float* target, const int32_t* valid, float* loss, float* dpred,
+                    int64_t B, int64_t T, Reduction r, PointwiseForm form, double delta, ReduceScratch sc,
+                    cudaStream_t s) {
+  const int blocks = mse_blocks(B * T);
+  SG_ASSERT(blocks <= sc.max_blocks);
+  launch_pdl(pointwise_loss_kernel, static_cast<unsigned>(blocks), kBlock, 0, s, pred, target, valid, loss, dpred, B,
+             T, r == Reduction::Mean, form, static_cast<float>(delta), sc);
   KERNEL_LAUNCH_CHECK();
 }
 

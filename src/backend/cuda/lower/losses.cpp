@@ -65,6 +65,13 @@ void Lowering::loss_op(int i, const Op& op) {
     });
   }
   const float* target = f(in[1]);
+  if (op.kind == OpKind::PointwiseLoss) {
+    const PointwiseForm form = op.attr<LossAttrs>().form;
+    const double delta = op.attr<LossAttrs>().delta;
+    return add_step(op, [=](cudaStream_t s) {
+      pointwise_loss(pred, target, valid, loss, dpred, B, T, r, form, delta, sc, s);
+    });
+  }
   return add_step(op, [=](cudaStream_t s) { mean_squared_error(pred, target, valid, loss, dpred, B, T, r, sc, s); });
 }
 

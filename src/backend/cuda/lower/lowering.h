@@ -74,7 +74,7 @@ class Lowering {
   void dense_op(int i, const Op& op);  // Dense
   void add_op(int i, const Op& op);  // Add
   void add_backward_op(int i, const Op& op);  // AddBackward
-  void loss_op(int i, const Op& op);  // SoftmaxCrossEntropy, MeanSquaredError
+  void loss_op(int i, const Op& op);  // SoftmaxCrossEntropy, MeanSquaredError, PointwiseLoss
   void schedule_op(int i, const Op& op);  // Schedule
   void expression_loss_op(int i, const Op& op);  // ExpressionLoss
   void dense_backward(int i, const Op& op);  // DenseBackward

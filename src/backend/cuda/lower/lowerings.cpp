@@ -83,6 +83,7 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::SumBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
     {OpKind::Mean, [](L& l, int, const Op& op) { l.tensor().reduce(op); }},
     {OpKind::MeanBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
+    {OpKind::PointwiseLoss, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
 };
 
 constexpr bool rows_in_kind_order() {
