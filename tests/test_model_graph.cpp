@@ -144,7 +144,9 @@ TEST(ModelGraph, GradientsOfTheWeightedTotalMatchFiniteDifferences) {
   const auto after = t.params();
   Trainer probe(m.model, two_terms(), std::make_shared<SGD>(1e-12), Device::CPU, 7);
   probe.compile({5});
-  for (const auto& [name, w0] : before) {
+  for (const auto& param : before) {
+    const std::string& name = param.first;  // a structured binding cannot be captured in C++17
+    const HostArray& w0 = param.second;
     for (int64_t k = 0; k < w0.numel(); k += std::max<int64_t>(1, w0.numel() / 7)) {
       auto at = [&](double delta) {
         auto p = before;

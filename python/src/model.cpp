@@ -27,7 +27,7 @@ sg::Shape shape_of(nb::handle h, const std::string& what) {
   return s;
 }
 
-// x[:, a:b] (or x[..., a:b] / x[:, :, a:b]): one sliced feature axis, every other axis whole.
+// x[:, a:b] (or x[:, :, a:b]): one sliced feature axis, every other axis whole.
 sg::SymbolicTensor getitem(const sg::SymbolicTensor& x, nb::handle key) {
   std::vector<nb::handle> parts;
   if (nb::isinstance<nb::tuple>(key)) {

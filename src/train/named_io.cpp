@@ -141,13 +141,15 @@ int64_t Trainer::check_named(const Variant& v, const NamedArrays& inputs, const 
     check_token_ids(v.program, v.inputs[i], a, cat(what, " input '", names[i], "'"));
   }
   if (!targets) return rows;
-  for (const auto& [name, a] : *targets)
+  for (const auto& target : *targets) {
+    const std::string& name = target.first;  // a structured binding cannot be captured in C++17
     SG_REQUIRE(std::any_of(terms_.begin(), terms_.end(), [&](const LossTerm& t) { return t.output == name; }), what,
                ": target '", name, "' has no loss term (terms on: ", [&] {
                  std::vector<std::string> on;
                  for (const LossTerm& t : terms_) on.push_back(t.output);
                  return joined(on);
                }(), ")");
+  }
   for (size_t i = 0; i < terms_.size(); ++i) {
     const std::string& name = terms_[i].output;
     const auto it = targets->find(name);
