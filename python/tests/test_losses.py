@@ -65,7 +65,8 @@ def test_loss_and_gradient_match_torch(name):
 def test_gelu_erf_is_torch_default_gelu():
     z = np.linspace(-4, 4, 17).astype(np.float32)
     x = sg.Input(17, name="z")
-    m = sg.Model([x], sg.activation(x, "gelu_erf"))
+    # A zero-initialised layer beside it: a Trainer needs a parameter, and it adds exactly 0.
+    m = sg.Model([x], sg.activation(x, "gelu_erf") + sg.Dense(17, init="zeros")(x))
     t = sg.Trainer(m, sg.MeanSquaredError(), sg.SGD(0.1), device="cpu")
     t.compile((1, 17))
     got = t.predict(z[None, :])[0]
