@@ -38,11 +38,9 @@ def test_describe_and_errors():
     assert "gelu" in sg.Dense(2, activation="gelu_tanh").describe()
 
 
-torch = pytest.importorskip("torch", reason="PyTorch is not installed")
-
-
 @pytest.mark.parametrize("name", ["l1", "huber", "bce"])
 def test_loss_and_gradient_match_torch(name):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
     r = np.random.default_rng(1)
     X = r.standard_normal((16, 4)).astype(np.float32)
     y = r.standard_normal((16, 3)).astype(np.float32)
@@ -63,6 +61,7 @@ def test_loss_and_gradient_match_torch(name):
 
 
 def test_gelu_erf_is_torch_default_gelu():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
     z = np.linspace(-4, 4, 17).astype(np.float32)
     x = sg.Input(17, name="z")
     # A zero-initialised layer beside it: a Trainer needs a parameter, and it adds exactly 0.
