@@ -221,6 +221,9 @@ class Trainer {
   std::vector<TensorInfo> persistent_tensors() const;  // in creation order (checkpoint order)
   void settle() const;
   void write_tensor(const std::string& name, const HostArray& a);
+  // Whether a batch of `rows` rows needs its own compiled shape, by the shape policy (pad: no,
+  // when it is smaller; error: an Error naming `fn`).
+  bool needs_compile(int64_t rows, const char* fn) const;
   void build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool training);
   void upload_named(Variant& v, const NamedArrays& inputs, const NamedArrays& targets, int64_t row0, int64_t rows);
   int64_t check_named(const Variant& v, const NamedArrays& inputs, const NamedArrays* targets,

@@ -368,11 +368,11 @@ Model::Model(std::vector<SymbolicTensor> inputs, std::vector<std::pair<std::stri
   }
   // Every node the outputs need, found backwards; an Input not among the inputs is an error.
   std::map<uint64_t, std::shared_ptr<const ModelNode>> needed;
-  std::vector<std::pair<std::shared_ptr<const ModelNode>, std::string>> todo;
-  for (size_t i = 0; i < outputs_.size(); ++i) todo.emplace_back(outputs_[i].node(), output_names_[i]);
-  while (!todo.empty()) {
-    auto [n, reader] = todo.back();
-    todo.pop_back();
+  std::vector<std::pair<std::shared_ptr<const ModelNode>, std::string>> pending;
+  for (size_t i = 0; i < outputs_.size(); ++i) pending.emplace_back(outputs_[i].node(), output_names_[i]);
+  while (!pending.empty()) {
+    auto [n, reader] = pending.back();
+    pending.pop_back();
     if (!needed.emplace(n->id, n).second) continue;
     SG_REQUIRE(n->kind != ModelNode::Kind::Input || input_nodes.count(n.get()), "model: output '", reader,
                "' depends on input '", n->display(), "', which is not among the model's inputs (",
@@ -382,7 +382,7 @@ Model::Model(std::vector<SymbolicTensor> inputs, std::vector<std::pair<std::stri
                  return s;
                }(),
                ")");
-    for (const SymbolicTensor& t : n->inputs) todo.emplace_back(t.node(), reader);
+    for (const SymbolicTensor& t : n->inputs) pending.emplace_back(t.node(), reader);
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!needed.count(inputs_[i].node()->id))

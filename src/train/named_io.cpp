@@ -206,20 +206,9 @@ void Trainer::upload_named(Variant& v, const NamedArrays& inputs, const NamedArr
 void Trainer::set_batch(const NamedArrays& inputs, const NamedArrays& targets) {
   settle();
   SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch}) first");
-  const int64_t rows = check_named(*current_, inputs, &targets, "batch"), B = current_->input_shape[0];
+  const int64_t rows = check_named(*current_, inputs, &targets, "batch");
   SG_REQUIRE(rows > 0, "set_batch: the batch has no rows");
-  if (rows != B) {
-    switch (options_.shape_policy) {
-      case ShapePolicy::Recapture: compile({rows}); break;
-      case ShapePolicy::Pad:
-        SG_REQUIRE(rows < B, "set_batch: batch has ", rows, " rows, more than the compiled ", B,
-                   "; the pad policy only pads smaller batches (compile the larger shape)");
-        break;
-      case ShapePolicy::Error:
-        throw Error(cat("set_batch: batch has ", rows, " rows but the step was compiled for ", B,
-                        " and the shape policy is 'error' (use 'pad' or 'recapture', or compile that shape)"));
-    }
-  }
+  if (needs_compile(rows, "set_batch")) compile({rows});
   upload_named(*current_, inputs, targets, 0, rows);
 }
 

@@ -348,25 +348,30 @@ void Trainer::upload_batch(Variant& v, const HostArray& X, const HostArray& y, i
   backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
 }
 
+bool Trainer::needs_compile(int64_t rows, const char* fn) const {
+  const int64_t B = current_->input_shape[0];
+  if (rows == B) return false;
+  switch (options_.shape_policy) {
+    case ShapePolicy::Recapture: return true;
+    case ShapePolicy::Pad:
+      SG_REQUIRE(rows < B, fn, ": batch has ", rows, " rows, more than the compiled ", B,
+                 "; the pad policy only pads smaller batches (compile the larger shape)");
+      return false;
+    case ShapePolicy::Error:
+      throw Error(cat(fn, ": batch has ", rows, " rows but the step was compiled for ", B,
+                      " and the shape policy is 'error' (use 'pad' or 'recapture', or compile that shape)"));
+  }
+  return false;
+}
+
 void Trainer::set_batch(const HostArray& X, const HostArray& y) {
   settle();
   SG_REQUIRE(current_, "set_batch: the trainer is not compiled: call compile({batch, features}) first");
   SG_REQUIRE(!current_->resident, "set_batch: this trainer gathers its batches from the device-resident "
              "data set (set_dataset); call launch(), or compile() to feed batches from the host");
   check_batch(*current_, X, y, "batch");
-  const int64_t rows = X.shape()[0], B = current_->input_shape[0];
-  if (rows != B) {
-    switch (options_.shape_policy) {
-      case ShapePolicy::Recapture: compile({rows, current_->input_shape[1]}); break;
-      case ShapePolicy::Pad:
-        SG_REQUIRE(rows < B, "set_batch: batch has ", rows, " rows, more than the compiled ", B,
-                   "; the pad policy only pads smaller batches (compile the larger shape)");
-        break;
-      case ShapePolicy::Error:
-        throw Error(cat("set_batch: batch has ", rows, " rows but the step was compiled for ", B,
-                        " and the shape policy is 'error' (use 'pad' or 'recapture', or compile that shape)"));
-    }
-  }
+  const int64_t rows = X.shape()[0];
+  if (needs_compile(rows, "set_batch")) compile({rows, current_->input_shape[1]});
   upload_batch(*current_, X, y, 0, rows);
 }
 
@@ -377,18 +382,8 @@ void Trainer::set_batch_device(const void* X, const void* y, int64_t rows) {
   SG_REQUIRE(!graph_, "set_batch_device: a graph model's batches are arrays by name (set_batch with NamedArrays)");
   SG_REQUIRE(X && y, "set_batch_device: null pointer");
   SG_REQUIRE(rows > 0, "set_batch_device: rows must be positive, got ", rows);
-  const int64_t B = current_->input_shape[0], D = current_->input_shape[1];
-  if (rows != B) {
-    switch (options_.shape_policy) {
-      case ShapePolicy::Recapture: compile({rows, D}); break;
-      case ShapePolicy::Pad:
-        SG_REQUIRE(rows < B, "set_batch_device: batch has ", rows, " rows, more than the compiled ", B);
-        break;
-      case ShapePolicy::Error:
-        throw Error(cat("set_batch_device: batch has ", rows, " rows but the step was compiled for ", B,
-                        " and the shape policy is 'error'"));
-    }
-  }
+  const int64_t D = current_->input_shape[1];
+  if (needs_compile(rows, "set_batch_device")) compile({rows, D});
   Variant& v = *current_;
   const TensorInfo& yt = v.program.tensor(v.y);
   const size_t yrow = static_cast<size_t>(numel(yt.shape) / yt.shape[0]) * dtype_size(yt.dtype);
