@@ -272,6 +272,25 @@ sg_cli_ok(cli_explain_graph_regression
   ARGS explain "${SG_CONFIGS}/graph_regression.json" --batch 4
   STDOUT "model\\(x = input\\[8\\]; h1 = dense\\(64, tanh.*skip = concat\\(h2, x; \\(axis -1\\)\\).*outputs y=head\\)")
 
+# A DeepONet (two inputs, data by name from the antiderivative generator, loss by output): the
+# validation MSE falls from about VAL0 untrained, and every line reports the term G.
+sg_cli_ok(cli_example_deeponet
+  ARGS train "${SG_CONFIGS}/deeponet.json" --steps 600 --json
+  OUT "${SG_RUNS}/example_deeponet"
+  KEYS "event|steps|final_loss|val_loss|val_terms|loss_terms"
+  EQUAL "event=summary|steps=600|task=graph|val_size=1600"
+  MAX "val_loss=0.05"
+  FILES "${SG_RUNS}/example_deeponet/checkpoint.safetensors"
+  SETUP deeponet_run)
+sg_cli_ok(cli_eval_deeponet
+  ARGS eval "${SG_CONFIGS}/deeponet.json" --checkpoint "${SG_RUNS}/example_deeponet/checkpoint.safetensors" --json
+  EQUAL "event=summary|steps=600|task=graph|val_size=1600"
+  MAX "val_loss=0.05"
+  REQUIRES deeponet_run)
+sg_cli_ok(cli_explain_deeponet
+  ARGS explain "${SG_CONFIGS}/deeponet.json" --batch 4
+  STDOUT "model\\(u = input\\[50\\]; y = input\\[1\\];.*outputs G=G\\)")
+
 # A small CSV file trains; its bad twins below differ only in one label.
 sg_cli_ok(cli_train_csv
   ARGS train "${SG_DATA}/csv_ok.json" --json

@@ -296,10 +296,6 @@ TEST(ModelGraph, ConfigGraphErrorsNameTheNodeAndPath) {
                "model.nodes[1].name", "names two nodes");
   EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "x"}])", R"({"y": "q"})"),
                "model.outputs.y", "'q' is neither");
-  EXPECT_ERROR(parse(R"([{"name": "y", "type": "dense", "units": 1, "input": "x"},
-                         {"name": "v", "type": "dense", "units": 1, "input": "x"}])",
-                     R"({"y": "y", "v": "v"})"),
-               "model.outputs", "1 inputs and 2 outputs trains from Python or C++");
   EXPECT_ERROR(parse(R"([{"name": "y", "layer": "x", "input": "x"}])"), "model.nodes[0].layer", "'x' is not a node");
 }
 

@@ -2,8 +2,10 @@
 // the JSON path ("model.layers[1].units: expected a positive integer, got -3").
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +19,7 @@
 namespace sg {
 
 struct DataConfig {
-  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv | sequence_task | text_file
+  std::string source = "digits";  // digits | synthetic_classification | synthetic_regression | npy | npz | csv | sequence_task | text_file | antiderivative
   std::string path, x_path, y_path;        // npz/csv: path; npy: x_path + y_path
   std::string x_key = "X", y_key = "y";    // npz member names
   Task task = Task::Classification;
@@ -33,6 +35,12 @@ struct DataConfig {
   LastBatch last_batch = LastBatch::Drop;
   bool standardize = false;    // z-score features with the training split's mean and std
   bool device_resident = false;  // upload the training split once; batches are gathered in the step
+  // A graph model's arrays by name (data.inputs, data.targets; docs/models.md). npz and
+  // antiderivative: the member holding each model input and each output's target (default: the
+  // member of that name). csv: each one's columns.
+  std::map<std::string, std::string> input_members, target_members;
+  std::map<std::string, std::vector<CsvColumn>> input_columns, target_columns;
+  int64_t functions = 1000, sensors = 100, points = 10;  // antiderivative (make_antiderivative)
 };
 
 struct TrainConfig {
@@ -58,6 +66,12 @@ struct RunConfig {
   // (row-major: digits' 64 features are an 8x8 image, [8, 8, 1]); empty: feature rows as given.
   Shape model_input_shape;
   LossPtr loss;
+  // A graph model with several inputs or outputs, or losses by output ("loss": {"u": {...}}):
+  // the model, its terms and batches by name (NamedDataset); model and loss above are then the
+  // same model and null.
+  ModelPtr graph;
+  std::vector<LossTerm> loss_terms;
+  bool named() const { return !loss_terms.empty(); }
   OptimizerPtr optimizer;
   DataConfig data;
   TrainConfig train;
@@ -83,6 +97,10 @@ nlohmann::json default_config();
 
 // Loads the data set a config names.
 Dataset load_data(const DataConfig& d);
+// The same by name, for a graph model: `inputs` are its input names, `targets` the outputs that
+// have loss terms. Errors name the missing member or column group and what the file has.
+NamedDataset load_named_data(const DataConfig& d, const std::vector<std::string>& inputs,
+                             const std::vector<std::string>& targets);
 // Checks model.inputs and model.input_shape against the data's features (before compiling: an
 // input shape that does not fit would fail in the model's first layer with a vaguer message).
 void check_model_inputs(const RunConfig& cfg, const Dataset& d);

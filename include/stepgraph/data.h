@@ -31,6 +31,18 @@ struct Dataset {
   int64_t targets() const;  // regression: T; classification: 1
 };
 
+// Arrays by name: a graph model's inputs, its targets (by output name), its predictions.
+using NamedArrays = std::map<std::string, HostArray>;
+
+// A data set for a graph model: every model input and every output's target by name, each
+// [N, ...] with the same N (row i of every array is sample i).
+struct NamedDataset {
+  std::string name;
+  NamedArrays inputs, targets;
+
+  int64_t size() const;  // N (0 when empty)
+};
+
 // Checks shapes, dtypes and label range; errors name `what` (e.g. "data.path 'x.npy'").
 // For classification with num_classes == 0 the count is inferred as max(label) + 1.
 Dataset make_dataset(std::string name, Task task, HostArray X, HostArray y,
@@ -76,6 +88,14 @@ struct CsvOptions {
   int num_targets = 1;     // regression: the last `num_targets` columns unless label_column set
 };
 Dataset load_csv(const std::string& path, const CsvOptions& opt);
+// Column groups by name (a graph model's inputs and targets): each group's columns, by index
+// (negative counts from the end) or by header name, into f32 [rows, columns]. Columns in no
+// group are not read; errors name the group and the column.
+struct CsvColumn {
+  int64_t index = 0;
+  std::string header;  // non-empty: the column of this header name
+};
+NamedArrays load_csv_columns(const std::string& path, const std::map<std::string, std::vector<CsvColumn>>& groups);
 
 // Shuffled (seeded) split: the last ceil(N * val_fraction) samples of a permutation are the
 // validation set. val_fraction in [0, 1).
@@ -83,6 +103,18 @@ std::pair<Dataset, Dataset> train_val_split(const Dataset& d, double val_fractio
 
 // Rows `index` of d into a new data set (same task and classes).
 Dataset gather(const Dataset& d, const std::vector<int64_t>& index);
+// The same for arrays by name: the split takes the same rows as a Dataset of as many samples
+// with the same seed (a graph model spelling out a Sequential trains on the same samples).
+std::pair<NamedDataset, NamedDataset> train_val_split(const NamedDataset& d, double val_fraction, uint64_t seed);
+NamedDataset gather(const NamedDataset& d, const std::vector<int64_t>& index);
+
+// The DeepONet antiderivative set (operator learning, Lu et al. 2021): `functions` random
+// functions u(x) = c + sum_k (a_k cos(2 pi k x) + b_k sin(2 pi k x)) / k on [0, 1] (k <= 4,
+// coefficients standard normal), each sampled at `sensors` evenly spaced points and queried at
+// `points` uniform random y in [0, 1]. One row per (function, y): members "u" f32 [N, sensors]
+// (the function at the sensors), "y" f32 [N, 1] and "G" f32 [N, 1] = the integral of u from 0 to
+// y (closed form). N = functions * points; rows of one function are adjacent.
+NamedArrays make_antiderivative(int64_t functions, int64_t sensors, int64_t points, uint64_t seed);
 
 // The batching rule. Epoch e visits a permutation of [0, N) that depends only on (seed, e)
 // (identity when shuffle is false); step s (0-based) is batch s % batches_per_epoch of epoch

@@ -45,7 +45,7 @@ struct RunSummary {
   int64_t steps = 0;          // optimizer steps taken in total
   double final_loss = 0;      // loss of the last step
   double us_per_step = 0;     // wall time per step of this run's loop
-  std::string task;           // classification | regression
+  std::string task;           // classification | regression | graph (arrays by name) | physics-informed
   double val_loss = 0;
   double val_accuracy = 0;    // classification ("accuracy" in the JSON summary)
   double train_accuracy = 0;
@@ -53,7 +53,9 @@ struct RunSummary {
   std::string device;
   std::string checkpoint;     // path written, if any
   double rel_l2_error = -1;   // physics-informed problems: against the known solution
-  std::map<std::string, float> loss_terms;  // physics-informed problems: each term's last value
+  // Physics-informed problems and graph models with losses by output: each term's last value.
+  std::map<std::string, float> loss_terms;
+  std::map<std::string, double> val_terms;  // graph models: each term over the validation split
   std::map<std::string, float> amax;        // dense layers with amax: max |output| of the last step
   nlohmann::json to_json() const;
 };
@@ -67,6 +69,10 @@ Device choose_device(const std::string& requested, std::string* note);
 // in *world); otherwise null. Errors say why data-parallel training cannot run here.
 std::shared_ptr<dist::Communicator> start_data_parallel(const RunConfig& cfg, const std::string& requested_device,
                                                        dist::World* world);
+
+// What the step of a configuration is, as Trainer::explain says, compiled for batches of `batch`
+// rows (0: train.batch_size) and then, when `then_batch` > 0, for that size too.
+std::string explain_run(const RunConfig& cfg, Device device, int64_t batch = 0, int64_t then_batch = 0);
 
 // The Trainer a configuration describes (its model, loss or physics problem, optimizer, trainer
 // options, train.seed unless `seed`), on `device` ("auto" | "cpu" | "cuda"; empty: train.device).

@@ -56,8 +56,6 @@ struct LossTerm {
   LossPtr loss;
   double weight = 1.0;
 };
-// Arrays by name: a model's inputs, its targets (by output name), its predictions.
-using NamedArrays = std::map<std::string, HostArray>;
 
 struct EvalResult {
   double loss = 0;      // over all rows, with the loss's reduction (mean: per row / element)
@@ -149,6 +147,7 @@ class Trainer {
   // within the outputs, token ids within each embedding's vocabulary where X feeds one), so a
   // run can refuse bad data before it writes anything. `what` names the data in errors.
   void check_data(const HostArray& X, const HostArray& y, const std::string& what) const;
+  void check_data(const NamedArrays& inputs, const NamedArrays& targets, const std::string& what) const;
 
   // Device-resident training: the data set is uploaded once and every launch() gathers its own
   // batch inside the step (the GatherBatch rule in ir.h: a keyed per-epoch shuffle computed on

@@ -92,6 +92,20 @@ void bind_run(nb::module_& m) {
   m.def("_default_config", [] { return sg::default_config().dump(); },
         "The embedded default configuration (an MLP on the digits data) as JSON text.");
 
+  m.def("load_digits", [] {
+        sg::Dataset d = sg::load_digits();
+        return nb::make_tuple(to_numpy(std::move(d.X)), to_numpy(std::move(d.y)));
+      },
+      "The handwritten digits (1797 8x8 images, pixels scaled to 0..1, 10 classes) embedded in stepgraph: "
+      "(X float32 [1797, 64], y int32 [1797]).");
+  m.def("make_antiderivative",
+        [](int64_t functions, int64_t sensors, int64_t points, uint64_t seed) {
+          return as_input_error([&] { return to_dict(sg::make_antiderivative(functions, sensors, points, seed)); });
+        },
+        "functions"_a = 1000, "sensors"_a = 100, "points"_a = 10, "seed"_a = 0,
+        "The DeepONet antiderivative set (the config source \"antiderivative\"): {'u': float32 [N, sensors] "
+        "(a random smooth function at the sensors), 'y': float32 [N, 1] (query points), 'G': float32 [N, 1] "
+        "(the integral of u from 0 to y)}, N = functions * points.");
   m.def("_parse_config",
         [](std::optional<std::string> json_text, std::optional<std::string> path) {
           return config_from(json_text, path).json.dump();

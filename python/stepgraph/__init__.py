@@ -71,6 +71,8 @@ from ._stepgraph import (
     cuda_available,
     cuda_enabled,
     cuda_unavailable_reason,
+    load_digits,
+    make_antiderivative,
 )
 from . import _stepgraph
 
@@ -145,6 +147,8 @@ __all__ = [
     "cuda_enabled",
     "cuda_unavailable_reason",
     "default_config",
+    "load_digits",
+    "make_antiderivative",
     "evaluate_checkpoint",
     "load_config",
     "plot",

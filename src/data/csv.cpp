@@ -1,4 +1,5 @@
 // Numeric CSV files: parsing (shared with the embedded digits set) and column selection.
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -249,6 +250,30 @@ Dataset csv_to_dataset(const CsvTable& t, const CsvOptions& opt, std::string nam
 }
 
 }  // namespace detail
+
+NamedArrays load_csv_columns(const std::string& path, const std::map<std::string, std::vector<CsvColumn>>& groups) {
+  const std::string source = cat("CSV file '", path, "'");
+  const detail::CsvTable t = detail::parse_csv(read_file(path, "CSV file"), source);
+  NamedArrays out;
+  for (const auto& [name, columns] : groups) {
+    SG_REQUIRE(!columns.empty(), source, ": the column group '", name, "' names no columns");
+    std::vector<int64_t> keep;
+    for (const CsvColumn& c : columns) {
+      if (c.header.empty()) {
+        keep.push_back(detail::resolve_column(c.index, t.cols, source, cat("the column group '", name, "': column").c_str()));
+        continue;
+      }
+      SG_REQUIRE(!t.header.empty(), source, ": the column group '", name, "' names the column '", c.header,
+                 "' but the file has no header row; name columns by index");
+      const auto it = std::find(t.header.begin(), t.header.end(), c.header);
+      SG_REQUIRE(it != t.header.end(), source, ": the column group '", name, "' names the column '", c.header,
+                 "', which the header does not have (it has: ", joined(t.header), ")");
+      keep.push_back(static_cast<int64_t>(it - t.header.begin()));
+    }
+    out.emplace(name, detail::take_columns(t, keep, source));
+  }
+  return out;
+}
 
 Dataset load_csv(const std::string& path, const CsvOptions& opt) {
   const std::string text = read_file(path, "CSV file");

@@ -165,54 +165,83 @@ Dataset make_regression(int64_t samples, int64_t features, int64_t targets, uint
   return make_dataset("regression", Task::Regression, std::move(X), std::move(Y));
 }
 
+namespace {
+
+// The rows of each side of a split: the last ceil(N * val_fraction) of a seeded permutation
+// are the validation set.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> split_rows(int64_t n, double val_fraction, uint64_t seed,
+                                                                 const std::string& name) {
+  SG_REQUIRE(val_fraction >= 0.0 && val_fraction < 1.0, "train_val_split of data set '", name,
+             "': val_fraction must be in [0, 1), got ", val_fraction);
+  // The tolerance keeps e.g. 10 * 0.3 = 3.0000000000000004 from rounding up to 4.
+  const double raw = static_cast<double>(n) * val_fraction;
+  const int64_t n_val = static_cast<int64_t>(std::ceil(raw - 1e-9 * std::max(1.0, raw)));
+  const int64_t n_train = n - n_val;
+  SG_REQUIRE(n_train > 0, "train_val_split of data set '", name, "': val_fraction ",
+             val_fraction, " of ", n, " samples leaves no training samples");
+  const std::vector<int64_t> perm = random_permutation(n, mix_seed(seed, "train_val_split"));
+  return {std::vector<int64_t>(perm.begin(), perm.begin() + n_train), std::vector<int64_t>(perm.begin() + n_train, perm.end())};
+}
+
+// Rows `index` of a [n, ...] array (bytes, so every dtype works).
+HostArray gather_rows(const HostArray& a, const std::vector<int64_t>& index, const std::string& what) {
+  const int64_t n = a.shape().empty() ? 0 : a.shape()[0];
+  Shape s = a.shape();
+  SG_REQUIRE(!s.empty(), "gather: ", what, " is a scalar; expected [rows, ...]");
+  s[0] = static_cast<int64_t>(index.size());
+  HostArray out(a.dtype(), s);
+  const size_t row = a.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
+  const char* src = static_cast<const char*>(a.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (size_t i = 0; i < index.size(); ++i) {
+    const int64_t r = index[i];
+    SG_REQUIRE(r >= 0 && r < n, "gather: index[", i, "] = ", r, " is out of range for ", what, " with ", n, " rows");
+    std::memcpy(dst + i * row, src + r * row, row);
+  }
+  return out;
+}
+
+}  // namespace
+
 Dataset gather(const Dataset& d, const std::vector<int64_t>& index) {
   const int64_t n = d.size();
-  const int64_t rows = static_cast<int64_t>(index.size());
-  Shape xs = d.X.shape(), ys = d.y.shape();
-  SG_REQUIRE(xs.size() == 2 && !ys.empty() && ys[0] == n, "gather: data set '", d.name,
-             "' is malformed (X ", shape_str(xs), ", y ", shape_str(ys), ")");
-  xs[0] = rows;
-  ys[0] = rows;
-  HostArray X(d.X.dtype(), xs), y(d.y.dtype(), ys);
-  // Rows are copied as bytes, so this works for every dtype and target width.
-  const size_t xrow = d.X.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
-  const size_t yrow = d.y.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
-  const char* xs_src = static_cast<const char*>(d.X.raw());
-  const char* ys_src = static_cast<const char*>(d.y.raw());
-  char* x_dst = static_cast<char*>(X.raw());
-  char* y_dst = static_cast<char*>(y.raw());
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t r = index[i];
-    SG_REQUIRE(r >= 0 && r < n, "gather: index[", i, "] = ", r, " is out of range for data set '",
-               d.name, "' with ", n, " rows");
-    std::memcpy(x_dst + i * xrow, xs_src + r * xrow, xrow);
-    std::memcpy(y_dst + i * yrow, ys_src + r * yrow, yrow);
-  }
+  SG_REQUIRE(d.X.shape().size() == 2 && !d.y.shape().empty() && d.y.shape()[0] == n, "gather: data set '", d.name,
+             "' is malformed (X ", shape_str(d.X.shape()), ", y ", shape_str(d.y.shape()), ")");
   // Not through make_dataset: the source was validated, the class count must be kept (a
   // subset may miss the top class) and an empty selection (a 0% validation split) is allowed.
   Dataset out;
   out.name = d.name;
   out.task = d.task;
-  out.X = std::move(X);
-  out.y = std::move(y);
+  out.X = gather_rows(d.X, index, cat("data set '", d.name, "'"));
+  out.y = gather_rows(d.y, index, cat("data set '", d.name, "'"));
   out.num_classes = d.num_classes;
   return out;
 }
 
 std::pair<Dataset, Dataset> train_val_split(const Dataset& d, double val_fraction,
                                             uint64_t seed) {
-  SG_REQUIRE(val_fraction >= 0.0 && val_fraction < 1.0, "train_val_split of data set '", d.name,
-             "': val_fraction must be in [0, 1), got ", val_fraction);
-  const int64_t n = d.size();
-  // The tolerance keeps e.g. 10 * 0.3 = 3.0000000000000004 from rounding up to 4.
-  const double raw = static_cast<double>(n) * val_fraction;
-  const int64_t n_val = static_cast<int64_t>(std::ceil(raw - 1e-9 * std::max(1.0, raw)));
-  const int64_t n_train = n - n_val;
-  SG_REQUIRE(n_train > 0, "train_val_split of data set '", d.name, "': val_fraction ",
-             val_fraction, " of ", n, " samples leaves no training samples");
-  const std::vector<int64_t> perm = random_permutation(n, mix_seed(seed, "train_val_split"));
-  std::vector<int64_t> train(perm.begin(), perm.begin() + n_train);
-  std::vector<int64_t> val(perm.begin() + n_train, perm.end());
+  const auto [train, val] = split_rows(d.size(), val_fraction, seed, d.name);
+  return {gather(d, train), gather(d, val)};
+}
+
+int64_t NamedDataset::size() const {
+  for (const NamedArrays* m : {&inputs, &targets})
+    for (const auto& kv : *m)
+      if (!kv.second.shape().empty()) return kv.second.shape()[0];
+  return 0;
+}
+
+NamedDataset gather(const NamedDataset& d, const std::vector<int64_t>& index) {
+  NamedDataset out;
+  out.name = d.name;
+  for (const auto& [name, a] : d.inputs) out.inputs.emplace(name, gather_rows(a, index, cat("input '", name, "' of '", d.name, "'")));
+  for (const auto& [name, a] : d.targets)
+    out.targets.emplace(name, gather_rows(a, index, cat("target '", name, "' of '", d.name, "'")));
+  return out;
+}
+
+std::pair<NamedDataset, NamedDataset> train_val_split(const NamedDataset& d, double val_fraction, uint64_t seed) {
+  const auto [train, val] = split_rows(d.size(), val_fraction, seed, d.name);
   return {gather(d, train), gather(d, val)};
 }
 

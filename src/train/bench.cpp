@@ -11,6 +11,7 @@
 
 #include "stepgraph/rng.h"
 #include "stepgraph/run.h"
+#include "train/run_data.h"
 
 namespace sg {
 
@@ -52,15 +53,6 @@ TrainerOptions options_for(const RunConfig& cfg, ExecMode mode) {
   TrainerOptions o = cfg.trainer;
   o.mode = mode;
   return o;
-}
-
-Dataset first_rows(const RunConfig& cfg, int64_t rows) {
-  Dataset d = load_data(cfg.data);
-  SG_REQUIRE(d.size() >= rows, "train.batch_size ", rows, " is larger than the data set '", d.name, "' (",
-             d.size(), " samples)");
-  std::vector<int64_t> idx(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) idx[i] = i;
-  return gather(d, idx);
 }
 
 // Median over 5 repeats of (time of `steps` launches) / steps, after a warm-up. Data parallel:
@@ -107,7 +99,7 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
   if (!note.empty()) std::cerr << "stepgraph: " << note << "\n";
   const int64_t B = cfg.train.batch_size;
   // A physics-informed step makes its own points; other configs time one fixed batch.
-  Dataset batch = cfg.problem ? Dataset{} : first_rows(cfg, B);
+  const RunData data = cfg.problem ? RunData{} : prepare_data(cfg, false);
   BenchResult r;
   r.config = name;
   r.device = device_name(device);
@@ -125,18 +117,12 @@ BenchResult bench_run(const RunConfig& cfg, const RunOptions& opt, int64_t steps
     TrainerOptions topt = options_for(cfg, mode);
     topt.lower.comm = comm;
     topt.lower.bucket_bytes = static_cast<int64_t>(cfg.train.bucket_mb * 1048576.0);
-    std::unique_ptr<Trainer> tp;
-    const uint64_t seed = opt.seed.value_or(cfg.train.seed);
+    std::unique_ptr<Trainer> tp = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), topt);
     if (cfg.problem) {
-      tp = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, device, seed,
-                                     options_for(cfg, mode));
-      tp->compile_custom();
       r.batch = cfg.problem->terms[0].points;
     } else {
-      check_model_inputs(cfg, batch);
-      tp = std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, topt);
-      tp->compile({B, batch.features()});
-      tp->set_batch(batch.X, batch.y);
+      compile_for(*tp, cfg, data, B);
+      set_first_rows(*tp, data, B);
     }
     Trainer& t = *tp;
     const double us = time_steps(t, steps, comm != nullptr);
@@ -173,29 +159,20 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
   const uint64_t seed = opt.seed.value_or(cfg.train.seed);
   // A physics-informed step draws its own points from (seed, step): the three trainers see the
   // same ones. Other configs get the same batches from the data set.
-  auto trainer = [&](Device d, ExecMode m) {
-    if (cfg.problem) {
-      auto t = std::make_unique<Trainer>(cfg.model, pinn::make_step(*cfg.problem), cfg.optimizer, d, seed, options_for(cfg, m));
-      t->compile_custom();
-      return t;
-    }
-    return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, d, seed, options_for(cfg, m));
-  };
+  auto trainer = [&](Device d, ExecMode m) { return trainer_from_config(cfg, d, seed, options_for(cfg, m)); };
   std::unique_ptr<Trainer> pe = trainer(Device::CUDA, ExecMode::Eager), pg = trainer(Device::CUDA, ExecMode::Graph),
                            pc = trainer(Device::CPU, ExecMode::Eager);
   Trainer &eager = *pe, &graph = *pg, &cpu = *pc;
   const int64_t B = cfg.train.batch_size;
-  Dataset data;
+  const RunData data = cfg.problem ? RunData{} : prepare_data(cfg, false);
   std::unique_ptr<BatchSampler> sampler;
   if (!cfg.problem) {
-    data = load_data(cfg.data);
-    SG_REQUIRE(data.size() >= B, "train.batch_size ", B, " is larger than the data set (", data.size(), ")");
-    check_model_inputs(cfg, data);
-    for (Trainer* t : {&eager, &graph, &cpu}) t->compile({B, data.features()});
-    sampler = std::make_unique<BatchSampler>(data.size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
+    SG_REQUIRE(data.train_size() >= B, "train.batch_size ", B, " is larger than the data set (", data.train_size(), ")");
+    for (Trainer* t : {&eager, &graph, &cpu}) compile_for(*t, cfg, data, B);
+    sampler = std::make_unique<BatchSampler>(data.train_size(), B, cfg.data.shuffle, mix_seed(seed, "data"), LastBatch::Drop);
   }
-  auto step = [&](Trainer& t, const Dataset& b) -> double {
-    if (!cfg.problem) return t.one_step(b.X, b.y);
+  auto step = [&](Trainer& t, const std::vector<int64_t>& rows) -> double {
+    if (!cfg.problem) return train_rows(t, data, rows);
     t.launch();
     return t.loss();
   };
@@ -222,7 +199,7 @@ VerifyResult verify_run(const RunConfig& cfg, const RunOptions& opt, int64_t ste
     }
   } remove_sync{sync};
   for (int64_t s = 0; s < steps; ++s) {
-    const Dataset b = cfg.problem ? Dataset{} : gather(data, sampler->indices(s));
+    const std::vector<int64_t> b = cfg.problem ? std::vector<int64_t>{} : sampler->indices(s);
     if (s > 0) {
       graph.save(sync.string());
       cpu.load(sync.string());

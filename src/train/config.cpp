@@ -4,6 +4,7 @@
 #include "core/json_text.h"
 #include "train/config_node.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -143,7 +144,9 @@ LayerPtr cfg::parse_layer(const Node& n) {
 
 namespace {
 
-LossPtr parse_loss(const Node& n, Task task) {
+// `task`: the data's (the loss must fit it), or none for a graph model's term (its target's
+// dtype is checked against the loss when the data is loaded).
+LossPtr parse_loss(const Node& n, Task task, bool check_task = true) {
   std::string def = task == Task::Classification ? "softmax_cross_entropy" : "mse";
   std::string type = n.string("type", def, {"softmax_cross_entropy", "mse", "l1", "huber", "bce_with_logits"});
   if (type == "huber") n.only({"type", "reduction", "delta"});
@@ -155,9 +158,45 @@ LossPtr parse_loss(const Node& n, Task task) {
   else if (type == "huber") loss = std::make_shared<HuberLoss>(n.number("delta", 1.0, 1e-30, 1e30), r);
   else if (type == "bce_with_logits") loss = std::make_shared<BinaryCrossEntropyWithLogits>(r);
   else loss = std::make_shared<MeanSquaredError>(r);
-  SG_REQUIRE(loss->task() == task, n.at("type"), ": loss \"", type, "\" is for ", task_name(loss->task()),
+  SG_REQUIRE(!check_task || loss->task() == task, n.at("type"), ": loss \"", type, "\" is for ", task_name(loss->task()),
              " but data.task is ", task_name(task));
   return loss;
+}
+
+// Whether "loss" is a map of terms by output ({"u": {"type": "mse"}, "v": {...}}) rather than
+// one loss object (whose values are strings and numbers).
+bool is_loss_map(const json& loss) {
+  if (!loss.is_object() || loss.empty()) return false;
+  for (const auto& kv : loss.items())
+    if (!kv.value().is_object()) return false;
+  return true;
+}
+
+// A graph model's terms: a map by output, each {"type", "weight", ...}; or one loss object, put
+// on every output (as Keras does with one loss for several outputs).
+std::vector<LossTerm> parse_loss_terms(const json& root, const Model& model, Task task) {
+  const std::vector<std::string>& outs = model.output_names();
+  std::vector<LossTerm> terms;
+  json empty = json::object();
+  const json& loss = root.contains("loss") ? root["loss"] : empty;
+  if (!is_loss_map(loss)) {
+    const LossPtr l = parse_loss(Node(loss, "loss"), task, false);  // data.task does not apply to arrays by name
+    for (const std::string& o : outs) terms.push_back(LossTerm{o, l, 1.0});
+    return terms;
+  }
+  for (const auto& [name, v] : loss.items()) {
+    const std::string at = "loss." + name;
+    SG_REQUIRE(std::find(outs.begin(), outs.end(), name) != outs.end(), at, ": the model has no output '", name,
+               "' (its outputs: ", joined(outs), ")");
+    json rest = v;
+    double weight = 1.0;
+    if (rest.contains("weight")) {
+      weight = Node(v, at).number("weight", 1.0, 0.0, 1e12);
+      rest.erase("weight");
+    }
+    terms.push_back(LossTerm{name, parse_loss(Node(rest, at), task, false), weight});
+  }
+  return terms;
 }
 
 Schedule parse_schedule(const Node& n, int64_t total_steps) {
@@ -201,11 +240,12 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
 DataConfig parse_data(const Node& n) {
   n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
           "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
-          "standardize", "device_resident", "kind", "length", "symbols", "stride"});
+          "standardize", "device_resident", "kind", "length", "symbols", "stride", "inputs", "targets", "functions",
+          "sensors", "points"});
   DataConfig d;
   d.source = n.string("source", "digits",
                       {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv",
-                       "sequence_task", "text_file"});
+                       "sequence_task", "text_file", "antiderivative"});
   if (d.source == "sequence_task") {
     d.sequence_kind = n.string("kind", "reverse", {"copy", "reverse"});
     d.sequence_length = n.integer("length", 8, 1, 4096);
@@ -223,7 +263,7 @@ DataConfig parse_data(const Node& n) {
              ": \"length\" is a setting of sources \"sequence_task\" and \"text_file\", not of \"", d.source, "\"");
   SG_REQUIRE(d.source == "text_file" || !n.has("stride"), n.at("stride"),
              ": \"stride\" is a setting of source \"text_file\", not of \"", d.source, "\"");
-  bool regression_source = d.source == "synthetic_regression";
+  bool regression_source = d.source == "synthetic_regression" || d.source == "antiderivative";
   std::string default_task = regression_source ? "regression" : "classification";
   d.task = n.string("task", default_task, {"classification", "regression"}) == "classification"
                ? Task::Classification
@@ -259,7 +299,7 @@ DataConfig parse_data(const Node& n) {
   d.samples = n.integer("samples", 1000, 1, kMaxSamples);
   d.features = n.integer("features", 16, 1, kMaxWidth);
   d.classes = n.integer("classes", 4, 2, kMaxWidth);
-  d.targets = n.integer("targets", 1, 1, kMaxWidth);
+  if (!n.has("targets") || !n.raw()["targets"].is_object()) d.targets = n.integer("targets", 1, 1, kMaxWidth);
   d.noise = n.number("noise", 0.0, 0.0, 1e6);
   d.seed = static_cast<uint64_t>(n.integer("seed", 0, 0));
   d.validation_split = n.number("validation_split", 0.2, 0.0, 0.95);
@@ -267,6 +307,7 @@ DataConfig parse_data(const Node& n) {
   d.last_batch = n.string("last_batch", "drop", {"drop", "partial"}) == "drop" ? LastBatch::Drop : LastBatch::Partial;
   d.standardize = n.boolean("standardize", false);
   d.device_resident = n.boolean("device_resident", false);
+  cfg::parse_named_data(n, d);
   return d;
 }
 
@@ -340,13 +381,8 @@ RunConfig parse_config(const json& j) {
   SG_REQUIRE(root.has("model"), "model: missing (the network, e.g. {\"layers\": [{\"type\": \"dense\", \"units\": 10}]})");
   Node model = root.object("model");
   if (model.string("type", "sequential", {"sequential", "graph"}) == "graph") {
-    ModelPtr graph = cfg::parse_graph_model(model);
-    SG_REQUIRE(graph->input_names().size() == 1 && graph->output_names().size() == 1, model.at("outputs"),
-               ": a graph of ", graph->input_names().size(), " inputs and ", graph->output_names().size(),
-               " outputs trains from Python or C++ (Trainer with losses by output and batches by name); "
-               "configuration files take one input and one output in this version");
-    rc.model_inputs = numel(graph->input_shape(graph->input_names()[0]));
-    rc.model = graph;
+    rc.graph = cfg::parse_graph_model(model);
+    rc.model = rc.graph;
   } else {
     model.only({"type", "inputs", "input_shape", "layers"});
     rc.model_inputs = model.integer("inputs", 0, 1);
@@ -372,7 +408,33 @@ RunConfig parse_config(const json& j) {
   rc.data = parse_data(section("data"));
   rc.train = parse_train(section("train"));
   rc.trainer = parse_trainer_options(section("train"));
-  rc.loss = rc.problem ? nullptr : parse_loss(section("loss"), rc.data.task);
+  // A graph model of one input and one output, with one loss and one-array data, trains as any
+  // model; with several, losses by output or arrays by name, it trains by name.
+  const Model* graph = rc.graph.get();
+  const bool by_name = graph && (graph->input_names().size() > 1 || graph->output_names().size() > 1 ||
+                                 (root.has("loss") && is_loss_map(j["loss"])) || !rc.data.input_members.empty() ||
+                                 !rc.data.target_members.empty() || !rc.data.input_columns.empty() ||
+                                 !rc.data.target_columns.empty() || rc.data.source == "antiderivative");
+  if (graph && !by_name) rc.model_inputs = numel(graph->input_shape(graph->input_names()[0]));
+  if (!graph) {
+    SG_REQUIRE(rc.data.source != "antiderivative", "data.source: \"antiderivative\" holds arrays by name (u, y, G) ",
+               "for a graph model (model.type \"graph\"), e.g. a DeepONet (configs/deeponet.json)");
+    const bool by_name_data = !rc.data.input_members.empty() || !rc.data.target_members.empty() ||
+                              !rc.data.input_columns.empty() || !rc.data.target_columns.empty();
+    SG_REQUIRE(!by_name_data, "data.", rc.data.input_members.empty() && rc.data.input_columns.empty() ? "targets" : "inputs",
+               ": arrays by name are for a graph model's inputs and outputs (model.type \"graph\")");
+  }
+  if (by_name) {
+    SG_REQUIRE(!rc.problem, "problem: a physics-informed problem trains a one-input model; model.type \"graph\" ",
+               "with several inputs or outputs trains on data");
+    SG_REQUIRE(!rc.data.device_resident, "data.device_resident: a graph model's arrays by name are fed from the host ",
+               "in this version; set it to false");
+    rc.loss_terms = parse_loss_terms(j, *rc.graph, rc.data.task);
+  } else {
+    SG_REQUIRE(!root.has("loss") || !is_loss_map(j["loss"]), "loss: losses by output are for a graph model ",
+               "(model.type \"graph\"); this model has one output: give one loss object");
+    rc.loss = rc.problem ? nullptr : parse_loss(section("loss"), rc.data.task);
+  }
   rc.optimizer = parse_optimizer(section("optimizer"), rc.train.steps);
   return rc;
 }

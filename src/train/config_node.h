@@ -10,6 +10,10 @@
 #include "core/json_text.h"
 #include "stepgraph/model.h"
 
+namespace sg {
+struct DataConfig;
+}
+
 namespace sg::cfg {
 
 using nlohmann::json;
@@ -118,5 +122,7 @@ class Node {
 LayerPtr parse_layer(const Node& n);
 // model.type "graph": inputs, nodes and outputs (config_graph.cpp).
 ModelPtr parse_graph_model(const Node& model);
+// data.inputs, data.targets and the antiderivative source's settings (config_named.cpp).
+void parse_named_data(const Node& n, DataConfig& d);
 
 }  // namespace sg::cfg

@@ -181,6 +181,11 @@ int64_t Trainer::check_named(const Variant& v, const NamedArrays& inputs, const 
   return rows;
 }
 
+void Trainer::check_data(const NamedArrays& inputs, const NamedArrays& targets, const std::string& what) const {
+  SG_REQUIRE(current_, "check_data: call compile first");
+  check_named(*current_, inputs, &targets, what);
+}
+
 void Trainer::upload_named(Variant& v, const NamedArrays& inputs, const NamedArrays& targets, int64_t row0,
                            int64_t rows) {
   auto copy = [&](TensorId slot, const HostArray& a) {

@@ -12,6 +12,7 @@
 #include "core/files.h"
 #include "stepgraph/distributed.h"
 #include "stepgraph/rng.h"
+#include "train/run_data.h"
 #include "train/run_folder.h"
 
 namespace sg {
@@ -27,10 +28,9 @@ json RunSummary::to_json() const {
     j["train_accuracy"] = train_accuracy;
   }
   if (!checkpoint.empty()) j["checkpoint"] = checkpoint;
-  if (rel_l2_error >= 0) {
-    j["rel_l2_error"] = rel_l2_error;
-    j["loss_terms"] = loss_terms;
-  }
+  if (rel_l2_error >= 0) j["rel_l2_error"] = rel_l2_error;
+  if (!loss_terms.empty()) j["loss_terms"] = loss_terms;
+  if (!val_terms.empty()) j["val_terms"] = val_terms;
   if (!amax.empty()) j["amax"] = amax;
   return j;
 }
@@ -49,51 +49,6 @@ Device choose_device(const std::string& requested, std::string* note) {
 }
 
 namespace {
-
-// The z-score of each feature by the training split's mean and standard deviation
-// (data.standardize): training, validation and predicted inputs alike.
-struct Scaling {
-  std::vector<double> mean, sd;
-  explicit Scaling(const Dataset& train) {
-    const int64_t N = train.size(), D = train.features();
-    mean.assign(D, 0.0), sd.assign(D, 0.0);
-    const float* x = train.X.data<float>();
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t k = 0; k < D; ++k) mean[k] += x[i * D + k] / static_cast<double>(N);
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t k = 0; k < D; ++k) sd[k] += std::pow(x[i * D + k] - mean[k], 2) / static_cast<double>(N);
-    for (double& v : sd) v = std::sqrt(v + 1e-12);
-  }
-  void apply(HostArray& X) const {
-    const int64_t D = static_cast<int64_t>(mean.size()), N = X.numel() / std::max<int64_t>(D, 1);
-    float* v = X.data<float>();
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t k = 0; k < D; ++k) v[i * D + k] = static_cast<float>((v[i * D + k] - mean[k]) / sd[k]);
-  }
-};
-
-struct PreparedData {
-  Dataset all;  // in file order: errors about rows refer to it
-  Dataset train, val;
-  std::optional<Scaling> scaling;  // data.standardize
-};
-
-// Split, then standardize with the training split's statistics, then check against the model.
-PreparedData prepare(const RunConfig& cfg) {
-  PreparedData d;
-  d.all = load_data(cfg.data);
-  if (cfg.data.validation_split > 0) {
-    std::tie(d.train, d.val) = train_val_split(d.all, cfg.data.validation_split, cfg.data.seed);
-  } else {
-    d.train = d.all;
-  }
-  if (cfg.data.standardize) {
-    d.scaling.emplace(d.train);
-    for (Dataset* s : {&d.train, &d.val})
-      if (s->size()) d.scaling->apply(s->X);
-  }
-  return d;
-}
 
 class Reporter {
  public:
@@ -376,11 +331,11 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
 
   // Every input (data, model fit, checkpoint to resume) is checked before anything in out_dir is
   // written: a bad input leaves a previous run's files there as they were.
-  PreparedData data = prepare(cfg);
+  const RunData data = prepare_data(cfg);
   // B rows per rank; every rank draws the same global batch of ranks * B rows (dist::shard_of).
   const int64_t B = cfg.train.batch_size, G = B * ranks;
-  SG_REQUIRE(G <= data.train.size(), "train.batch_size ", B, par.on() ? cat(" times ", ranks, " ranks") : "",
-             " is larger than the training split (", data.train.size(), " samples of '", data.train.name, "')");
+  SG_REQUIRE(G <= data.train_size(), "train.batch_size ", B, par.on() ? cat(" times ", ranks, " ranks") : "",
+             " is larger than the training split (", data.train_size(), " samples of '", data.name(), "')");
   SG_REQUIRE(!par.on() || cfg.data.last_batch == LastBatch::Drop,
              "data.last_batch \"partial\" is not supported with data-parallel training (the ranks' shards of the "
              "last batch would differ in size); use \"drop\"");
@@ -389,10 +344,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   topt.lower.bucket_bytes = static_cast<int64_t>(cfg.train.bucket_mb * 1048576.0);
   std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, seed, topt);
   Trainer& t = *owned;
-  check_model_inputs(cfg, data.all);
-  t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, t.output_shape().back());
-  t.check_data(data.all.X, data.all.y, cat("data '", data.all.name, "'"));
+  compile_for(t, cfg, data, B);
   if (!opt.resume.empty()) t.load(opt.resume, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Resume);
   const int64_t start = t.step();
   SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start,
@@ -408,26 +360,32 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   if (!note.empty()) rep.info(note);
 
   rep.info(cat("stepgraph: training on ", device_name(device), ": ", cfg.model->describe(), "; ",
-               data.train.name, " ", data.train.size(), " train / ", data.val.size(), " validation; ",
+               data.name(), " ", data.train_size(), " train / ", data.val_size(), " validation; ",
                total - start, " steps of batch ", B, start ? cat(" (resuming at step ", start, ")") : ""));
   if (par.on())
     rep.info(cat("data-parallel: ", ranks, " rank", ranks == 1 ? "" : "s", " (", par.comm->describe(),
                  "), global batch ", G, " = ", ranks, " x ", B, "; gradients averaged in the step graph"));
 
-  BatchSampler sampler(data.train.size(), G, cfg.data.shuffle, mix_seed(t.seed(), "data"),
+  BatchSampler sampler(data.train_size(), G, cfg.data.shuffle, mix_seed(t.seed(), "data"),
                        cfg.data.last_batch);
   const dist::Shard shard = dist::shard_of(B, par.world);
+  const bool classes = !data.named && data.train.task == Task::Classification;
   RunSummary sum;
-  sum.task = task_name(data.train.task);
+  sum.task = data.named ? "graph" : task_name(data.train.task);
   sum.device = device_name(device);
   auto evaluate_val = [&](int64_t step) {
-    if (data.val.size() == 0 || !par.leader()) return;  // every rank holds the same parameters
-    EvalResult r = t.evaluate(data.val.X, data.val.y);
+    if (data.val_size() == 0 || !par.leader()) return;  // every rank holds the same parameters
+    EvalResult r = evaluate_split(t, data, true);
     sum.val_loss = r.loss;
     sum.val_accuracy = r.accuracy;
+    sum.val_terms = r.terms;
     json j = {{"event", "eval"}, {"step", step}, {"val_loss", r.loss}};
     std::string text = cat("  eval  step ", step, "  val_loss ", fixed(r.loss, 4));
-    if (data.val.task == Task::Classification) {
+    if (!r.terms.empty()) {
+      j["val_terms"] = r.terms;
+      text += terms_text(r.terms);
+    }
+    if (classes) {
       j["val_accuracy"] = r.accuracy;
       text += cat("  val_accuracy ", fixed(100 * r.accuracy, 2), "%");
     }
@@ -453,8 +411,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     } else {
       std::vector<int64_t> rows = sampler.indices(s);
       if (par.on()) rows = std::vector<int64_t>(rows.begin() + shard.begin, rows.begin() + shard.end);
-      Dataset batch = gather(data.train, rows);
-      loss = t.one_step(batch.X, batch.y);
+      loss = train_rows(t, data, rows);
     }
     if (par.on() && logged) loss = static_cast<float>(mean_over_ranks(*par.comm, loss, cat("the loss of step ", done)));
     if (par.on() && check_every && done % check_every == 0) check_same_params(t, *par.comm, done);
@@ -470,6 +427,11 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
                 {"eta_s", eta}, {"lr", t.lr()}};
       std::string text = cat("step ", done, "/", total, "  loss ", fixed(loss, 4), "  ", fixed(rate, 1),
                              " steps/s  ETA ", fixed(eta, 1), "s");
+      if (data.named) {
+        const auto terms = t.loss_terms();
+        j["loss_terms"] = terms;
+        text += terms_text({terms.begin(), terms.end()});
+      }
       const auto amax = t.amax();
       if (!amax.empty()) {
         j["amax"] = amax;
@@ -488,19 +450,20 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   sum.final_loss = std::isfinite(loss) ? loss : t.loss();
   sum.amax = t.amax();
   sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
+  if (data.named) sum.loss_terms = t.loss_terms();
   evaluate_val(sum.steps);
-  sum.val_size = data.val.size();
-  if (data.train.task == Task::Classification && par.leader())
-    sum.train_accuracy = t.evaluate(data.train.X, data.train.y).accuracy;
+  sum.val_size = data.val_size();
+  if (classes && par.leader()) sum.train_accuracy = evaluate_split(t, data, false).accuracy;
   if (!ckpt_path.empty()) {
     ckpt.save(t);
     sum.checkpoint = ckpt_path;
   }
   std::string text = cat("done: ", sum.steps, " steps, final loss ", fixed(sum.final_loss, 4), ", ",
                          fixed(sum.us_per_step, 1), " us/step on ", sum.device);
-  if (data.val.size()) {
+  if (data.val_size()) {
     text += cat(", val_loss ", fixed(sum.val_loss, 4));
-    if (data.val.task == Task::Classification)
+    if (!sum.val_terms.empty()) text += cat(" (", terms_text(sum.val_terms).substr(2), ")");
+    if (classes)
       text += cat(", validation accuracy ", fixed(100 * sum.val_accuracy, 2), "%");
   }
   if (!sum.checkpoint.empty()) text += cat("; checkpoint ", sum.checkpoint);
@@ -516,6 +479,7 @@ std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, Device device
     t->compile_custom();
     return t;
   }
+  if (cfg.named()) return std::make_unique<Trainer>(cfg.graph, cfg.loss_terms, cfg.optimizer, device, seed, options);
   return std::make_unique<Trainer>(cfg.model, cfg.loss, cfg.optimizer, device, seed, options);
 }
 
@@ -523,6 +487,15 @@ std::unique_ptr<Trainer> trainer_from_config(const RunConfig& cfg, const std::st
                                              std::optional<uint64_t> seed) {
   return trainer_from_config(cfg, choose_device(device.empty() ? cfg.train.device : device, nullptr),
                              seed.value_or(cfg.train.seed), cfg.trainer);
+}
+
+std::string explain_run(const RunConfig& cfg, Device device, int64_t batch, int64_t then_batch) {
+  if (cfg.problem) return trainer_from_config(cfg, device, cfg.train.seed, cfg.trainer)->explain();
+  const RunData data = prepare_data(cfg, false);
+  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, cfg.train.seed, cfg.trainer);
+  compile_for(*t, cfg, data, batch ? batch : cfg.train.batch_size);
+  if (then_batch) compile_for(*t, cfg, data, then_batch);
+  return t->explain();
 }
 
 Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
@@ -539,10 +512,12 @@ Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std
   if (!note.empty()) rep.info(note);
   std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   if (!cfg.problem) {
-    PreparedData data = prepare(cfg);  // the features' count and, with data.standardize, their scaling
+    SG_REQUIRE(!cfg.named(), "predict: a graph model with several inputs or outputs predicts from Python or C++ ",
+               "(Trainer.predict with arrays by name) in this version");
+    const RunData data = prepare_data(cfg);  // the features' count and, with data.standardize, their scaling
     SG_REQUIRE(X.shape()[1] == data.train.features(), "predict: the input '", input, "' has ", X.shape()[1],
                " features per row; the model was trained on ", data.train.features(), " (", data.train.name, ")");
-    if (data.scaling) data.scaling->apply(X);
+    if (data.scaling.count("X")) data.scaling.at("X").apply(X);
     t->compile({std::min<int64_t>(cfg.train.batch_size, X.shape()[0]), X.shape()[1]});
   }
   t->load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
@@ -577,29 +552,28 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
   Reporter rep(opt, "");
   if (!note.empty()) rep.info(note);
-  PreparedData data = prepare(cfg);
-  const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train.size(), 1));
+  const RunData data = prepare_data(cfg);
+  const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train_size(), 1));
   std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   Trainer& t = *owned;
-  check_model_inputs(cfg, data.all);
-  t.compile({B, data.train.features()});
-  check_data_fits(cfg, data.all, t.output_shape().back());
+  compile_for(t, cfg, data, B);
   t.load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
+  const bool classes = !data.named && data.train.task == Task::Classification;
+  const bool on_val = data.val_size() > 0;
   RunSummary sum;
-  sum.task = task_name(data.train.task);
+  sum.task = data.named ? "graph" : task_name(data.train.task);
   sum.device = device_name(device);
   sum.steps = t.step();
-  const Dataset& d = data.val.size() ? data.val : data.train;
-  EvalResult r = t.evaluate(d.X, d.y);
+  EvalResult r = evaluate_split(t, data, on_val);
   sum.val_loss = r.loss;
   sum.final_loss = r.loss;
   sum.val_accuracy = r.accuracy;
-  sum.val_size = d.size();
-  if (d.task == Task::Classification) sum.train_accuracy = t.evaluate(data.train.X, data.train.y).accuracy;
-  std::string text = cat("eval of '", checkpoint, "' (step ", sum.steps, ") on ",
-                         data.val.size() ? "validation" : "training", " split of ", d.size(),
-                         ": loss ", fixed(r.loss, 4));
-  if (d.task == Task::Classification) text += cat(", accuracy ", fixed(100 * r.accuracy, 2), "%");
+  sum.val_terms = r.terms;
+  sum.val_size = on_val ? data.val_size() : data.train_size();
+  if (classes) sum.train_accuracy = evaluate_split(t, data, false).accuracy;
+  std::string text = cat("eval of '", checkpoint, "' (step ", sum.steps, ") on ", on_val ? "validation" : "training",
+                         " split of ", sum.val_size, ": loss ", fixed(r.loss, 4), terms_text(r.terms));
+  if (classes) text += cat(", accuracy ", fixed(100 * r.accuracy, 2), "%");
   rep.record(sum.to_json(), text);
   return sum;
 }

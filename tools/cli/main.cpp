@@ -394,18 +394,7 @@ int main(int argc, char** argv) {
       std::string note;
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);
       if (!note.empty()) std::cout << note << "\n";
-      if (cfg.problem) {
-        std::cout << sg::trainer_from_config(cfg, d, cfg.train.seed, cfg.trainer)->explain();
-        return 0;
-      }
-      sg::Dataset data = sg::load_data(cfg.data);
-      sg::check_model_inputs(cfg, data);
-      std::unique_ptr<sg::Trainer> owned = sg::trainer_from_config(cfg, d, cfg.train.seed, cfg.trainer);
-      sg::Trainer& t = *owned;
-      t.compile({c.batch ? c.batch : cfg.train.batch_size, data.features()});
-      if (c.then_batch) t.compile({c.then_batch, data.features()});
-      sg::check_data_fits(cfg, data, t.output_shape().back());
-      std::cout << t.explain();
+      std::cout << sg::explain_run(cfg, d, c.batch, c.then_batch);
     }
   } catch (const std::bad_alloc&) {
     const char* msg = "out of memory: the model or the data is too large for this machine";

@@ -1,0 +1,92 @@
+"""The example graph models (examples/python/) against PyTorch float64: the same initial weights
+and batches; each step's loss within 1e-5 relative (plus 1e-6 absolute: a fitted model's loss is
+a small mean of squared residuals, which fp32 rounding of the larger terms moves more), and after
+10 Adam steps every parameter within 1e-5 of its layer's largest value. Runs on stepgraph's CUDA
+backend when there is one, else on the CPU; skips without PyTorch."""
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+
+import stepgraph as sg
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+STEPS, B, RTOL, ATOL = 10, 32, 1e-5, 1e-6
+
+
+def example(name):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def linear(torch, params, name):
+    """A float64 torch Linear holding stepgraph's initial parameters of layer `name`."""
+    w = params[f"{name}.weight"]
+    lin = torch.nn.Linear(w.shape[1], w.shape[0]).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(w.astype(np.float64)))
+        lin.bias.copy_(torch.from_numpy(params[f"{name}.bias"].astype(np.float64)))
+    return lin
+
+
+def compare(torch, trainer, layers, forward_loss, batches):
+    """Steps both with Adam(1e-3); `forward_loss(layers, batch)` is the torch loss of a batch."""
+    opt = torch.optim.Adam([p for lin in layers.values() for p in lin.parameters()], lr=1e-3)
+    for s, (inputs, targets) in enumerate(batches):
+        opt.zero_grad()
+        loss = forward_loss(layers, inputs, targets)
+        loss.backward()
+        opt.step()
+        got = trainer.one_step(inputs, targets)
+        assert abs(got - loss.item()) <= RTOL * abs(loss.item()) + ATOL, (s, got, loss.item())
+    got = trainer.params()
+    for name, lin in layers.items():
+        scale = max(float(np.max(np.abs(p.detach().numpy()))) for p in lin.parameters())
+        for kind in ("weight", "bias"):
+            want = getattr(lin, kind).detach().numpy()
+            err = float(np.max(np.abs(got[f"{name}.{kind}"] - want))) / scale
+            assert err <= RTOL, (name, kind, err)
+
+
+def test_deeponet_matches_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    data = sg.make_antiderivative(functions=40, sensors=50, points=8, seed=3)
+    t = sg.Trainer(example("deeponet").build(), {"G": sg.MeanSquaredError()}, sg.Adam(1e-3), device="auto", seed=5)
+    t.compile(B)
+    layers = {n: linear(torch, t.params(), n) for n in ("b1", "branch", "t1", "trunk")}
+
+    def forward_loss(L, inputs, targets):
+        u, y = (torch.from_numpy(inputs[k].astype(np.float64)) for k in ("u", "y"))
+        branch = L["branch"](torch.tanh(L["b1"](u)))
+        trunk = torch.tanh(L["trunk"](torch.tanh(L["t1"](y))))
+        G = (branch * trunk).sum(dim=-1, keepdim=True)
+        return torch.nn.functional.mse_loss(G, torch.from_numpy(targets["G"].astype(np.float64)))
+
+    rows = np.random.default_rng(0).permutation(len(data["G"]))[: STEPS * B].reshape(STEPS, B)
+    batches = [({"u": data["u"][r], "y": data["y"][r]}, {"G": data["G"][r]}) for r in rows]
+    compare(torch, t, layers, forward_loss, batches)
+
+
+def test_two_head_digits_matches_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    X, labels = sg.load_digits()
+    brightness = X.mean(axis=1, keepdims=True)
+    t = sg.Trainer(example("two_head_digits").build(),
+                   {"digit": sg.SoftmaxCrossEntropy(), "brightness": (sg.MeanSquaredError(), 10.0)},
+                   sg.Adam(1e-3), device="auto", seed=6)
+    t.compile(B)
+    layers = {n: linear(torch, t.params(), n) for n in ("body1", "body2", "digit", "brightness")}
+    F = torch.nn.functional
+
+    def forward_loss(L, inputs, targets):
+        h = F.relu(L["body2"](F.relu(L["body1"](torch.from_numpy(inputs["image"].astype(np.float64))))))
+        ce = F.cross_entropy(L["digit"](h), torch.from_numpy(targets["digit"].astype(np.int64)))
+        mse = F.mse_loss(L["brightness"](h), torch.from_numpy(targets["brightness"].astype(np.float64)))
+        return ce + 10.0 * mse
+
+    rows = np.random.default_rng(1).permutation(len(X))[: STEPS * B].reshape(STEPS, B)
+    batches = [({"image": X[r]}, {"digit": labels[r], "brightness": brightness[r]}) for r in rows]
+    compare(torch, t, layers, forward_loss, batches)

@@ -1,0 +1,259 @@
+// Graph models with several inputs and outputs from configuration files: data by name (npz
+// members, CSV column groups, the antiderivative generator), losses by output, and the terms by
+// name in progress lines, metrics.jsonl and the summary.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "stepgraph/config.h"
+#include "stepgraph/run.h"
+#include "npy_builders.h"
+#include "test_errors.h"
+#include "test_util.h"
+
+namespace sg::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string tmp_dir(const std::string& name) { return fresh_dir("config_named", name); }
+
+json deeponet() {
+  std::ifstream f(std::string(SG_SOURCE_DIR) + "/configs/deeponet.json");
+  json j = json::parse(f);
+  j["data"]["functions"] = 100;
+  j["train"]["device"] = "cpu";
+  j["train"]["log_every"] = 50;
+  return j;
+}
+
+RunSummary quiet_train(const RunConfig& cfg) {
+  std::ostringstream sink;
+  RunOptions o;
+  o.out = &sink;
+  return train_run(cfg, o);
+}
+
+RunSummary run(const json& j, const std::string& out_dir = "", int64_t steps = 0) {
+  std::ostringstream sink;
+  RunOptions o;
+  o.out = &sink;
+  o.out_dir = out_dir;
+  if (steps) o.steps = steps;
+  return train_run(parse_config(j), o);
+}
+
+// The generator's G is the integral of its u: trapezoids over many sensors up to y agree.
+TEST(ConfigNamed, AntiderivativeTargetsAreTheIntegralOfTheSensorValues) {
+  const int64_t m = 4001;
+  const NamedArrays a = make_antiderivative(3, m, 4, 7);
+  ASSERT_EQ(a.at("u").shape(), (Shape{12, m}));
+  ASSERT_EQ(a.at("y").shape(), (Shape{12, 1}));
+  for (int64_t r = 0; r < 12; ++r) {
+    const float* u = a.at("u").data<float>() + r * m;
+    const double y = a.at("y").data<float>()[r], h = 1.0 / static_cast<double>(m - 1);
+    double integral = 0;
+    int64_t j = 0;
+    for (; (j + 1) * h <= y; ++j) integral += 0.5 * h * (u[j] + u[j + 1]);
+    const double rest = y - j * h;  // the part of the last interval, linearly interpolated
+    integral += rest * (u[j] + 0.5 * rest / h * (u[j + 1] - u[j]));
+    EXPECT_NEAR(a.at("G").data<float>()[r], integral, 2e-4) << "row " << r << ", y " << y;
+  }
+  // Rows of one function share its sensor values; another function's differ.
+  EXPECT_EQ(a.at("u").data<float>()[0], a.at("u").data<float>()[3 * m]);
+  EXPECT_NE(a.at("u").data<float>()[0], a.at("u").data<float>()[4 * m]);
+}
+
+// The DeepONet example learns from the CLI path, and reports its term by name everywhere.
+TEST(ConfigNamed, DeepOnetTrainsAndReportsTermsByName) {
+  const std::string dir = tmp_dir("deeponet");
+  const RunSummary untrained = run(deeponet(), "", 1);
+  const RunSummary s = run(deeponet(), dir + "/run", 400);
+  EXPECT_EQ(s.task, "graph");
+  EXPECT_EQ(s.val_size, 400);  // 100 functions x 20 points, 20 %
+  ASSERT_EQ(s.val_terms.count("G"), 1u);
+  ASSERT_EQ(s.loss_terms.count("G"), 1u);
+  EXPECT_DOUBLE_EQ(s.val_terms.at("G"), s.val_loss);  // one term of weight 1
+  EXPECT_LT(s.val_loss, 0.25 * untrained.val_loss) << "untrained " << untrained.val_loss;
+  // metrics.jsonl: every progress record and the summary carry the terms.
+  std::ifstream metrics(dir + "/run/metrics.jsonl");
+  int progress = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const json r = json::parse(line);
+    if (r["event"] == "progress") {
+      ++progress;
+      EXPECT_TRUE(r["loss_terms"].contains("G")) << line;
+    }
+    if (r["event"] == "summary") EXPECT_TRUE(r["val_terms"].contains("G")) << line;
+  }
+  EXPECT_EQ(progress, 8);
+  // eval of the checkpoint gives the run's validation loss.
+  std::ostringstream sink;
+  RunOptions o;
+  o.out = &sink;
+  const RunSummary e = eval_run(parse_config(deeponet()), dir + "/run/checkpoint.safetensors", o);
+  EXPECT_DOUBLE_EQ(e.val_loss, s.val_loss);
+  EXPECT_EQ(e.val_terms, s.val_terms);
+}
+
+// Two inputs and two outputs from an npz file: members by name (one by default name), a mean
+// squared error and a weighted cross-entropy whose labels are stored as floats.
+struct NpzSet {
+  std::string dir, json_path;
+  json config;
+};
+
+NpzSet two_by_two(const std::string& name, int64_t rows = 40) {
+  NpzSet s;
+  s.dir = tmp_dir(name);
+  HostArray x1 = random_f32({rows, 3}, 1), t = random_f32({rows, 2}, 2), u(DType::F32, {rows, 1}),
+            v(DType::F32, {rows});
+  for (int64_t i = 0; i < rows; ++i) {
+    u.data<float>()[i] = x1.data<float>()[3 * i] * t.data<float>()[2 * i + 1];
+    v.data<float>()[i] = x1.data<float>()[3 * i + 1] > 0 ? 1.0f : 0.0f;
+  }
+  std::vector<Member> members;
+  for (const auto& [m, a] : std::map<std::string, HostArray>{{"X1", x1}, {"T", t}, {"U", u}, {"v", v}}) {
+    const std::string f = s.dir + "/" + m + ".npy";
+    write_npy(f, a);
+    members.push_back({m + ".npy", read_bytes(f)});
+  }
+  write_file(s.dir, "set.npz", build_zip(members));
+  s.config = json::parse(R"({
+    "model": {"type": "graph", "inputs": {"x1": 3, "t": 2},
+      "nodes": [{"name": "h", "type": "dense", "units": 16, "activation": "tanh", "input": "both"},
+                {"name": "both", "type": "concat", "inputs": ["x1", "t"]},
+                {"name": "u_head", "type": "dense", "units": 1, "input": "h"},
+                {"name": "v_head", "type": "dense", "units": 2, "input": "h"}],
+      "outputs": {"u": "u_head", "v": "v_head"}},
+    "loss": {"u": {"type": "mse"}, "v": {"type": "softmax_cross_entropy", "weight": 0.5}},
+    "optimizer": {"type": "adam", "lr": 0.01},
+    "data": {"source": "npz", "path": "set.npz", "inputs": {"x1": "X1", "t": "T"}, "targets": {"u": "U"},
+             "validation_split": 0.25},
+    "train": {"steps": 30, "batch_size": 10, "log_every": 0, "device": "cpu"}
+  })");
+  s.json_path = write_file(s.dir, "config.json", s.config.dump());
+  return s;
+}
+
+TEST(ConfigNamed, TwoInputsAndTwoOutputsFromNpzTrainAsTheTrainerDoes) {
+  const NpzSet s = two_by_two("two_by_two");
+  const RunConfig cfg = load_config(s.json_path);
+  ASSERT_TRUE(cfg.named());
+  ASSERT_EQ(cfg.loss_terms.size(), 2u);
+  EXPECT_EQ(cfg.loss_terms[1].output, "v");
+  EXPECT_EQ(cfg.loss_terms[1].weight, 0.5);
+  std::ostringstream sink;
+  std::unique_ptr<Trainer> kept;
+  RunOptions o;
+  o.out = &sink;
+  o.keep_trainer = &kept;
+  const RunSummary sum = train_run(cfg, o);
+  EXPECT_EQ(sum.val_size, 10);
+  EXPECT_EQ(sum.val_terms.size(), 2u);
+  EXPECT_NEAR(sum.val_loss, sum.val_terms.at("u") + 0.5 * sum.val_terms.at("v"), 1e-6);
+  EXPECT_NE(sink.str().find("  u "), std::string::npos) << sink.str();
+
+  // The same steps by hand: the arrays by name, split and sampled as the run does, give the same
+  // parameters bit for bit (the run fed each array to its own input).
+  NamedDataset all;
+  all.name = "set.npz";
+  const auto members = read_npz(s.dir + "/set.npz");
+  all.inputs = {{"x1", members.at("X1")}, {"t", members.at("T")}};
+  HostArray labels(DType::I32, {40});
+  for (int64_t i = 0; i < 40; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(members.at("v").data<float>()[i]);
+  all.targets = {{"u", members.at("U")}, {"v", labels}};
+  const NamedDataset train = train_val_split(all, 0.25, 0).first;
+  std::unique_ptr<Trainer> t = trainer_from_config(cfg, "cpu");
+  t->compile({10});
+  BatchSampler sampler(train.size(), 10, true, mix_seed(t->seed(), "data"));
+  for (int64_t step = 0; step < 30; ++step) {
+    const NamedDataset b = gather(train, sampler.indices(step));
+    t->one_step(b.inputs, b.targets);
+  }
+  const auto want = kept->params();
+  for (const auto& [name, a] : t->params()) EXPECT_EQ(array_diff(want.at(name), a).relmax, 0.0) << name;
+}
+
+TEST(ConfigNamed, BadArraysByNameAreErrorsNamingThem) {
+  NpzSet s = two_by_two("bad");
+  auto error = [&](const std::function<void(json&)>& edit) {
+    json j = s.config;
+    edit(j);
+    return error_of([&] { run(json::parse(j.dump()), ""); });
+  };
+  // Paths are relative to the config file: run from its folder.
+  const auto cwd = fs::current_path();
+  fs::current_path(s.dir);
+  EXPECT_TRUE(contains_all(error([](json& j) { j["data"]["inputs"]["x1"] = "X9"; }),
+                           {"has no array 'X9' for the input 'x1'", "(it has: T, U, X1, v)", "data.inputs.x1"}));
+  EXPECT_TRUE(contains_all(error([](json& j) { j["data"].erase("targets"); }),
+                           {"has no array 'u' for the target of output 'u'", "set data.targets.u"}));
+  EXPECT_TRUE(contains_all(error([](json& j) { j["data"]["inputs"]["z"] = "T"; }),
+                           {"data.inputs.z: the model has no input 'z'", "inputs: t, x1"}));
+  EXPECT_TRUE(contains_all(error([](json& j) { j["data"]["inputs"]["t"] = "X1"; }),
+                           {"input 't' has shape [40, 3] but the model takes [40, 2]"}));
+  EXPECT_TRUE(contains_all(error([](json& j) { j["data"]["targets"]["v"] = "T"; }),
+                           {"the target of output 'v' holds", "not a class label"}));
+  EXPECT_TRUE(contains_all(error([](json& j) { j["loss"]["w"] = {{"type", "mse"}}; }),
+                           {"loss.w: the model has no output 'w'", "(its outputs: u, v)"}));
+  EXPECT_TRUE(contains_all(error([](json& j) { j["data"]["device_resident"] = true; }),
+                           {"data.device_resident", "fed from the host"}));
+  fs::current_path(cwd);
+  // Arrays by name need a source that has names, and a graph model.
+  json digits = s.config;
+  digits["data"] = {{"source", "digits"}, {"inputs", {{"x1", "X"}}}};
+  EXPECT_ERROR(parse_config(digits), "data.inputs: arrays by name come from sources \"npz\", \"csv\"");
+  // A graph of two outputs parses; its one-array data is refused when loaded, saying where names come from.
+  digits["data"] = {{"source", "synthetic_regression"}, {"targets", {{"u", "U"}}}};
+  EXPECT_ERROR(parse_config(digits), "data.targets: targets by name come from sources", "(whose \"targets\" is a count)");
+  digits["data"] = {{"source", "synthetic_regression"}, {"targets", 2}};
+  const RunConfig two = parse_config(digits);
+  EXPECT_TRUE(two.named());
+  EXPECT_ERROR(quiet_train(two), "data.source \"synthetic_regression\" holds one X and one y",
+               "takes its arrays by name from sources \"npz\", \"csv\" or \"antiderivative\"");
+  json seq = json::parse(R"({"model": {"layers": [{"type": "dense", "units": 1}]},
+                              "loss": {"y": {"type": "mse"}}, "data": {"source": "synthetic_regression"}})");
+  EXPECT_ERROR(parse_config(seq), "loss: losses by output are for a graph model");
+  seq["loss"] = {{"type", "mse"}};
+  seq["data"] = {{"source", "antiderivative"}};
+  EXPECT_ERROR(parse_config(seq), "\"antiderivative\" holds arrays by name (u, y, G)");
+}
+
+// CSV column groups by index and by header name; one loss object applies to every output.
+TEST(ConfigNamed, CsvColumnGroupsFeedInputsAndTargets) {
+  const std::string dir = tmp_dir("csv");
+  std::string text = "a,b,time,u\n";
+  for (int i = 0; i < 24; ++i) text += cat(0.1 * i, ",", 0.2 - 0.05 * i, ",", 0.01 * i, ",", 0.3 * i - 1, "\n");
+  write_file(dir, "d.csv", text);
+  json j = json::parse(R"({
+    "model": {"type": "graph", "inputs": {"x": 2, "t": 1},
+      "nodes": [{"name": "c", "type": "concat", "inputs": ["x", "t"]},
+                {"name": "u", "type": "dense", "units": 1, "input": "c"}],
+      "outputs": {"u": "u"}},
+    "loss": {"type": "mse"},
+    "data": {"source": "csv", "path": "d.csv", "task": "regression", "inputs": {"x": [0, "b"], "t": "time"},
+             "targets": {"u": -1}, "validation_split": 0},
+    "train": {"steps": 20, "batch_size": 8, "log_every": 0, "device": "cpu"}
+  })");
+  const RunConfig cfg = load_config(write_file(dir, "c.json", j.dump()));
+  ASSERT_TRUE(cfg.named());
+  const NamedDataset d = load_named_data(cfg.data, {"t", "x"}, {"u"});
+  ASSERT_EQ(d.inputs.at("x").shape(), (Shape{24, 2}));
+  EXPECT_FLOAT_EQ(d.inputs.at("x").data<float>()[2 * 5 + 1], 0.2f - 0.05f * 5);
+  EXPECT_FLOAT_EQ(d.inputs.at("t").data<float>()[5], 0.05f);
+  EXPECT_FLOAT_EQ(d.targets.at("u").data<float>()[5], 0.5f);
+  EXPECT_TRUE(std::isfinite(quiet_train(cfg).final_loss));
+  j["data"]["inputs"]["t"] = "when";
+  EXPECT_ERROR(load_named_data(load_config(write_file(dir, "c2.json", j.dump())).data, {"t", "x"}, {"u"}),
+               "the column group 'data.inputs.t' names the column 'when', which the header does not have",
+               "(it has: a, b, time, u)");
+  j["data"]["inputs"].erase("t");
+  EXPECT_ERROR(load_named_data(load_config(write_file(dir, "c3.json", j.dump())).data, {"t", "x"}, {"u"}),
+               "data.inputs.t: missing; a CSV file needs the columns of every model input");
+}
+
+}  // namespace
+}  // namespace sg::test
