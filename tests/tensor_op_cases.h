@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/dropout_math.h"
 #include "op_cases.h"
 
 namespace sg::test {
@@ -29,7 +30,7 @@ inline int64_t ravel_broadcast(const std::vector<int64_t>& idx, const Shape& s) 
 inline bool is_tensor_op_kind(OpKind k) {
   return k == OpKind::Sub || k == OpKind::Mul || k == OpKind::Div || k == OpKind::ScaleShift ||
          k == OpKind::Activation || k == OpKind::Concat || k == OpKind::Split || k == OpKind::Slice ||
-         k == OpKind::Sum || k == OpKind::Mean;
+         k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Dropout;
 }
 
 inline double activation_double(const ActivationAttrs& a, double z) {
@@ -82,6 +83,15 @@ inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v) {
     case OpKind::Activation: {
       std::vector<double> Y = val(op.in[0]);
       for (double& y : Y) y = activation_double(op.attr<ActivationAttrs>(), y);
+      val(op.out[0]) = Y;
+      return;
+    }
+    case OpKind::Dropout: {  // the mask is the op's definition (dropout_math.h); the rest in float64
+      const DropoutAttrs& a = op.attr<DropoutAttrs>();
+      const int32_t step = static_cast<int32_t>(val(op.in[1])[0]);
+      std::vector<double> Y = val(op.in[0]);
+      for (size_t k = 0; k < Y.size(); ++k)
+        Y[k] = dropout_keep(a.key, step, static_cast<int64_t>(k), dropout_threshold(a.p)) ? Y[k] / (1 - a.p) : 0.0;
       val(op.out[0]) = Y;
       return;
     }
@@ -231,6 +241,21 @@ inline std::vector<OpCase> activation_cases() {
   return v;
 }
 
+inline std::vector<OpCase> dropout_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape s; double p; int32_t step; uint64_t key; };
+  int seed = 0;
+  for (const C& c : {C{{7, 5}, 0.3, 3, 11}, C{{4, 2, 6}, 0.5, 0, 12}, C{{33, 17}, 0.1, 1000000, 13},
+                     C{{3, 4}, 0.0, 2, 14}, C{{1, 1}, 0.9, 5, 15}}) {
+    CaseBuilder b(OpKind::Dropout, cat(shape_str(c.s), " p ", c.p, " step ", c.step), 2750 + seed++);
+    const TensorId X = b.random("X", c.s), Y = b.output("Y", c.s);
+    const TensorId step = b.i32("step", {1}, {c.step});
+    b.op({X, step}, {Y}, DropoutAttrs{c.p, c.key});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
 inline std::vector<OpCase> concat_cases() {
   std::vector<OpCase> v;
   struct C { std::vector<Shape> in; int32_t axis; int input_role; bool twice; };  // input_role: that input is an Input
@@ -332,7 +357,7 @@ inline std::vector<OpCase> mean_cases() { return reduce_cases(OpKind::Mean, 2720
 inline std::vector<OpCase> tensor_op_cases() {
   std::vector<OpCase> all;
   for (auto* make : {add_broadcast_cases, sub_cases, mul_cases, div_cases, scale_shift_cases, activation_cases,
-                     concat_cases, split_cases, slice_cases, sum_cases, mean_cases})
+                     concat_cases, split_cases, slice_cases, sum_cases, mean_cases, dropout_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   return all;
 }

@@ -159,9 +159,13 @@ enum class OpKind : uint8_t {
   // An elementwise loss of pred against f32 targets of its shape (LossAttrs::form: l1, huber,
   // bce_with_logits), with its gradient, the valid-row rule and the reduction of MSE.
   PointwiseLoss,        // in {pred[B,T], target[B,T], valid|-}      out {loss[1], dpred[B,T]}
+  // Y = X * mask / (1 - p), the mask keyed by (DropoutAttrs::key, step, element): see
+  // backend/dropout_math.h. Its backward is a Dropout of dY with the same attributes. Built only
+  // in training steps (predict and evaluate leave it out).
+  Dropout,              // in {X, step i32[1]}          out {Y}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::PointwiseLoss) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::Dropout) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -281,6 +285,10 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 // Tensor ops (see OpKind). An axis counts from 0 (the batch), or from the end when negative.
+struct DropoutAttrs {
+  double p = 0.5;    // the probability of zeroing an element, in [0, 1)
+  uint64_t key = 0;  // the mask's stream: the trainer's seed mixed with the layer's name
+};
 struct ScaleShiftAttrs {
   double a = 1.0, b = 0.0;  // Y = a X + b
 };
@@ -307,7 +315,7 @@ struct ReduceAttrs {
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
-                             SliceAttrs, ReduceAttrs>;
+                             SliceAttrs, ReduceAttrs, DropoutAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -69,6 +69,14 @@ class GraphBuilder {
   int64_t jet_head() const { return head_; }
   // The rows holding values (that get a bias): the head and the jet's value block.
   int64_t jet_value_rows() const { return head_ + points_; }
+  // What the program is for: a training step (the default) or predict / evaluate, which layers
+  // such as Dropout leave out; and the seed that keys their random streams (the trainer's).
+  void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  uint64_t seed() const { return seed_; }
+  // The step counter (i32 [1], the optimizer's), made on first use.
+  TensorId step_counter();
   // A new tensor with a unique name derived from `base`.
   TensorId tensor(const std::string& base, Shape shape, Role role, DType dtype = DType::F32);
   std::string unique_name(const std::string& base) const;
@@ -83,6 +91,8 @@ class GraphBuilder {
   bool jet_on_ = false;
   int64_t points_ = 0;
   int64_t head_ = 0;
+  bool training_ = true;
+  uint64_t seed_ = 0;
 };
 
 inline std::string join_name(const std::string& prefix, const std::string& local) {
@@ -221,6 +231,21 @@ class Flatten : public Layer {
   std::string describe() const override { return "flatten"; }
 };
 
+// Zeroes each element with probability p in training steps and scales the rest by 1 / (1 - p),
+// as torch.nn.Dropout; predict and evaluate pass the input through. The mask comes from the
+// device's counter-based generator keyed by (the trainer's seed, the layer's output, the step),
+// inside the step graph: resumed runs and graph replays see the same masks.
+class Dropout : public Layer {
+ public:
+  explicit Dropout(double p);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+  double p() const { return p_; }
+
+ private:
+  double p_;
+};
+
 // Sequence models: tokens are [batch, positions, features] tensors.
 
 // Token ids [batch, positions] (f32 holding integers, as batches are f32 feature rows) ->
@@ -291,6 +316,7 @@ std::shared_ptr<MaxPool2d> max_pool2d(int64_t window, std::optional<int64_t> str
                                       int64_t padding = 0);
 std::shared_ptr<GlobalAvgPool> global_avg_pool();
 std::shared_ptr<Flatten> flatten();
+std::shared_ptr<Dropout> dropout(double p);
 std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
 std::shared_ptr<LayerNorm> layer_norm(double eps = 1e-5);
 std::shared_ptr<SelfAttention> self_attention(int64_t heads, bool causal, bool bias = true);

@@ -313,6 +313,15 @@ NB_MODULE(_stepgraph, m) {
   nb::class_<sg::Flatten, sg::Layer>(m, "Flatten", "[batch, h, w, c] -> [batch, h * w * c] (NHWC order).")
       .def(nb::init<>());
 
+  nb::class_<sg::Dropout, sg::Layer>(
+      m, "Dropout",
+      "Zeroes each element with probability p in training steps and scales the rest by 1 / (1 - p), as "
+      "torch.nn.Dropout; predict and evaluate pass the input through. The mask comes from a counter-based "
+      "generator keyed by the trainer's seed, the layer's output and the step, inside the step graph.")
+      .def("__init__", [](sg::Dropout* self, double p) { as_input_error([&] { new (self) sg::Dropout(p); }); },
+           "p"_a = 0.5)
+      .def_prop_ro("p", &sg::Dropout::p);
+
   nb::class_<sg::Embedding, sg::Layer>(
       m, "Embedding",
       "Token ids [batch, positions] -> vectors [batch, positions, dim], plus a learned position "

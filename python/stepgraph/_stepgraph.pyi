@@ -269,6 +269,16 @@ class Flatten(Layer):
 
     def __init__(self) -> None: ...
 
+class Dropout(Layer):
+    """
+    Zeroes each element with probability p in training steps and scales the rest by 1 / (1 - p), as torch.nn.Dropout; predict and evaluate pass the input through. The mask comes from a counter-based generator keyed by the trainer's seed, the layer's output and the step, inside the step graph.
+    """
+
+    def __init__(self, p: float = 0.5) -> None: ...
+
+    @property
+    def p(self) -> float: ...
+
 class Embedding(Layer):
     """
     Token ids [batch, positions] -> vectors [batch, positions, dim], plus a learned position embedding when positions > 0.

@@ -109,3 +109,20 @@ def test_bad_graphs_and_batches_say_what_and_where():
         t.one_step(X, Y)
     with pytest.raises(sg.InputError, match="expected a dict of arrays by name"):
         t.one_step(np.zeros((8, 8), np.float32), Y)
+
+
+def test_dropout_in_a_graph_model_trains_and_predicts_without_it():
+    x = sg.Input(5, name="x")
+    h = sg.Dropout(0.5)(sg.Dense(32, activation="tanh", name="h")(x))
+    model = sg.Model([x], {"y": sg.Dense(2, name="out")(h)})
+    t = sg.Trainer(model, {"y": sg.MeanSquaredError()}, sg.Adam(1e-2), device="auto", seed=1)
+    t.compile(16)
+    rng = np.random.default_rng(0)
+    X, Y = {"x": rng.normal(size=(16, 5)).astype(np.float32)}, {"y": rng.normal(size=(16, 2)).astype(np.float32)}
+    before = t.evaluate(X, Y).loss
+    assert t.evaluate(X, Y).loss == before
+    np.testing.assert_array_equal(t.predict(X)["y"], t.predict(X)["y"])
+    assert abs(t.one_step(X, Y) - before) > 1e-4  # the step's forward drops units
+    assert sg.Dropout(0.25).p == 0.25
+    with pytest.raises(sg.InputError, match=r"p must be in \[0, 1\)"):
+        sg.Dropout(1.0)

@@ -1,5 +1,10 @@
 #include "stepgraph/nn.h"
 
+#include <cmath>
+
+#include "stepgraph/optim.h"
+#include "stepgraph/rng.h"
+
 namespace sg {
 
 Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias, bool amax)
@@ -10,6 +15,38 @@ Dense::Dense(int64_t units, Activation act, std::optional<Init> init, bool bias,
   SG_REQUIRE(init_.kind != Init::Kind::Normal || init_.std > 0, "dense: normal init needs std > 0, got ",
              init_.std);
 }
+
+TensorId GraphBuilder::step_counter() {
+  const TensorId t = p_.find(kStepTensor);
+  return t != kNone ? t : tensor(kStepTensor, {1}, Role::StepScalar, DType::I32);
+}
+
+Dropout::Dropout(double p) : p_(p) {
+  SG_REQUIRE(std::isfinite(p) && p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
+}
+
+std::string Dropout::describe() const { return cat("dropout(", p_, ")"); }
+
+TensorId Dropout::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
+  SG_REQUIRE(!g.jet(), "dropout layer '", prefix, "': physics-informed networks take no dropout (their loss reads ",
+             "derivatives of one deterministic function)");
+  if (!g.training() || p_ == 0) return x;
+  const TensorInfo& info = g.program().tensor(x);
+  SG_REQUIRE(info.dtype == DType::F32, "dropout layer '", prefix, "' takes f32 values, got ", dtype_name(info.dtype));
+  const std::string base = prefix.empty() ? "dropout" : prefix;
+  TensorId y = g.tensor(base + ".out", info.shape, Role::Activation);
+  Op op;
+  op.kind = OpKind::Dropout;
+  op.name = base + ".dropout";
+  op.in = {x, g.step_counter()};
+  op.out = {y};
+  // Keyed by the output's name: each call of one layer object draws its own mask.
+  op.attrs = DropoutAttrs{p_, mix_seed(g.seed(), "dropout:" + g.program().tensor(y).name)};
+  g.program().add_op(std::move(op));
+  return y;
+}
+
+std::shared_ptr<Dropout> dropout(double p) { return std::make_shared<Dropout>(p); }
 
 TensorId Dense::build(GraphBuilder& g, TensorId x, const std::string& prefix) {
   const Shape xs = g.program().tensor(x).shape;

@@ -32,7 +32,7 @@ constexpr const OpDef* kRows[] = {
     &kDiv,           &kDivBackward,      &kScaleShift,        &kActivation,
     &kActivationBackward, &kConcat,      &kSplit,             &kSplitBackward,
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
-    &kMean,          &kMeanBackward,     &kPointwiseLoss,
+    &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
 };
 
 constexpr bool rows_in_kind_order() {

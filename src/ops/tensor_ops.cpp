@@ -217,6 +217,34 @@ std::string activation_attrs_text(const Op& op) {
   return cat("(", activation_name(a.act), ")");
 }
 
+// ---- Dropout ----
+
+void check_dropout(const OpCheck& c) {
+  c.same(c.in(0), c.out(0));
+  c.expect(c.shape(c.in(1)) == Shape{1} && c.dtype(c.in(1)) == DType::I32,
+           cat("step ", c.desc(c.in(1)), " must be i32 [1]"));
+  const double p = c.attr<DropoutAttrs>().p;
+  c.expect(std::isfinite(p) && p >= 0 && p < 1, cat("p ", p, " must be in [0, 1)"));
+  c.expect(c.dtype(c.in(0)) == DType::F32 && c.dtype(c.out(0)) == DType::F32, "takes f32 tensors");
+}
+
+// dX = dY * mask / (1 - p): the same op on dY (the same key and step give the same mask).
+void grad_dropout(GradBuilder& g, const Op& op) {
+  g.emit(op, OpKind::Dropout, {g.grad(op.out[0]), op.in[1]}, {op.in[0]});
+}
+
+std::function<void()> cpu_dropout(const CpuBind& b) {
+  const float* X = b.f(b.in(0));
+  const int32_t* step = b.i32(b.in(1));
+  float* Y = b.f(b.out(0));
+  const int64_t n = b.count(b.out(0));
+  const DropoutAttrs a = b.attr<DropoutAttrs>();
+  const bool acc = b.accumulate(0);
+  return [=] { cpu::dropout(X, Y, n, a.p, a.key, *step, acc); };
+}
+
+std::string dropout_attrs_text(const Op& op) { return cat("(p ", op.attr<DropoutAttrs>().p, ")"); }
+
 // ---- Concat, Split, Slice ----
 
 void check_concat(const OpCheck& c) {

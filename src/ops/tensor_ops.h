@@ -1,6 +1,6 @@
 // Tensor ops, the pieces of model graphs: elementwise binary ops with broadcasting (Add, Sub,
-// Mul, Div), scale and shift, standalone activations, concat / split / slice along a feature
-// axis, and sums and means over one. Their rows of the op table.
+// Mul, Div), scale and shift, standalone activations, dropout, concat / split / slice along a
+// feature axis, and sums and means over one. Their rows of the op table.
 #pragma once
 
 #include "ir/op_table.h"
@@ -25,6 +25,11 @@ std::function<void()> cpu_activation(const CpuBind& b);
 void check_activation_backward(const OpCheck& c);
 std::function<void()> cpu_activation_backward(const CpuBind& b);
 std::string activation_attrs_text(const Op& op);
+
+void check_dropout(const OpCheck& c);
+void grad_dropout(GradBuilder& g, const Op& op);
+std::function<void()> cpu_dropout(const CpuBind& b);
+std::string dropout_attrs_text(const Op& op);
 
 void check_concat(const OpCheck& c);
 void grad_concat(GradBuilder& g, const Op& op);
@@ -86,5 +91,8 @@ inline constexpr OpDef kMean{OpKind::Mean, "mean", "X", "Y", check_reduce, grad_
                              same_if_inputs_fixed, reduce_attrs_text};
 inline constexpr OpDef kMeanBackward{OpKind::MeanBackward, "mean_backward", "dY", "dX", check_reduce_backward,
                                      no_gradient, cpu_reduce_backward, nullptr, reduce_attrs_text};
+// Reads the step counter, so never the same every step.
+inline constexpr OpDef kDropout{OpKind::Dropout, "dropout", "X step", "Y", check_dropout, grad_dropout, cpu_dropout,
+                                nullptr, dropout_attrs_text};
 
 }  // namespace sg::ops

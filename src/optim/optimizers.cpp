@@ -61,8 +61,7 @@ Optimizer::Optimizer(double lr, double wd, Schedule s) : lr_(lr), weight_decay_(
 void Optimizer::build_schedule(GraphBuilder& g, double beta1, double beta2, TensorId* hyper,
                                TensorId* sched) const {
   // The step counter may exist already (a device-resident data gather reads it first).
-  TensorId step = g.program().find(kStepTensor);
-  if (step == kNone) step = g.tensor(kStepTensor, {1}, Role::StepScalar, DType::I32);
+  TensorId step = g.step_counter();
   *hyper = g.tensor(kHyperTensor, {hyper::kSize}, Role::StepScalar);
   *sched = g.tensor(kSchedTensor, {sched::kSize}, Role::StepScalar);
   ScheduleAttrs a;

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "stepgraph/autodiff.h"
+#include "stepgraph/distributed.h"
+#include "stepgraph/rng.h"
 #include "train/trainer_state.h"
 
 namespace sg {
@@ -135,6 +137,9 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   v->input_shape = input_shape;
   v->training = training;
   GraphBuilder g(v->program);
+  g.set_training(training);
+  // Each data-parallel rank draws its own dropout masks for its rows of the global batch.
+  g.set_seed(options_.lower.comm ? mix_seed(seed_, static_cast<uint64_t>(options_.lower.comm->rank())) : seed_);
   if (graph_) {
     build_graph_step(*v, g, input_shape[0], training);
   } else if (step_ && training) {

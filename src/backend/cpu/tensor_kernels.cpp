@@ -1,6 +1,7 @@
 #include "backend/cpu/tensor_kernels.h"
 
 #include "backend/activation_math.h"
+#include "backend/dropout_math.h"
 
 namespace sg::cpu {
 
@@ -46,6 +47,15 @@ void scale_shift(const float* X, float* Y, int64_t n, double a, double b, bool a
 
 void activation(const float* X, float* Y, int64_t n, Activation act, double p) {
   for (int64_t k = 0; k < n; ++k) Y[k] = static_cast<float>(act_forward<double>(act, X[k], p));
+}
+
+void dropout(const float* X, float* Y, int64_t n, double p, uint64_t key, int32_t step, bool acc) {
+  const uint32_t threshold = dropout_threshold(p);
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = dropout_keep(key, step, k, threshold) ? X[k] * scale : 0.0f;
+    Y[k] = acc ? Y[k] + v : v;
+  }
 }
 
 void activation_backward(const float* dY, const float* X, const float* Y, float* dX, int64_t n, Activation act,

@@ -23,6 +23,8 @@ void expand(const float* A, float* Y, const Broadcast& g, double scale, bool acc
 void scale_shift(const float* X, float* Y, int64_t n, double a, double b, bool acc);
 // Y = act(X) with act's parameter p; dX (+)= dY act'(Y, X).
 void activation(const float* X, float* Y, int64_t n, Activation act, double p);
+// Y (+)= X * mask / (1 - p), the mask of backend/dropout_math.h.
+void dropout(const float* X, float* Y, int64_t n, double p, uint64_t key, int32_t step, bool acc);
 void activation_backward(const float* dY, const float* X, const float* Y, float* dX, int64_t n, Activation act,
                          double p, bool acc);
 // Every piece of a concat, split or slice.

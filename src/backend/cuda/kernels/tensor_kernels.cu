@@ -2,6 +2,7 @@
 #include "backend/cuda/kernels/tensor_kernels.cuh"
 
 #include "backend/activation_math.h"
+#include "backend/dropout_math.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/runtime/pdl.cuh"
@@ -116,6 +117,17 @@ __global__ void activation_kernel(const float* X, float* Y, int64_t n, Activatio
   SG_GRID_STRIDE(k, n) Y[k] = act_forward<float>(act, X[k], p);
 }
 
+__global__ void dropout_kernel(const float* X, float* Y, int64_t n, uint32_t threshold, float scale, uint64_t key,
+                               const int32_t* step, bool acc) {
+  PDL_PROLOGUE();
+  const int32_t s = *step;
+  SG_GRID_STRIDE(k, n) {
+    // Multiplied as the CPU reference does (X * scale, rounded once), so both agree bitwise.
+    const float v = dropout_keep(key, s, k, threshold) ? X[k] * scale : 0.0f;
+    Y[k] = acc ? Y[k] + v : v;
+  }
+}
+
 __global__ void activation_backward_kernel(const float* dY, const float* X, const float* Y, float* dX, int64_t n,
                                            Activation act, float p, bool acc) {
   PDL_PROLOGUE();
@@ -191,6 +203,12 @@ void expand(const float* A, float* Y, const Broadcast& g, float scale, bool acc,
 
 void scale_shift(const float* X, float* Y, int64_t n, float a, float b, bool acc, cudaStream_t s) {
   launch_pdl(scale_shift_kernel, grid_for(n), kBlock, 0, s, X, Y, n, a, b, acc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void dropout(const float* X, float* Y, int64_t n, uint32_t threshold, float scale, uint64_t key, const int32_t* step,
+             bool acc, cudaStream_t s) {
+  launch_pdl(dropout_kernel, grid_for(n), kBlock, 0, s, X, Y, n, threshold, scale, key, step, acc);
   KERNEL_LAUNCH_CHECK();
 }
 

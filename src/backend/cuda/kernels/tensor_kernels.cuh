@@ -35,6 +35,10 @@ void activation(const float* X, float* Y, int64_t n, Activation act, float p, cu
 void activation_backward(const float* dY, const float* X, const float* Y, float* dX, int64_t n, Activation act,
                          float p, bool acc, cudaStream_t s);
 
+// Y (+)= X * mask / (1 - p), the mask of backend/dropout_math.h (threshold: dropout_threshold(p)).
+void dropout(const float* X, float* Y, int64_t n, uint32_t threshold, float scale, uint64_t key, const int32_t* step,
+             bool acc, cudaStream_t s);
+
 // Every piece of a concat, split or slice: kPiecesPerLaunch pieces a launch.
 void copy_pieces(const Pieces& pieces, cudaStream_t s);
 

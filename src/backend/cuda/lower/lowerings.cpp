@@ -84,6 +84,7 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::Mean, [](L& l, int, const Op& op) { l.tensor().reduce(op); }},
     {OpKind::MeanBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
     {OpKind::PointwiseLoss, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
+    {OpKind::Dropout, [](L& l, int, const Op& op) { l.tensor().dropout(op); }},
 };
 
 constexpr bool rows_in_kind_order() {

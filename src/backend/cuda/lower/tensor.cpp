@@ -1,6 +1,7 @@
 #include "backend/cuda/lower/tensor.h"
 
 #include "backend/cuda/kernels/tensor_kernels.cuh"
+#include "backend/dropout_math.h"
 
 namespace sg::cuda {
 
@@ -86,6 +87,19 @@ void TensorLowering::activation(const Op& op) {
   const float p = static_cast<float>(activation_param(op.attr<ActivationAttrs>()));
   h_.notes << activation_name(act) << " kernel";
   h_.add_step(op, [=](cudaStream_t s) { cuda::activation(x, y, n, act, p, s); });
+}
+
+void TensorLowering::dropout(const Op& op) {
+  const float* x = f(op.in[0]);
+  const int32_t* step = static_cast<const int32_t*>(h_.ptrs[op.in[1]]);
+  float* y = f(op.out[0]);
+  const int64_t n = count(op.out[0]);
+  const DropoutAttrs a = op.attr<DropoutAttrs>();
+  const uint32_t threshold = dropout_threshold(a.p);
+  const float scale = static_cast<float>(1.0 / (1.0 - a.p));
+  const bool acc = op.accumulate[0] != 0;
+  h_.notes << "dropout kernel (p " << a.p << ")";
+  h_.add_step(op, [=](cudaStream_t s) { cuda::dropout(x, y, n, threshold, scale, a.key, step, acc, s); });
 }
 
 void TensorLowering::activation_backward(const Op& op) {
