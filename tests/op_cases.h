@@ -484,6 +484,24 @@ inline std::vector<OpCase> adam_cases() {
           update_case(OpKind::AdamUpdate, "AdamW, first step", 1302, adam(true), 2, 1)};
 }
 
+// Gradients over several chunks of the CUDA launch (512 elements each), clipped or not.
+inline std::vector<OpCase> clip_grad_norm_cases() {
+  std::vector<OpCase> v;
+  int seed = 0;
+  for (double max_norm : {1.0, 1e6}) {
+    CaseBuilder b(OpKind::ClipGradNorm, cat("max_norm ", max_norm), 1350 + seed++);
+    std::vector<TensorId> G;
+    for (const Shape& s : {Shape{7, 5}, Shape{1300}, Shape{1}}) G.push_back(b.random(cat("G", G.size()), s, Role::Gradient));
+    std::vector<TensorId> out = {b.output("norm", {2})};
+    out.insert(out.end(), G.begin(), G.end());
+    std::vector<uint8_t> acc(out.size(), 1);
+    acc[0] = 0;
+    b.op(G, out, ClipAttrs{max_norm}, acc);
+    v.push_back(b.done());
+  }
+  return v;
+}
+
 // ---- Images (NHWC, filters KRSC) ----
 
 inline std::vector<OpCase> conv2d_cases() {
@@ -637,7 +655,7 @@ inline std::vector<OpCase> all_op_cases() {
   for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, dense_cases,
                      add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, pointwise_loss_cases,
                      schedule_cases, sgd_cases,
-                     adam_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
+                     adam_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
                      layer_norm_cases, embedding_cases, attention_cases, abs_max_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})

@@ -2,6 +2,7 @@
 // members, CSV column groups, the antiderivative generator), losses by output, and the terms by
 // name in progress lines, metrics.jsonl and the summary.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -96,6 +97,37 @@ TEST(ConfigNamed, DeepOnetTrainsAndReportsTermsByName) {
   const RunSummary e = eval_run(parse_config(deeponet()), dir + "/run/checkpoint.safetensors", o);
   EXPECT_DOUBLE_EQ(e.val_loss, s.val_loss);
   EXPECT_EQ(e.val_terms, s.val_terms);
+  // predict: an npz of the inputs by name gives an npz of the outputs by name.
+  NamedArrays in = make_antiderivative(3, 50, 4, 9);
+  const HostArray G = in.at("G");
+  in.erase("G");
+  write_npz(dir + "/in.npz", in);
+  const Shape rows = predict_run(parse_config(deeponet()), dir + "/run/checkpoint.safetensors", dir + "/in.npz",
+                                 dir + "/out.npz", o);
+  EXPECT_EQ(rows, (Shape{12}));
+  const NamedArrays out = read_npz(dir + "/out.npz");
+  ASSERT_EQ(out.count("G"), 1u);
+  ASSERT_EQ(out.at("G").shape(), (Shape{12, 1}));
+  double se = 0;
+  for (int64_t i = 0; i < 12; ++i) se += std::pow(out.at("G").data<float>()[i] - G.data<float>()[i], 2);
+  EXPECT_LT(se / 12, 4 * s.val_loss + 1e-3) << "the predictions are the trained model's";
+  in.erase("y");
+  write_npz(dir + "/in2.npz", in);
+  EXPECT_ERROR(predict_run(parse_config(deeponet()), dir + "/run/checkpoint.safetensors", dir + "/in2.npz",
+                           dir + "/out2.npz", o),
+               "has no array 'y' for the model's input 'y'", "(it has: u; the model's inputs: u, y)");
+  EXPECT_FALSE(fs::exists(dir + "/out2.npz"));
+}
+
+TEST(ConfigNamed, NpzWrittenIsReadBack) {
+  const std::string dir = tmp_dir("npz_write");
+  const NamedArrays a = {{"a", random_f32({3, 4}, 1)}, {"b", HostArray::i32({2}, {7, -1})}};
+  write_npz(dir + "/x.npz", a);
+  const NamedArrays b = read_npz(dir + "/x.npz");
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b.at("a").shape(), (Shape{3, 4}));
+  EXPECT_EQ(std::memcmp(a.at("a").raw(), b.at("a").raw(), a.at("a").nbytes()), 0);
+  EXPECT_EQ(b.at("b").data<int32_t>()[1], -1);
 }
 
 // Two inputs and two outputs from an npz file: members by name (one by default name), a mean

@@ -1,6 +1,13 @@
 // Optimizer updates against the formulas written out independently (PyTorch's documented
 // algorithms), over several steps so that momentum and bias corrections matter.
+#include <cmath>
+
+#include <cstring>
+
+#include "stepgraph/config.h"
 #include "stepgraph/optim.h"
+#include "stepgraph/trainer.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -107,6 +114,53 @@ TEST(Optimizers, ScheduledLearningRateAppliesToTheUpdate) {
   });
 }
 
+// clip_grad_norm_ before step(): the gradient scaled by min(1, max / (|g| + 1e-6)), then the
+// weight decay added (PyTorch's order).
+TEST(Optimizers, ClipNormScalesTheGradientBeforeTheUpdate) {
+  const double lr = 0.1, wd = 0.01;
+  for (double max_norm : {0.5, 100.0}) {
+    SGD opt(lr, 0, false, wd);
+    opt.set_clip_norm(max_norm);
+    EXPECT_NE(opt.describe().find(cat("clip_norm=", max_norm)), std::string::npos);
+    int clipped = 0;
+    compare(opt, {}, [&](int, std::vector<double>& p, std::vector<double> g) {
+      double n2 = 0;
+      for (double x : g) n2 += x * x;
+      const double f = std::min(1.0, max_norm / (std::sqrt(n2) + 1e-6));
+      clipped += f < 1;
+      for (int64_t k = 0; k < kN; ++k) p[k] -= lr * (f * g[k] + wd * p[k]);
+    });
+    EXPECT_EQ(clipped, max_norm < 1 ? kSteps : 0) << "max_norm " << max_norm;  // the test can tell
+  }
+}
+
+// The norm is global: over every gradient together, not each alone.
+TEST(Optimizers, ClipNormIsOverAllGradientsTogether) {
+  Program p;
+  GraphBuilder g(p);
+  std::vector<ParamGrad> pg;
+  for (const char* n : {"a", "b"}) {
+    const TensorId w = p.add_tensor({n, {3}, DType::F32, Role::Parameter});
+    pg.push_back({w, p.add_tensor({cat("grad.", n), {3}, DType::F32, Role::Gradient})});
+  }
+  SGD opt(1.0);
+  opt.set_clip_norm(1.0);
+  opt.build(g, pg);
+  Runner run(p);
+  run.set(kStepTensor, HostArray::i32({1}, {0}));
+  run.set(kHyperTensor, HostArray::f32({2}, {1.0f, 0.0f}));
+  run.set("a", HostArray::f32({3}, {0, 0, 0}));
+  run.set("b", HostArray::f32({3}, {0, 0, 0}));
+  run.set("grad.a", HostArray::f32({3}, {3, 0, 0}));  // |g| = 5 over both
+  run.set("grad.b", HostArray::f32({3}, {0, 4, 0}));
+  run.run();
+  EXPECT_NEAR(run.get("a").data<float>()[0], -3.0 / (5 + 1e-6), 1e-6);
+  EXPECT_NEAR(run.get("b").data<float>()[1], -4.0 / (5 + 1e-6), 1e-6);
+  EXPECT_NEAR(run.get("optim.grad_norm").data<float>()[0], 5.0f, 1e-6);
+  EXPECT_THROW(opt.set_clip_norm(-1), Error);
+  EXPECT_THROW(opt.set_clip_norm(std::nan("")), Error);
+}
+
 TEST(Optimizers, InvalidHyperparametersAreErrors) {
   EXPECT_THROW(SGD(-1.0), Error);
   EXPECT_THROW(SGD(0.1, 1.5), Error);
@@ -115,6 +169,54 @@ TEST(Optimizers, InvalidHyperparametersAreErrors) {
   EXPECT_THROW(Adam(1e-3, 0.9, 0.999, 0.0), Error);
   EXPECT_THROW(Schedule::cosine(10, 5), Error);
   EXPECT_THROW(Schedule::step(0, 0.5), Error);
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// A clipped trainer on CUDA follows the CPU's, and graph replay equals eager bitwise.
+TEST(Optimizers, ClipNormOnCudaMatchesTheCpu) {
+  REQUIRE_GPU();
+  const HostArray X = random_f32({32, 6}, 1, 3.0), Y = random_f32({32, 2}, 2, 3.0);
+  auto make = [](Device d, ExecMode m) {
+    auto opt = std::make_shared<Adam>(1e-2);
+    opt->set_clip_norm(0.1);  // well below these gradients' norm: every step clips
+    TrainerOptions o;
+    o.mode = m;
+    auto t = std::make_unique<Trainer>(sequential({dense(700, Activation::Tanh), dense(2)}),
+                                       std::make_shared<MeanSquaredError>(), opt, d, 4, o);
+    t->compile({32, 6});
+    return t;
+  };
+  auto cpu = make(Device::CPU, ExecMode::Eager), graph = make(Device::CUDA, ExecMode::Graph),
+       eager = make(Device::CUDA, ExecMode::Eager);
+  for (int s = 0; s < 6; ++s) {
+    const float lc = cpu->one_step(X, Y), lg = graph->one_step(X, Y), le = eager->one_step(X, Y);
+    EXPECT_NEAR(lg, lc, 1e-5 * std::fabs(lc)) << "step " << s;
+    EXPECT_EQ(std::memcmp(&lg, &le, 4), 0) << "step " << s;
+  }
+  const auto c = cpu->params(), g = graph->params();
+  for (const auto& [name, v] : c) EXPECT_LT(array_diff(v, g.at(name)).rel, 1e-5) << name;
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+TEST(Optimizers, ClipNormFromAConfig) {
+  const std::string cfg = R"({"model": {"layers": [{"type": "dense", "units": 2}]},
+                              "optimizer": {"type": "sgd", "lr": 0.1, "clip_norm": C}})";
+  auto with = [&](const std::string& c) { return std::string(cfg).replace(cfg.find("C}"), 1, c); };
+  EXPECT_EQ(parse_config_text(with("0.5"), "c").optimizer->clip_norm(), 0.5);
+  const std::string key = ", \"clip_norm\": C";
+  EXPECT_EQ(parse_config_text(std::string(cfg).replace(cfg.find(key), key.size(), ""), "c").optimizer->clip_norm(), 0.0);
+  EXPECT_ERROR(parse_config_text(with("-1"), "c"), "optimizer.clip_norm", "expected a number in [0, ");
+  EXPECT_ERROR(parse_config_text(with("\"big\""), "c"), "optimizer.clip_norm");
 }
 
 }  // namespace

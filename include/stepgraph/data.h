@@ -79,6 +79,7 @@ Dataset load_text_windows(const std::string& path, int64_t length, int64_t strid
 HostArray read_npy(const std::string& path);
 std::map<std::string, HostArray> read_npz(const std::string& path);
 void write_npy(const std::string& path, const HostArray& a);  // for tests and tools
+void write_npz(const std::string& path, const NamedArrays& arrays);  // stored members "<name>.npy"
 
 // CSV: numeric cells, optional header row (detected when the first row is not numeric),
 // label/target column(s) selected by index (negative counts from the end).

@@ -163,9 +163,12 @@ enum class OpKind : uint8_t {
   // backend/dropout_math.h. Its backward is a Dropout of dY with the same attributes. Built only
   // in training steps (predict and evaluate leave it out).
   Dropout,              // in {X, step i32[1]}          out {Y}
+  // Gradient clipping by global norm (torch.nn.utils.clip_grad_norm_): n = sqrt(sum of every
+  // G's squares), then every G *= min(1, max_norm / (n + 1e-6)) in place; norm = {n, factor}.
+  ClipGradNorm,         // in {G...}                    out {norm[2], G...}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::Dropout) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::ClipGradNorm) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -285,6 +288,9 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 // Tensor ops (see OpKind). An axis counts from 0 (the batch), or from the end when negative.
+struct ClipAttrs {
+  double max_norm = 1.0;
+};
 struct DropoutAttrs {
   double p = 0.5;    // the probability of zeroing an element, in [0, 1)
   uint64_t key = 0;  // the mask's stream: the trainer's seed mixed with the layer's name
@@ -315,7 +321,7 @@ struct ReduceAttrs {
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
-                             SliceAttrs, ReduceAttrs, DropoutAttrs>;
+                             SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -46,14 +46,25 @@ class Optimizer {
   double lr() const { return lr_; }
   double weight_decay() const { return weight_decay_; }
   const Schedule& schedule() const { return schedule_; }
+  // Gradient clipping by global norm before each update (torch.nn.utils.clip_grad_norm_ before
+  // optimizer.step(); weight decay is added after it): every gradient is scaled by
+  // min(1, max_norm / (norm + 1e-6)), norm the L2 norm of all of them together, on the device in
+  // the step. 0 (the default): no clipping.
+  void set_clip_norm(double max_norm);
+  double clip_norm() const { return clip_norm_; }
 
  protected:
   Optimizer(double lr, double wd, Schedule s);
+  // The ClipGradNorm op over every gradient, when clip_norm is set (before the schedule op, so
+  // that it stays next to the update it is fused into).
+  void build_clip(GraphBuilder& g, const std::vector<ParamGrad>& params) const;
+  std::string clip_text() const;  // ", clip_norm=1" or nothing
   // The step counter, hyperparameters and schedule op shared by every optimizer.
   void build_schedule(GraphBuilder& g, double beta1, double beta2, TensorId* hyper,
                       TensorId* sched) const;
   double lr_, weight_decay_;
   Schedule schedule_;
+  double clip_norm_ = 0;
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 

@@ -440,36 +440,47 @@ NB_MODULE(_stepgraph, m) {
       .def("__repr__", &sg::Optimizer::describe)
       .def_prop_ro("lr", &sg::Optimizer::lr, "The base learning rate given at construction.")
       .def_prop_ro("weight_decay", &sg::Optimizer::weight_decay)
-      .def_prop_ro("schedule", &sg::Optimizer::schedule);
+      .def_prop_ro("schedule", &sg::Optimizer::schedule)
+      .def_prop_ro("clip_norm", &sg::Optimizer::clip_norm,
+                   "Gradient clipping by global norm before each update (0: none), as torch.nn.utils.clip_grad_norm_.");
   nb::class_<sg::SGD, sg::Optimizer>(
       m, "SGD",
       "SGD as PyTorch: g += wd*p; buf = momentum*buf + (1 - dampening)*g (buf = g on step 1); "
       "g = nesterov ? g + momentum*buf : buf; p -= lr*g.")
       .def("__init__",
            [](sg::SGD* self, double lr, double momentum, bool nesterov, double wd, double dampening,
-              std::optional<sg::Schedule> s) {
-             as_input_error([&] { new (self) sg::SGD(lr, momentum, nesterov, wd, dampening, schedule_or_constant(s)); });
+              std::optional<sg::Schedule> s, double clip) {
+             as_input_error([&] {
+               new (self) sg::SGD(lr, momentum, nesterov, wd, dampening, schedule_or_constant(s));
+               self->set_clip_norm(clip);
+             });
            },
            "lr"_a, "momentum"_a = 0.0, "nesterov"_a = false, "weight_decay"_a = 0.0, "dampening"_a = 0.0,
-           "schedule"_a = nb::none());
+           "schedule"_a = nb::none(), "clip_norm"_a = 0.0);
   nb::class_<sg::Adam, sg::Optimizer>(
       m, "Adam", "Adam as PyTorch (weight decay added to the gradient, L2).")
       .def("__init__",
            [](sg::Adam* self, double lr, double beta1, double beta2, double eps, double wd,
-              std::optional<sg::Schedule> s) {
-             as_input_error([&] { new (self) sg::Adam(lr, beta1, beta2, eps, wd, schedule_or_constant(s)); });
+              std::optional<sg::Schedule> s, double clip) {
+             as_input_error([&] {
+               new (self) sg::Adam(lr, beta1, beta2, eps, wd, schedule_or_constant(s));
+               self->set_clip_norm(clip);
+             });
            },
            "lr"_a = 1e-3, "beta1"_a = 0.9, "beta2"_a = 0.999, "eps"_a = 1e-8, "weight_decay"_a = 0.0,
-           "schedule"_a = nb::none());
+           "schedule"_a = nb::none(), "clip_norm"_a = 0.0);
   nb::class_<sg::AdamW, sg::Adam>(
       m, "AdamW", "AdamW as PyTorch (decoupled weight decay: p *= 1 - lr*wd).")
       .def("__init__",
            [](sg::AdamW* self, double lr, double beta1, double beta2, double eps, double wd,
-              std::optional<sg::Schedule> s) {
-             as_input_error([&] { new (self) sg::AdamW(lr, beta1, beta2, eps, wd, schedule_or_constant(s)); });
+              std::optional<sg::Schedule> s, double clip) {
+             as_input_error([&] {
+               new (self) sg::AdamW(lr, beta1, beta2, eps, wd, schedule_or_constant(s));
+               self->set_clip_norm(clip);
+             });
            },
            "lr"_a = 1e-3, "beta1"_a = 0.9, "beta2"_a = 0.999, "eps"_a = 1e-8, "weight_decay"_a = 1e-2,
-           "schedule"_a = nb::none());
+           "schedule"_a = nb::none(), "clip_norm"_a = 0.0);
 
   // ---- timing ----
   nb::class_<PyTimer>(

@@ -422,22 +422,26 @@ class Optimizer:
     @property
     def schedule(self) -> Schedule: ...
 
+    @property
+    def clip_norm(self) -> float:
+        """Gradient clipping by global norm before each update (0: none), as torch.nn.utils.clip_grad_norm_."""
+
 class SGD(Optimizer):
     """
     SGD as PyTorch: g += wd*p; buf = momentum*buf + (1 - dampening)*g (buf = g on step 1); g = nesterov ? g + momentum*buf : buf; p -= lr*g.
     """
 
-    def __init__(self, lr: float, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0, dampening: float = 0.0, schedule: Schedule | None = None) -> None: ...
+    def __init__(self, lr: float, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0, dampening: float = 0.0, schedule: Schedule | None = None, clip_norm: float = 0.0) -> None: ...
 
 class Adam(Optimizer):
     """Adam as PyTorch (weight decay added to the gradient, L2)."""
 
-    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0, schedule: Schedule | None = None) -> None: ...
+    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0, schedule: Schedule | None = None, clip_norm: float = 0.0) -> None: ...
 
 class AdamW(Adam):
     """AdamW as PyTorch (decoupled weight decay: p *= 1 - lr*wd)."""
 
-    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.01, schedule: Schedule | None = None) -> None: ...
+    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.01, schedule: Schedule | None = None, clip_norm: float = 0.0) -> None: ...
 
 class Timer:
     """

@@ -1,5 +1,5 @@
 """The example graph models (examples/python/) against PyTorch float64: the same initial weights
-and batches; each step's loss within 1e-5 relative (plus 1e-6 absolute: a fitted model's loss is
+and batches (Adam, and Adam after clip_grad_norm_); each step's loss within 1e-5 relative (plus 1e-6 absolute: a fitted model's loss is
 a small mean of squared residuals, which fp32 rounding of the larger terms moves more), and after
 10 Adam steps every parameter within 1e-5 of its layer's largest value. Runs on stepgraph's CUDA
 backend when there is one, else on the CPU; skips without PyTorch."""
@@ -32,13 +32,17 @@ def linear(torch, params, name):
     return lin
 
 
-def compare(torch, trainer, layers, forward_loss, batches):
+def compare(torch, trainer, layers, forward_loss, batches, clip_norm=0.0):
     """Steps both with Adam(1e-3); `forward_loss(layers, batch)` is the torch loss of a batch."""
-    opt = torch.optim.Adam([p for lin in layers.values() for p in lin.parameters()], lr=1e-3)
+    params = [p for lin in layers.values() for p in lin.parameters()]
+    opt = torch.optim.Adam(params, lr=1e-3)
+    clipped = 0
     for s, (inputs, targets) in enumerate(batches):
         opt.zero_grad()
         loss = forward_loss(layers, inputs, targets)
         loss.backward()
+        if clip_norm:
+            clipped += float(torch.nn.utils.clip_grad_norm_(params, clip_norm)) > clip_norm
         opt.step()
         got = trainer.one_step(inputs, targets)
         assert abs(got - loss.item()) <= RTOL * abs(loss.item()) + ATOL, (s, got, loss.item())
@@ -49,12 +53,15 @@ def compare(torch, trainer, layers, forward_loss, batches):
             want = getattr(lin, kind).detach().numpy()
             err = float(np.max(np.abs(got[f"{name}.{kind}"] - want))) / scale
             assert err <= RTOL, (name, kind, err)
+    return clipped
 
 
-def test_deeponet_matches_pytorch():
+@pytest.mark.parametrize("clip_norm", [0.0, 0.05])
+def test_deeponet_matches_pytorch(clip_norm):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
     data = sg.make_antiderivative(functions=40, sensors=50, points=8, seed=3)
-    t = sg.Trainer(example("deeponet").build(), {"G": sg.MeanSquaredError()}, sg.Adam(1e-3), device="auto", seed=5)
+    t = sg.Trainer(example("deeponet").build(), {"G": sg.MeanSquaredError()}, sg.Adam(1e-3, clip_norm=clip_norm),
+                   device="auto", seed=5)
     t.compile(B)
     layers = {n: linear(torch, t.params(), n) for n in ("b1", "branch", "t1", "trunk")}
 
@@ -67,7 +74,8 @@ def test_deeponet_matches_pytorch():
 
     rows = np.random.default_rng(0).permutation(len(data["G"]))[: STEPS * B].reshape(STEPS, B)
     batches = [({"u": data["u"][r], "y": data["y"][r]}, {"G": data["G"][r]}) for r in rows]
-    compare(torch, t, layers, forward_loss, batches)
+    clipped = compare(torch, t, layers, forward_loss, batches, clip_norm)
+    assert clipped == (STEPS if clip_norm else 0)  # clip_norm 0.05 clips every step: the test can tell
 
 
 def test_two_head_digits_matches_pytorch():

@@ -11,6 +11,9 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <vector>
+
+#include <zlib.h>
 
 #include "core/host_memory.h"
 #include "data/zip_reader.h"
@@ -370,14 +373,16 @@ std::map<std::string, HostArray> read_npz(const std::string& path) {
   return out;
 }
 
-void write_npy(const std::string& path, const HostArray& a) {
-  SG_REQUIRE(!a.empty(), "write_npy '", path, "': the array is empty (default-constructed)");
+namespace {
+
+// A whole .npy image of `a`, element by element in little-endian order, whatever the host's.
+std::vector<unsigned char> npy_image(const HostArray& a, const std::string& what) {
+  SG_REQUIRE(!a.empty(), what, ": the array is empty (default-constructed)");
   const std::string header = npy_header(a);
   std::vector<unsigned char> bytes(10 + header.size() + a.nbytes());
   std::memcpy(bytes.data(), "\x93NUMPY\x01\x00", 8);
   store_le(bytes.data() + 8, header.size(), 2);
   std::memcpy(bytes.data() + 10, header.data(), header.size());
-  // Element by element in little-endian order, whatever the host's order.
   const int w = static_cast<int>(dtype_size(a.dtype()));
   const unsigned char* src = static_cast<const unsigned char*>(a.raw());
   unsigned char* dst = bytes.data() + 10 + header.size();
@@ -392,11 +397,57 @@ void write_npy(const std::string& path, const HostArray& a) {
     }
     store_le(dst + i * w, v, w);
   }
+  return bytes;
+}
+
+void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes, const char* kind) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  SG_REQUIRE(out, "cannot create npy file '", path, "': ", std::strerror(errno));
+  SG_REQUIRE(out, "cannot create ", kind, " file '", path, "': ", std::strerror(errno));
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  SG_REQUIRE(out, "error while writing npy file '", path, "'");
+  SG_REQUIRE(out, "error while writing ", kind, " file '", path, "'");
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const HostArray& a) {
+  write_bytes(path, npy_image(a, cat("write_npy '", path, "'")), "npy");
+}
+
+// A zip archive of stored (uncompressed) members, as numpy.savez writes; no zip64, so at most
+// 4 GiB in all.
+void write_npz(const std::string& path, const NamedArrays& arrays) {
+  SG_REQUIRE(!arrays.empty(), "write_npz '", path, "': no arrays");
+  std::vector<unsigned char> zip, dir;
+  auto put = [](std::vector<unsigned char>& b, uint64_t v, int n) {
+    const size_t at = b.size();
+    b.resize(at + n);
+    store_le(b.data() + at, v, n);
+  };
+  for (const auto& [name, a] : arrays) {
+    const std::vector<unsigned char> npy = npy_image(a, cat("write_npz '", path, "' array '", name, "'"));
+    const std::string file = name + ".npy";
+    const uint64_t offset = zip.size();
+    SG_REQUIRE(offset + npy.size() + file.size() + 30 < (uint64_t{1} << 32), "write_npz '", path,
+               "': more than 4 GiB (zip64 is not written)");
+    const uint32_t crc = static_cast<uint32_t>(crc32_z(0L, npy.data(), npy.size()));
+    // Local file header: signature, version, flags, method 0 (stored), time, date, CRC, sizes, name.
+    for (auto* b : {&zip, &dir}) {
+      const bool central = b == &dir;
+      put(*b, central ? 0x02014b50 : 0x04034b50, 4);
+      if (central) put(*b, 20, 2);  // made by
+      put(*b, 20, 2), put(*b, 0, 2), put(*b, 0, 2), put(*b, 0, 2), put(*b, 0x21, 2);  // 1980-01-01
+      put(*b, crc, 4), put(*b, npy.size(), 4), put(*b, npy.size(), 4), put(*b, file.size(), 2), put(*b, 0, 2);
+      if (central) put(*b, 0, 2), put(*b, 0, 2), put(*b, 0, 2), put(*b, 0, 4), put(*b, offset, 4);
+      b->insert(b->end(), file.begin(), file.end());
+    }
+    zip.insert(zip.end(), npy.begin(), npy.end());
+  }
+  const uint64_t dir_offset = zip.size();
+  zip.insert(zip.end(), dir.begin(), dir.end());
+  put(zip, 0x06054b50, 4), put(zip, 0, 2), put(zip, 0, 2), put(zip, arrays.size(), 2), put(zip, arrays.size(), 2);
+  put(zip, dir.size(), 4), put(zip, dir_offset, 4), put(zip, 0, 2);
+  write_bytes(path, zip, "npz");
 }
 
 }  // namespace sg

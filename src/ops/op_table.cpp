@@ -33,6 +33,7 @@ constexpr const OpDef* kRows[] = {
     &kActivationBackward, &kConcat,      &kSplit,             &kSplitBackward,
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
+    &kClipGradNorm,
 };
 
 constexpr bool rows_in_kind_order() {

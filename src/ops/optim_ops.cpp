@@ -1,6 +1,8 @@
 // The optimizer's ops: shape rules and the CPU reference bindings.
 #include "ops/optim_ops.h"
 
+#include <cmath>
+
 #include "backend/cpu/cpu_kernels.h"
 
 namespace sg::ops {
@@ -73,6 +75,31 @@ std::function<void()> cpu_update(const CpuBind& b) {
   const SgdAttrs a = b.attr<SgdAttrs>();
   return [=] { cpu::sgd_update(slices, hyper, sched, a); };
 }
+
+void check_clip(const OpCheck& c) {
+  const Op& op = c.op();
+  c.expect(!op.in.empty() && op.out.size() == op.in.size() + 1,
+           cat("expects n gradients in and {norm, the n gradients} out, got ", op.in.size(), " and ", op.out.size()));
+  c.expect(c.shape(c.out(0)) == Shape{2} && c.dtype(c.out(0)) == DType::F32,
+           cat("norm ", c.desc(c.out(0)), " must be f32 [2]"));
+  for (size_t k = 0; k < op.in.size(); ++k) {
+    c.expect(c.out(k + 1) == c.in(k), cat("rescales gradient ", c.desc(c.in(k)), " in place"));
+    c.expect(c.dtype(c.in(k)) == DType::F32, cat("gradient ", c.desc(c.in(k)), " must be f32"));
+  }
+  const double m = c.attr<ClipAttrs>().max_norm;
+  c.expect(std::isfinite(m) && m > 0, cat("max_norm ", m, " must be a positive number"));
+}
+
+std::function<void()> cpu_clip(const CpuBind& b) {
+  const Op& op = b.op();
+  std::vector<std::pair<float*, int64_t>> grads;
+  for (size_t k = 0; k < op.in.size(); ++k) grads.emplace_back(b.f(b.in(k)), b.count(b.in(k)));
+  float* norm = b.f(b.out(0));
+  const double max_norm = b.attr<ClipAttrs>().max_norm;
+  return [=] { cpu::clip_grad_norm(grads, norm, max_norm); };
+}
+
+std::string clip_attrs_text(const Op& op) { return cat("(max_norm ", op.attr<ClipAttrs>().max_norm, ")"); }
 
 std::string update_summary(const Op& op) { return cat(num_params(op), " parameters in one launch"); }
 

@@ -21,5 +21,11 @@ inline constexpr OpDef kSgdUpdate{OpKind::SgdUpdate, "sgd_update", "hyper sched 
 // in {hyper, sched, P..., G..., M..., V...} out {P..., M..., V...}, in place.
 inline constexpr OpDef kAdamUpdate{OpKind::AdamUpdate, "adam_update", "hyper sched tensors...", "tensors...",
                                    check_update, no_gradient, cpu_update, nullptr, nullptr, update_summary};
+// in {G...} out {norm[2], G...}: the gradients rescaled in place.
+void check_clip(const OpCheck& c);
+std::function<void()> cpu_clip(const CpuBind& b);
+std::string clip_attrs_text(const Op& op);
+inline constexpr OpDef kClipGradNorm{OpKind::ClipGradNorm, "clip_grad_norm", "G...", "norm G...", check_clip,
+                                     no_gradient, cpu_clip, nullptr, clip_attrs_text};
 
 }  // namespace sg::ops

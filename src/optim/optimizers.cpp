@@ -58,6 +58,32 @@ Optimizer::Optimizer(double lr, double wd, Schedule s) : lr_(lr), weight_decay_(
   SG_REQUIRE(std::isfinite(wd) && wd >= 0, "optimizer: weight_decay must be >= 0, got ", wd);
 }
 
+void Optimizer::set_clip_norm(double max_norm) {
+  SG_REQUIRE(std::isfinite(max_norm) && max_norm >= 0, "optimizer: clip_norm must be a positive number (0: no ",
+             "clipping), got ", max_norm);
+  clip_norm_ = max_norm;
+}
+
+std::string Optimizer::clip_text() const { return clip_norm_ > 0 ? cat(", clip_norm=", clip_norm_) : ""; }
+
+void Optimizer::build_clip(GraphBuilder& g, const std::vector<ParamGrad>& params) const {
+  if (clip_norm_ <= 0 || params.empty()) return;
+  Op op;
+  op.kind = OpKind::ClipGradNorm;
+  op.name = "optim.clip_grad_norm";
+  const TensorId norm = g.tensor("optim.grad_norm", {2}, Role::Activation);
+  g.program().tensor(norm).live_out = true;  // the norm before clipping, and the factor
+  op.out = {norm};
+  for (const ParamGrad& pg : params) {
+    op.in.push_back(pg.grad);
+    op.out.push_back(pg.grad);
+  }
+  op.accumulate.assign(op.out.size(), 1);
+  op.accumulate[0] = 0;
+  op.attrs = ClipAttrs{clip_norm_};
+  g.program().add_op(std::move(op));
+}
+
 void Optimizer::build_schedule(GraphBuilder& g, double beta1, double beta2, TensorId* hyper,
                                TensorId* sched) const {
   // The step counter may exist already (a device-resident data gather reads it first).
@@ -120,6 +146,7 @@ SGD::SGD(double lr, double momentum, bool nesterov, double weight_decay, double 
 }
 
 void SGD::build(GraphBuilder& g, const std::vector<ParamGrad>& params) const {
+  build_clip(g, params);
   TensorId hyper, sched;
   build_schedule(g, 0, 0, &hyper, &sched);
   SgdAttrs a{static_cast<int64_t>(params.size()), momentum_, dampening_, nesterov_};
@@ -130,7 +157,7 @@ void SGD::build(GraphBuilder& g, const std::vector<ParamGrad>& params) const {
 
 std::string SGD::describe() const {
   return cat("sgd(lr=", lr_, ", momentum=", momentum_, nesterov_ ? ", nesterov" : "",
-             ", weight_decay=", weight_decay_, ", schedule=", schedule_.describe(), ")");
+             ", weight_decay=", weight_decay_, ", schedule=", schedule_.describe(), clip_text(), ")");
 }
 
 Adam::Adam(double lr, double beta1, double beta2, double eps, double weight_decay, Schedule s,
@@ -142,6 +169,7 @@ Adam::Adam(double lr, double beta1, double beta2, double eps, double weight_deca
 }
 
 void Adam::build(GraphBuilder& g, const std::vector<ParamGrad>& params) const {
+  build_clip(g, params);
   TensorId hyper, sched;
   build_schedule(g, beta1_, beta2_, &hyper, &sched);
   AdamAttrs a{static_cast<int64_t>(params.size()), beta1_, beta2_, eps_, decoupled_};
@@ -151,7 +179,7 @@ void Adam::build(GraphBuilder& g, const std::vector<ParamGrad>& params) const {
 
 std::string Adam::describe() const {
   return cat(decoupled_ ? "adamw" : "adam", "(lr=", lr_, ", betas=(", beta1_, ", ", beta2_,
-             "), eps=", eps_, ", weight_decay=", weight_decay_, ", schedule=", schedule_.describe(), ")");
+             "), eps=", eps_, ", weight_decay=", weight_decay_, ", schedule=", schedule_.describe(), clip_text(), ")");
 }
 
 }  // namespace sg

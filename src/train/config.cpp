@@ -219,9 +219,17 @@ Schedule parse_schedule(const Node& n, int64_t total_steps) {
   return Schedule::cosine(warm, total, n.number("min_lr_ratio", 0.0, 0.0, 1.0));
 }
 
+OptimizerPtr parse_optimizer_kind(const Node& n, int64_t total_steps);
+
 OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
   n.only({"type", "lr", "momentum", "nesterov", "dampening", "weight_decay", "beta1", "beta2", "eps",
-          "schedule"});
+          "schedule", "clip_norm"});
+  OptimizerPtr opt = parse_optimizer_kind(n, total_steps);
+  if (n.has("clip_norm")) opt->set_clip_norm(n.number("clip_norm", 0.0, 0.0, 1e30));
+  return opt;
+}
+
+OptimizerPtr parse_optimizer_kind(const Node& n, int64_t total_steps) {
   std::string type = n.string("type", "adamw", {"sgd", "adam", "adamw"});
   double lr = n.number("lr", type == "sgd" ? 0.01 : 1e-3, 1e-12, 1e6);
   Schedule s = n.has("schedule") ? parse_schedule(n.object("schedule"), total_steps) : Schedule::constant();

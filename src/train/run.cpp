@@ -1,5 +1,6 @@
 #include "stepgraph/run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -498,10 +499,53 @@ std::string explain_run(const RunConfig& cfg, Device device, int64_t batch, int6
   return t->explain();
 }
 
+namespace {
+
+// A graph model by name: the inputs from an .npz (a member per model input), every output into
+// an .npz (a member per output).
+Shape predict_named(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
+                    const std::string& output, const RunOptions& opt) {
+  NamedArrays inputs = read_npz(input);
+  const std::vector<std::string>& names = cfg.graph->input_names();
+  for (const std::string& n : names)
+    SG_REQUIRE(inputs.count(n), "predict: the input '", input, "' has no array '", n, "' for the model's input '", n,
+               "' (it has: ", [&] {
+                 std::vector<std::string> have;
+                 for (const auto& kv : inputs) have.push_back(kv.first);
+                 return joined(have);
+               }(), "; the model's inputs: ", joined(names), ")");
+  for (auto it = inputs.begin(); it != inputs.end();)  // other members are not the model's
+    it = std::find(names.begin(), names.end(), it->first) == names.end() ? inputs.erase(it) : std::next(it);
+  const RunData data = prepare_data(cfg);  // with data.standardize, the training split's scaling
+  for (auto& [name, a] : inputs)
+    if (data.scaling.count(name) && a.dtype() == DType::F32) data.scaling.at(name).apply(a);
+  std::string note;
+  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
+  Reporter rep(opt, "");
+  if (!note.empty()) rep.info(note);
+  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  const int64_t rows = inputs.begin()->second.shape().empty() ? 0 : inputs.begin()->second.shape()[0];
+  SG_REQUIRE(rows > 0, "predict: the input '", input, "' has no rows");
+  t->compile({std::min<int64_t>(cfg.train.batch_size, rows)});
+  t->load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
+  const NamedArrays y = t->predict(inputs);
+  write_npz(output, y);
+  json shapes = json::object();
+  for (const auto& [name, a] : y) shapes[name] = a.shape();
+  rep.record({{"event", "predict"}, {"input", input}, {"output", output}, {"rows", rows}, {"outputs", shapes},
+              {"checkpoint", checkpoint}, {"steps", t->step()}},
+             cat("predicted ", y.size(), " output", y.size() == 1 ? "" : "s", " of ", rows, " rows from '", input,
+                 "' with '", checkpoint, "' (step ", t->step(), "): ", output));
+  return {rows};
+}
+
+}  // namespace
+
 Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
                   const std::string& output, const RunOptions& opt) {
   SG_REQUIRE(opt.overwrite || !std::filesystem::exists(output), "predict: the output '", output,
              "' exists; choose another path or pass --overwrite");
+  if (cfg.named()) return predict_named(cfg, checkpoint, input, output, opt);
   HostArray X = read_npy(input);
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
              "predict: the input '", input, "' must hold f32 or f64 [rows, features] (rows > 0), got ",
@@ -512,8 +556,6 @@ Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std
   if (!note.empty()) rep.info(note);
   std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
   if (!cfg.problem) {
-    SG_REQUIRE(!cfg.named(), "predict: a graph model with several inputs or outputs predicts from Python or C++ ",
-               "(Trainer.predict with arrays by name) in this version");
     const RunData data = prepare_data(cfg);  // the features' count and, with data.standardize, their scaling
     SG_REQUIRE(X.shape()[1] == data.train.features(), "predict: the input '", input, "' has ", X.shape()[1],
                " features per row; the model was trained on ", data.train.features(), " (", data.train.name, ")");

@@ -171,10 +171,12 @@ int main(int argc, char** argv) {
   auto* predict = app.add_subcommand("predict", "Write a checkpoint's predictions for the rows of an .npy file");
   predict->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
   predict->add_option("--checkpoint", c.checkpoint, "Checkpoint to predict with")->required()->check(CLI::ExistingFile);
-  predict->add_option("--input", c.input, "Rows to predict: .npy, f32 or f64 [rows, features] (PINNs: [points, coordinates])")
+  predict->add_option("--input", c.input, "Rows to predict: .npy, f32 or f64 [rows, features] (PINNs: [points, coordinates]; "
+                      "graph models by name: .npz, an array per model input)")
       ->required()
       ->check(CLI::ExistingFile);
-  predict->add_option("--output", c.output, "Where the predictions go: .npy, f32 [rows, outputs]")->required();
+  predict->add_option("--output", c.output, "Where the predictions go: .npy, f32 [rows, outputs] (graph models by name: "
+                      ".npz, an array per output)")->required();
   predict->add_option("--device", c.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   predict->add_flag("--overwrite", c.overwrite, "Replace an existing output file");
   predict->add_flag("--json", c.json, "Print the result as a JSON object");

@@ -289,6 +289,20 @@ void sgd_update(const std::vector<ParamSlice>& ps, const float* hyper, const flo
   }
 }
 
+void clip_grad_norm(const std::vector<std::pair<float*, int64_t>>& grads, float* norm, double max_norm) {
+  double sq = 0;
+  for (const auto& [g, n] : grads)
+    for (int64_t k = 0; k < n; ++k) sq += static_cast<double>(g[k]) * g[k];
+  const float total = static_cast<float>(std::sqrt(sq));
+  // As torch: the factor from the (f32) norm, clamped at 1; NaN stays NaN (a diverged step shows).
+  const float factor = std::fmin(static_cast<float>(max_norm) / (total + 1e-6f), 1.0f);
+  norm[0] = total;
+  norm[1] = std::isnan(total) ? total : factor;
+  if (norm[1] == 1.0f) return;
+  for (const auto& [g, n] : grads)
+    for (int64_t k = 0; k < n; ++k) g[k] *= norm[1];
+}
+
 void adam_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
                  const AdamAttrs& a) {
   const double lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];

@@ -104,5 +104,8 @@ void sgd_update(const std::vector<ParamSlice>& ps, const float* hyper, const flo
                 const SgdAttrs& a);
 void adam_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
                  const AdamAttrs& a);
+// The ClipGradNorm op: the global norm of every gradient (summed in double, in order), then each
+// scaled by min(1, max_norm / (norm + 1e-6)); norm = {norm, the factor}.
+void clip_grad_norm(const std::vector<std::pair<float*, int64_t>>& grads, float* norm, double max_norm);
 
 }  // namespace sg::cpu

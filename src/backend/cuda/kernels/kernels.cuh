@@ -123,6 +123,11 @@ void sgd_update(const ChunkRef* chunks, int num_chunks, const float* hyper,
                 const float* sched, const SgdAttrs& a, const FusedSchedule* fs, cudaStream_t s);
 void adam_update(const ChunkRef* chunks, int num_chunks, const float* hyper,
                  const float* sched, const AdamAttrs& a, const FusedSchedule* fs, cudaStream_t s);
+// ClipGradNorm over the chunks of every gradient (ChunkRef::d.p: the gradient, rescaled in
+// place): norm = {global norm, min(1, max_norm / (norm + 1e-6))}; partials: num_chunks doubles,
+// counter: zero at rest.
+void clip_grad_norm(const ChunkRef* chunks, int num_chunks, double* partials, unsigned* counter, float* norm,
+                    float max_norm, cudaStream_t s);
 
 // *out = max |X[k]| over n elements (0 when n is 0); a NaN anywhere gives NaN, as on the CPU (a
 // diverged layer shows as NaN, not as its finite part). Per-block maxima go to `partials`

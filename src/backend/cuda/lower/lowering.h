@@ -79,6 +79,7 @@ class Lowering {
   void expression_loss_op(int i, const Op& op);  // ExpressionLoss
   void dense_backward(int i, const Op& op);  // DenseBackward
   void update_op(int i, const Op& op);  // SgdUpdate, AdamUpdate
+  void clip_op(const Op& op);           // ClipGradNorm
 
   // Convolution, pooling and reshape ops (image_lowering.h).
   ImageLowering& image();

@@ -85,6 +85,7 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::MeanBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
     {OpKind::PointwiseLoss, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
     {OpKind::Dropout, [](L& l, int, const Op& op) { l.tensor().dropout(op); }},
+    {OpKind::ClipGradNorm, [](L& l, int, const Op& op) { l.clip_op(op); }},
 };
 
 constexpr bool rows_in_kind_order() {

@@ -39,6 +39,27 @@ void Lowering::update_op(int i, const Op& op) {
   add_step(op, [=](cudaStream_t s) { sgd_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
 }
 
+void Lowering::clip_op(const Op& op) {
+  std::vector<ChunkRef> chunks;
+  for (size_t k = 0; k < op.in.size(); ++k) {
+    ParamDesc d{};
+    d.p = f(op.in[k]);
+    d.n = count(op.in[k]);
+    for (int64_t start = 0; start < d.n; start += kOptimChunk) chunks.push_back({d, start});
+  }
+  auto* dchunk = reinterpret_cast<ChunkRef*>(own(chunks.size() * sizeof(ChunkRef)));
+  be_.upload(dchunk, chunks.data(), chunks.size() * sizeof(ChunkRef));
+  be_.synchronize();
+  const int nchunks = static_cast<int>(chunks.size());
+  auto* partials = reinterpret_cast<double*>(own(chunks.size() * sizeof(double)));
+  auto* counter = reinterpret_cast<unsigned*>(own(sizeof(unsigned)));
+  float* norm = f(op.out[0]);
+  const float max_norm = static_cast<float>(op.attr<ClipAttrs>().max_norm);
+  notes_ << "two multi-tensor launches (" << op.in.size() << " gradients, " << nchunks
+         << " blocks): the global norm, then the gradients scaled in place";
+  add_step(op, [=](cudaStream_t s) { clip_grad_norm(dchunk, nchunks, partials, counter, norm, max_norm, s); });
+}
+
 void Lowering::schedule_op(int i, const Op& op) {
   const auto& in = op.in;
   const auto& out = op.out;
