@@ -30,7 +30,8 @@ inline int64_t ravel_broadcast(const std::vector<int64_t>& idx, const Shape& s) 
 inline bool is_tensor_op_kind(OpKind k) {
   return k == OpKind::Sub || k == OpKind::Mul || k == OpKind::Div || k == OpKind::ScaleShift ||
          k == OpKind::Activation || k == OpKind::Concat || k == OpKind::Split || k == OpKind::Slice ||
-         k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Dropout;
+         k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Dropout || k == OpKind::MatMul ||
+         k == OpKind::Transpose;
 }
 
 inline double activation_double(const ActivationAttrs& a, double z) {
@@ -83,6 +84,40 @@ inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v) {
     case OpKind::Activation: {
       std::vector<double> Y = val(op.in[0]);
       for (double& y : Y) y = activation_double(op.attr<ActivationAttrs>(), y);
+      val(op.out[0]) = Y;
+      return;
+    }
+    case OpKind::MatMul: {  // per matrix, entries by their definition sum_k op(A)[i, k] op(B)[k, j]
+      const MatMulAttrs& t = op.attr<MatMulAttrs>();
+      const Shape &as = shape(op.in[0]), &ys = shape(op.out[0]);
+      const size_t r = as.size();
+      const int64_t M = ys[r - 2], N = ys[r - 1], K = t.trans_a ? as[r - 2] : as[r - 1];
+      const std::vector<double> &A = val(op.in[0]), &B = val(op.in[1]);
+      std::vector<double> Y(numel(ys));
+      for (int64_t q = 0; q < numel(ys) / (M * N); ++q)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double sum = 0;
+            for (int64_t k = 0; k < K; ++k)
+              sum += A[q * M * K + (t.trans_a ? k * M + i : i * K + k)] * B[q * K * N + (t.trans_b ? j * K + k : k * N + j)];
+            Y[q * M * N + i * N + j] = sum;
+          }
+      val(op.out[0]) = Y;
+      return;
+    }
+    case OpKind::Transpose: {
+      const Shape& xs = shape(op.in[0]);
+      const size_t a = axis_of(op.attr<TransposeAttrs>().axis_a, xs.size()),
+                   b = axis_of(op.attr<TransposeAttrs>().axis_b, xs.size());
+      Shape ys = xs;
+      std::swap(ys[a], ys[b]);
+      const std::vector<double> X = val(op.in[0]);
+      std::vector<double> Y(X.size());
+      for (int64_t q = 0; q < numel(ys); ++q) {
+        std::vector<int64_t> idx = unravel(q, ys);
+        std::swap(idx[a], idx[b]);
+        Y[q] = X[ravel_broadcast(idx, xs)];
+      }
       val(op.out[0]) = Y;
       return;
     }
@@ -256,6 +291,46 @@ inline std::vector<OpCase> dropout_cases() {
   return v;
 }
 
+inline std::vector<OpCase> matmul_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape lead; int64_t M, K, N; bool ta, tb; };
+  int seed = 0;
+  for (const C& c : {C{{3}, 4, 5, 2, false, false}, C{{2}, 3, 4, 5, true, false}, C{{2}, 1, 6, 3, false, true},
+                     C{{4}, 5, 3, 4, true, true}, C{{2, 3}, 2, 7, 3, false, false}, C{{1}, 17, 9, 33, false, true}}) {
+    CaseBuilder b(OpKind::MatMul,
+                  cat(shape_str(c.lead), " ", c.M, "x", c.K, " @ ", c.K, "x", c.N, c.ta ? " A^T" : "", c.tb ? " B^T" : ""),
+                  2780 + seed++);
+    auto with = [&](int64_t r, int64_t q) {
+      Shape s = c.lead;
+      s.push_back(r);
+      s.push_back(q);
+      return s;
+    };
+    const TensorId A = b.random("A", c.ta ? with(c.K, c.M) : with(c.M, c.K));
+    const TensorId B = b.random("B", c.tb ? with(c.N, c.K) : with(c.K, c.N));
+    const TensorId Y = b.output("Y", with(c.M, c.N));
+    b.op({A, B}, {Y}, MatMulAttrs{c.ta, c.tb});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
+inline std::vector<OpCase> transpose_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape s; int32_t a, b; };
+  int seed = 0;
+  for (const C& c : {C{{3, 4, 5}, -2, -1}, C{{2, 3, 4, 5}, 1, 3}, C{{2, 6, 1}, 1, 2}, C{{4, 3, 2, 5}, -3, -2}}) {
+    CaseBuilder b(OpKind::Transpose, cat(shape_str(c.s), " axes ", c.a, ", ", c.b), 2800 + seed++);
+    Shape ys = c.s;
+    const int r = static_cast<int>(c.s.size());
+    std::swap(ys[c.a < 0 ? c.a + r : c.a], ys[c.b < 0 ? c.b + r : c.b]);
+    const TensorId X = b.random("X", c.s), Y = b.output("Y", ys);
+    b.op({X}, {Y}, TransposeAttrs{c.a, c.b});
+    v.push_back(b.gradient(Y));
+  }
+  return v;
+}
+
 inline std::vector<OpCase> concat_cases() {
   std::vector<OpCase> v;
   struct C { std::vector<Shape> in; int32_t axis; int input_role; bool twice; };  // input_role: that input is an Input
@@ -357,7 +432,8 @@ inline std::vector<OpCase> mean_cases() { return reduce_cases(OpKind::Mean, 2720
 inline std::vector<OpCase> tensor_op_cases() {
   std::vector<OpCase> all;
   for (auto* make : {add_broadcast_cases, sub_cases, mul_cases, div_cases, scale_shift_cases, activation_cases,
-                     concat_cases, split_cases, slice_cases, sum_cases, mean_cases, dropout_cases})
+                     concat_cases, split_cases, slice_cases, sum_cases, mean_cases, dropout_cases, matmul_cases,
+                     transpose_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   return all;
 }

@@ -289,3 +289,40 @@ TEST(ConfigNamed, CsvColumnGroupsFeedInputsAndTargets) {
 
 }  // namespace
 }  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// matmul, transpose and reshape nodes from JSON: an attention-like mix of tokens.
+TEST(ConfigNamed, MatmulTransposeReshapeNodes) {
+  json j = json::parse(R"({
+    "model": {"type": "graph", "inputs": {"x": [4, 6]},
+      "nodes": [{"name": "q", "type": "dense", "units": 8, "input": "x"},
+                {"name": "k", "type": "dense", "units": 8, "input": "x"},
+                {"name": "kt", "type": "transpose", "input": "k", "axes": [-2, -1]},
+                {"name": "s", "type": "matmul", "inputs": ["q", "kt"]},
+                {"name": "m", "type": "matmul", "inputs": ["s", "q"]},
+                {"name": "flat", "type": "reshape", "input": "m", "shape": [-1]},
+                {"name": "y", "type": "dense", "units": 2, "input": "flat"}],
+      "outputs": {"y": "y"}},
+    "loss": {"type": "mse"},
+    "data": {"source": "synthetic_regression", "samples": 64, "features": 24, "targets": 2},
+    "train": {"steps": 5, "batch_size": 8, "log_every": 0, "device": "cpu"}
+  })");
+  const RunConfig cfg = parse_config(j);
+  EXPECT_NE(cfg.model->describe().find("s = matmul(q, kt)"), std::string::npos) << cfg.model->describe();
+  EXPECT_NE(cfg.model->describe().find("flat = reshape(m; to [32])"), std::string::npos) << cfg.model->describe();
+  EXPECT_TRUE(std::isfinite(quiet_train(cfg).final_loss));
+  j["model"]["nodes"][3]["inputs"] = {"q", "k"};
+  EXPECT_ERROR(parse_config(j), "model.nodes[3]", "do not chain: 8 columns against 4 rows");
+  j["model"]["nodes"][3]["transpose_b"] = true;
+  EXPECT_NO_THROW(parse_config(j));
+  j["model"]["nodes"][5]["shape"] = {5, -1};
+  EXPECT_ERROR(parse_config(j), "holds 32 values per sample, not a multiple of 5");
+  j["model"]["nodes"][5]["shape"] = {32};
+  j["model"]["nodes"][2]["axes"] = {0, 1};
+  EXPECT_ERROR(parse_config(j), "is the batch axis");
+}
+
+}  // namespace
+}  // namespace sg::test

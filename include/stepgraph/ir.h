@@ -166,9 +166,15 @@ enum class OpKind : uint8_t {
   // Gradient clipping by global norm (torch.nn.utils.clip_grad_norm_): n = sqrt(sum of every
   // G's squares), then every G *= min(1, max_norm / (n + 1e-6)) in place; norm = {n, factor}.
   ClipGradNorm,         // in {G...}                    out {norm[2], G...}
+  // Batched matrix products between activations (MatMulAttrs): Y[b] = op(A[b]) op(B[b]) for
+  // every index b of the leading axes (the batch axis and any others, the same for A and B),
+  // op(X) = X or its transpose over the last two axes. The backward is two more MatMuls.
+  MatMul,               // in {A[..., M, K], B[..., K, N]}  out {Y[..., M, N]}
+  // Y = X with two feature axes swapped (TransposeAttrs); the backward is the same swap.
+  Transpose,            // in {X}                       out {Y}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::ClipGradNorm) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::Transpose) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -288,6 +294,12 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW
 };
 // Tensor ops (see OpKind). An axis counts from 0 (the batch), or from the end when negative.
+struct MatMulAttrs {
+  bool trans_a = false, trans_b = false;  // A stored [..., K, M] / B stored [..., N, K]
+};
+struct TransposeAttrs {
+  int32_t axis_a = -2, axis_b = -1;  // feature axes (1 .. rank-1, or negative from the end)
+};
 struct ClipAttrs {
   double max_norm = 1.0;
 };
@@ -321,7 +333,7 @@ struct ReduceAttrs {
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
-                             SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs>;
+                             SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs, MatMulAttrs, TransposeAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -41,6 +41,9 @@ class SymbolicTensor {
   SymbolicTensor sum(int axis = -1, bool keepdims = false) const;
   SymbolicTensor mean(int axis = -1, bool keepdims = false) const;
   SymbolicTensor slice(int axis, int64_t begin, int64_t end) const;  // [begin, end) along axis
+  SymbolicTensor transpose(int axis_a = -2, int axis_b = -1) const;   // two feature axes swapped
+  // The same values per sample in another shape (row-major; one size may be -1: inferred).
+  SymbolicTensor reshape(Shape shape) const;
 
  private:
   std::shared_ptr<const ModelNode> node_;
@@ -74,6 +77,10 @@ SymbolicTensor scale_shift(const SymbolicTensor& x, double scale, double shift, 
 SymbolicTensor concat(const std::vector<SymbolicTensor>& xs, int axis = -1, std::string name = "");
 std::vector<SymbolicTensor> split(const SymbolicTensor& x, const std::vector<int64_t>& sizes, int axis = -1,
                                   std::string name = "");
+// Batched matrix products: per sample, a [..., M, K] times b [..., K, N] (the same leading axes),
+// each operand optionally transposed over its last two axes.
+SymbolicTensor matmul(const SymbolicTensor& a, const SymbolicTensor& b, bool trans_a = false, bool trans_b = false,
+                      std::string name = "");
 // A standalone activation (leaky_relu's slope and elu's alpha in `attrs`).
 SymbolicTensor activation(const SymbolicTensor& x, Activation act, std::string name = "");
 SymbolicTensor activation(const SymbolicTensor& x, const ActivationAttrs& attrs, std::string name = "");

@@ -123,6 +123,15 @@ void bind_model(nb::module_& m) {
       .def("mean", [](const sg::SymbolicTensor& t, int axis, bool keepdims) {
              return as_input_error([&] { return t.mean(axis, keepdims); });
            }, "axis"_a = -1, "keepdims"_a = false, "The mean over a feature axis.")
+      .def("transpose", [](const sg::SymbolicTensor& t, int a, int b) {
+             return as_input_error([&] { return t.transpose(a, b); });
+           }, "axis_a"_a = -2, "axis_b"_a = -1, "Two feature axes swapped.")
+      .def("reshape", [](const sg::SymbolicTensor& t, nb::handle shape) {
+             return as_input_error([&] { return t.reshape(shape_of(shape, "reshape of '" + t.name() + "': shape")); });
+           }, "shape"_a, "The same values per sample in another shape (row-major; one size may be -1: inferred).")
+      .def("__matmul__", [](const sg::SymbolicTensor& a, const sg::SymbolicTensor& b) {
+             return as_input_error([&] { return sg::matmul(a, b); });
+           })
       .def("__getitem__", &getitem)
       .def("__add__", [](const sg::SymbolicTensor& a, const sg::SymbolicTensor& b) { return as_input_error([&] { return a + b; }); })
       .def("__sub__", [](const sg::SymbolicTensor& a, const sg::SymbolicTensor& b) { return as_input_error([&] { return a - b; }); })
@@ -172,6 +181,13 @@ void bind_model(nb::module_& m) {
         },
         "x"_a, "activation"_a, "negative_slope"_a = 0.01, "alpha"_a = 1.0, "name"_a = "",
         "A standalone activation (any of Dense's; leaky_relu's slope, elu's alpha).");
+  m.def("matmul", [](const sg::SymbolicTensor& a, const sg::SymbolicTensor& b, bool transpose_a, bool transpose_b,
+                     const std::string& name) {
+          return as_input_error([&] { return sg::matmul(a, b, transpose_a, transpose_b, name); });
+        },
+        "a"_a, "b"_a, "transpose_a"_a = false, "transpose_b"_a = false, "name"_a = "",
+        "Batched matrix products: per sample a [..., M, K] times b [..., K, N] (the same leading axes), "
+        "either operand transposed over its last two axes (a @ b is matmul(a, b)).");
   m.def("named", [](const sg::SymbolicTensor& x, const std::string& name) {
           return as_input_error([&] { return sg::named(x, name); });
         },

@@ -133,6 +133,13 @@ class SymbolicTensor:
     def mean(self, axis: int = -1, keepdims: bool = False) -> SymbolicTensor:
         """The mean over a feature axis."""
 
+    def transpose(self, axis_a: int = -2, axis_b: int = -1) -> SymbolicTensor:
+        """Two feature axes swapped."""
+
+    def reshape(self, shape: Union[int, Sequence[int]]) -> SymbolicTensor:
+        """The same values per sample in another shape (row-major; one size may be -1: inferred)."""
+
+    def __matmul__(self, other: SymbolicTensor) -> SymbolicTensor: ...
     def __getitem__(self, key: Any) -> SymbolicTensor: ...
     def __add__(self, other: Union[SymbolicTensor, float]) -> SymbolicTensor: ...
     def __radd__(self, other: float) -> SymbolicTensor: ...
@@ -155,6 +162,9 @@ def split(x: SymbolicTensor, sizes: Sequence[int], axis: int = -1, name: str = '
 
 def activation(x: SymbolicTensor, activation: ActivationName, negative_slope: float = 0.01, alpha: float = 1.0, name: str = '') -> SymbolicTensor:
     """A standalone activation (any of Dense's; leaky_relu's slope, elu's alpha)."""
+
+def matmul(a: SymbolicTensor, b: SymbolicTensor, transpose_a: bool = False, transpose_b: bool = False, name: str = '') -> SymbolicTensor:
+    """Batched matrix products: per sample a [..., M, K] times b [..., K, N] (the same leading axes), either operand transposed over its last two axes (a @ b is matmul(a, b))."""
 
 def named(x: SymbolicTensor, name: str) -> SymbolicTensor:
     """The op's result under a name (for explain, errors and describe)."""

@@ -98,3 +98,33 @@ def test_two_head_digits_matches_pytorch():
     rows = np.random.default_rng(1).permutation(len(X))[: STEPS * B].reshape(STEPS, B)
     batches = [({"image": X[r]}, {"digit": labels[r], "brightness": brightness[r]}) for r in rows]
     compare(torch, t, layers, forward_loss, batches)
+
+
+def test_attention_like_model_with_matmul_transpose_reshape_matches_pytorch():
+    """Tokens [S, D] per sample: scores = q k^T / sqrt(H), mixed = tanh(scores) v, a head on the
+    flattened mix; both matmul forms (transpose_b and a transposed copy) and reshape."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    S, D, H = 4, 6, 8
+    x = sg.Input((S, D), name="x")
+    q, k, v = (sg.Dense(H, name=n)(x) for n in ("q", "k", "v"))
+    scores = sg.matmul(q, k, transpose_b=True) * (1 / np.sqrt(H))
+    scores2 = q @ k.transpose(-2, -1) * (1 / np.sqrt(H))  # the same product, spelled out
+    mixed = sg.tanh(scores + scores2) @ v
+    assert mixed.shape == (S, H)
+    out = sg.Dense(2, name="head")(mixed.reshape(-1))
+    t = sg.Trainer(sg.Model([x], {"y": out}), {"y": sg.MeanSquaredError()}, sg.Adam(1e-3), device="auto", seed=7)
+    t.compile(B)
+    layers = {n: linear(torch, t.params(), n) for n in ("q", "k", "v", "head")}
+
+    def forward_loss(L, inputs, targets):
+        X = torch.from_numpy(inputs["x"].astype(np.float64))
+        Q, K, V = L["q"](X), L["k"](X), L["v"](X)
+        s = Q @ K.transpose(-2, -1) / np.sqrt(H)
+        m = torch.tanh(s + s) @ V
+        return torch.nn.functional.mse_loss(L["head"](m.reshape(m.shape[0], -1)),
+                                            torch.from_numpy(targets["y"].astype(np.float64)))
+
+    rng = np.random.default_rng(2)
+    batches = [({"x": rng.normal(size=(B, S, D)).astype(np.float32)}, {"y": rng.normal(size=(B, 2)).astype(np.float32)})
+               for _ in range(STEPS)]
+    compare(torch, t, layers, forward_loss, batches)

@@ -24,6 +24,7 @@ struct ModelNode {
   OpAttrs attrs;
   std::vector<Shape> shapes;  // per sample
   DType dtype = DType::F32;
+  Shape target;               // reshape: the per-sample shape asked for (-1: inferred)
 
   std::string kind_name() const {
     switch (kind) {
@@ -153,6 +154,53 @@ std::vector<TensorId> emit_op(GraphBuilder& g, const ModelNode& n, const std::ve
       outs.push_back(y);
       break;
     }
+    case OpKind::MatMul: {
+      const Shape& b = p.tensor(in[1]).shape;
+      const MatMulAttrs& t = std::get<MatMulAttrs>(n.attrs);
+      SG_REQUIRE(x.size() >= 3 && x.size() == b.size() && std::equal(x.begin(), x.end() - 2, b.begin()), where, ": ",
+                 shapes_of(n), " must be matrices per sample with the same leading axes (per sample [..., M, K] and "
+                 "[..., K, N])");
+      const size_t r = x.size();
+      const int64_t M = t.trans_a ? x[r - 1] : x[r - 2], K = t.trans_a ? x[r - 2] : x[r - 1];
+      const int64_t Kb = t.trans_b ? b[r - 1] : b[r - 2], N = t.trans_b ? b[r - 2] : b[r - 1];
+      SG_REQUIRE(K == Kb, where, ": ", shapes_of(n), " do not chain", t.trans_a || t.trans_b ? " (as transposed)" : "",
+                 ": ", K, " columns against ", Kb, " rows");
+      Shape y(x.begin(), x.end() - 2);
+      y.push_back(M);
+      y.push_back(N);
+      outs.push_back(y);
+      break;
+    }
+    case OpKind::Transpose: {
+      const TransposeAttrs& t = std::get<TransposeAttrs>(n.attrs);
+      const int a = feature_axis(t.axis_a, x.size(), where), b = feature_axis(t.axis_b, x.size(), where);
+      Shape y = x;
+      std::swap(y[a], y[b]);
+      outs.push_back(y);
+      break;
+    }
+    case OpKind::Reshape: {
+      Shape y{x[0]};
+      int64_t known = 1, infer = -1;
+      for (size_t k = 0; k < n.target.size(); ++k) {
+        const int64_t d = n.target[k];
+        SG_REQUIRE(d > 0 || (d == -1 && infer < 0), where, ": shape ", shape_str(n.target),
+                   " must be positive sizes, with at most one -1 (inferred)");
+        if (d == -1) infer = static_cast<int64_t>(k);
+        else known *= d;
+        y.push_back(d);
+      }
+      const int64_t per = numel(x) / x[0];
+      if (infer >= 0) {
+        SG_REQUIRE(per % known == 0, where, ": '", n.inputs[0].name(), "' ", shape_str(n.inputs[0].shape()), " holds ",
+                   per, " values per sample, not a multiple of ", known);
+        y[static_cast<size_t>(infer) + 1] = per / known;
+      }
+      SG_REQUIRE(numel(y) / x[0] == per, where, ": '", n.inputs[0].name(), "' ", shape_str(n.inputs[0].shape()),
+                 " holds ", per, " values per sample, but ", shape_str(n.target), " holds ", numel(y) / x[0]);
+      outs.push_back(y);
+      break;
+    }
     default: throw Error(cat(where, ": not a model-graph op"));
   }
   Op op;
@@ -250,6 +298,24 @@ SymbolicTensor SymbolicTensor::mean(int axis, bool keepdims) const {
   a.axis = axis, a.keepdims = keepdims;
   return make_node(op_node(OpKind::Mean, {*this}, a, ""));
 }
+SymbolicTensor SymbolicTensor::transpose(int axis_a, int axis_b) const {
+  TransposeAttrs a;
+  a.axis_a = axis_a, a.axis_b = axis_b;
+  return make_node(op_node(OpKind::Transpose, {*this}, a, ""));
+}
+SymbolicTensor SymbolicTensor::reshape(Shape shape) const {
+  SG_REQUIRE(!shape.empty(), "reshape of '", name(), "': give the per-sample shape (e.g. {4, 8})");
+  auto n = op_node(OpKind::Reshape, {*this}, {}, "");
+  n->target = std::move(shape);
+  return make_node(std::move(n));
+}
+
+SymbolicTensor matmul(const SymbolicTensor& a, const SymbolicTensor& b, bool trans_a, bool trans_b, std::string name) {
+  MatMulAttrs t;
+  t.trans_a = trans_a, t.trans_b = trans_b;
+  return make_node(op_node(OpKind::MatMul, {a, b}, t, std::move(name)));
+}
+
 SymbolicTensor SymbolicTensor::slice(int axis, int64_t begin, int64_t end) const {
   SliceAttrs a;
   a.axis = axis, a.begin = begin, a.end = end;
@@ -487,7 +553,8 @@ std::string Model::describe() const {
       op.kind = n.op;
       op.attrs = n.attrs;
       const OpDef& def = op_def(n.op);
-      const std::string attrs = def.attrs_text ? def.attrs_text(op) : "";
+      const std::string attrs =
+          n.op == OpKind::Reshape ? cat("to ", shape_str(n.shapes[0])) : def.attrs_text ? def.attrs_text(op) : "";
       s += cat(st.label, " = ", op_kind_name(n.op), "(", node_args(n, labels), attrs.empty() ? "" : "; " + attrs,
                "); ");
     }

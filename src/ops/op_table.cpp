@@ -7,6 +7,7 @@
 #include "ops/data_ops.h"
 #include "ops/dense_ops.h"
 #include "ops/image_ops.h"
+#include "ops/linalg_ops.h"
 #include "ops/loss_ops.h"
 #include "ops/optim_ops.h"
 #include "ops/pinn_ops.h"
@@ -33,7 +34,7 @@ constexpr const OpDef* kRows[] = {
     &kActivationBackward, &kConcat,      &kSplit,             &kSplitBackward,
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
-    &kClipGradNorm,
+    &kClipGradNorm,  &kMatMul,           &kTranspose,
 };
 
 constexpr bool rows_in_kind_order() {

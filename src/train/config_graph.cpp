@@ -5,6 +5,7 @@
 //              {"name": "c", "type": "concat", "inputs": ["a", "b"]}, ...],
 //    "outputs": {"u": "u_head"}}
 // Nodes may come in any order; a reference names an input or a node ("s:1": piece 1 of a split).
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -14,8 +15,8 @@ namespace sg::cfg {
 
 namespace {
 
-const std::set<std::string> kOps = {"add", "sub", "mul", "div", "concat", "split", "slice",
-                                    "sum", "mean", "activation", "scale_shift"};
+const std::set<std::string> kOps = {"add", "sub", "mul", "div", "concat", "split", "slice", "sum", "mean",
+                                    "activation", "scale_shift", "matmul", "transpose", "reshape"};
 
 struct Graph {
   std::map<std::string, SymbolicTensor> inputs;
@@ -113,6 +114,33 @@ std::vector<SymbolicTensor> make_op(Graph& g, const Node& n, const std::string& 
     const int axis = static_cast<int>(n.integer("axis", -1, -8, 8));
     const bool keep = n.boolean("keepdims", false);
     return {named(type == "sum" ? x.sum(axis, keep) : x.mean(axis, keep), name)};
+  }
+  if (type == "matmul") {
+    n.only({"name", "type", "inputs", "transpose_a", "transpose_b"});
+    const auto in = refs(g, n, "inputs");
+    SG_REQUIRE(in.size() == 2, n.at("inputs"), ": matmul takes two inputs, got ", in.size());
+    return {matmul(in[0], in[1], n.boolean("transpose_a", false), n.boolean("transpose_b", false), name)};
+  }
+  if (type == "transpose") {
+    n.only({"name", "type", "input", "axes"});
+    const json& axes = n.raw().contains("axes") ? n.raw()["axes"] : json::array({-2, -1});
+    SG_REQUIRE(axes.is_array() && axes.size() == 2 && axes[0].is_number_integer() && axes[1].is_number_integer() &&
+                   std::abs(axes[0].get<int64_t>()) <= 8 && std::abs(axes[1].get<int64_t>()) <= 8,
+               n.at("axes"), ": expected two feature axes, e.g. [-2, -1] (the default)");
+    return {named(one_input(g, n).transpose(axes[0].get<int>(), axes[1].get<int>()), name)};
+  }
+  if (type == "reshape") {
+    n.only({"name", "type", "input", "shape"});
+    const json& sh = n.raw().contains("shape") ? n.raw()["shape"] : json();
+    SG_REQUIRE(sh.is_array() && !sh.empty() && sh.size() <= 7, n.at("shape"),
+               ": expected the per-sample shape, a list of sizes (one may be -1), e.g. [4, 8]");
+    Shape shape;
+    for (const json& d : sh) {
+      SG_REQUIRE(d.is_number_integer() && d.get<int64_t>() >= -1 && d.get<int64_t>() != 0 && d.get<int64_t>() <= (1 << 24),
+                 n.at("shape"), ": sizes must be positive integers or -1, got ", type_of(d));
+      shape.push_back(d.get<int64_t>());
+    }
+    return {named(one_input(g, n).reshape(shape), name)};
   }
   if (type == "scale_shift") {
     n.only({"name", "type", "input", "scale", "shift"});

@@ -3,6 +3,9 @@
 #include "backend/activation_math.h"
 #include "backend/dropout_math.h"
 
+#include <utility>
+#include <vector>
+
 namespace sg::cpu {
 
 namespace {
@@ -47,6 +50,38 @@ void scale_shift(const float* X, float* Y, int64_t n, double a, double b, bool a
 
 void activation(const float* X, float* Y, int64_t n, Activation act, double p) {
   for (int64_t k = 0; k < n; ++k) Y[k] = static_cast<float>(act_forward<double>(act, X[k], p));
+}
+
+void matmul(const float* A, const float* B, float* Y, int64_t batch, int64_t M, int64_t N, int64_t K, bool trans_a,
+            bool trans_b, bool acc) {
+  for (int64_t q = 0; q < batch; ++q) {
+    const float *a = A + q * M * K, *b = B + q * K * N;
+    float* y = Y + q * M * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += static_cast<double>(trans_a ? a[k * M + i] : a[i * K + k]) * (trans_b ? b[j * K + k] : b[k * N + j]);
+        store(y + i * N + j, s, acc);
+      }
+  }
+}
+
+void transpose(const float* X, float* Y, const Shape& xs, int a, int b, bool acc) {
+  const int r = static_cast<int>(xs.size());
+  Shape ys = xs;
+  std::swap(ys[a], ys[b]);
+  std::vector<int64_t> xstride(r, 1);
+  for (int k = r - 2; k >= 0; --k) xstride[k] = xstride[k + 1] * xs[k + 1];
+  std::swap(xstride[a], xstride[b]);  // the stride in X of each axis of Y
+  const int64_t n = numel(ys);
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t q = 0; q < n; ++q) {
+    int64_t src = 0;
+    for (int k = 0; k < r; ++k) src += idx[k] * xstride[k];
+    store(Y + q, X[src], acc);
+    for (int k = r - 1; k >= 0 && ++idx[k] == ys[k]; --k) idx[k] = 0;
+  }
 }
 
 void dropout(const float* X, float* Y, int64_t n, double p, uint64_t key, int32_t step, bool acc) {

@@ -23,6 +23,12 @@ void expand(const float* A, float* Y, const Broadcast& g, double scale, bool acc
 void scale_shift(const float* X, float* Y, int64_t n, double a, double b, bool acc);
 // Y = act(X) with act's parameter p; dX (+)= dY act'(Y, X).
 void activation(const float* X, float* Y, int64_t n, Activation act, double p);
+// `batch` products Y (+)= op(A) op(B) of row-major matrices (op(A) [M, K], op(B) [K, N]), summed
+// in double.
+void matmul(const float* A, const float* B, float* Y, int64_t batch, int64_t M, int64_t N, int64_t K, bool trans_a,
+            bool trans_b, bool acc);
+// Y (+)= X with axes a and b swapped (X of shape xs, row-major).
+void transpose(const float* X, float* Y, const Shape& xs, int a, int b, bool acc);
 // Y (+)= X * mask / (1 - p), the mask of backend/dropout_math.h.
 void dropout(const float* X, float* Y, int64_t n, double p, uint64_t key, int32_t step, bool acc);
 void activation_backward(const float* dY, const float* X, const float* Y, float* dX, int64_t n, Activation act,

@@ -168,6 +168,16 @@ std::unique_ptr<GemmPlan> GemmPlan::create(cublasLtHandle_t h, const GemmShape& 
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->la_, CUDA_R_32F, a_rows, a_cols, s.lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->lb_, CUDA_R_32F, b_rows, b_cols, s.ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->lc_, CUDA_R_32F, s.m, s.n, s.ldc));
+  if (s.batch > 1) {
+    const int32_t count = static_cast<int32_t>(s.batch);
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{g->la_, s.stride_a}, {g->lb_, s.stride_b},
+                                                                  {g->lc_, s.stride_c}};
+    for (const auto& l : layouts) {
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.second,
+                                                    sizeof(l.second)));
+    }
+  }
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&g->pref_));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(g->pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &workspace_bytes, sizeof(workspace_bytes)));
@@ -182,7 +192,9 @@ std::unique_ptr<GemmPlan> GemmPlan::create(cublasLtHandle_t h, const GemmShape& 
     return nullptr;
   }
   g->algo_ = r.algo;
-  if (precision == Precision::TF32X3 && epi == CUBLASLT_EPILOGUE_DEFAULT) {
+  if (precision == Precision::TF32X3 && s.batch > 1) {
+    g->tf32x3_why_ = "tf32x3: batched products run on cuBLASLt fp32";
+  } else if (precision == Precision::TF32X3 && epi == CUBLASLT_EPILOGUE_DEFAULT) {
     for (int c = 0; c < tf32x3_configs(); ++c) {
       std::string no;
       if (auto k = make_tf32x3_gemm(s, args, c, &no)) g->tf32x3_.push_back(std::move(k));
@@ -212,9 +224,11 @@ void GemmPlan::run(cudaStream_t s) const {
 }
 
 void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
-  if (mode == Autotune::Off) {
+  if (mode == Autotune::Off || shape_.batch > 1) {
     tuning_ = tf32x3_choice_ >= 0 ? cat(tf32x3_[tf32x3_choice_]->name(), " (autotune off: the first 3xTF32 kernel)")
-                                  : std::string("heuristic's first choice");
+                                  : std::string(shape_.batch > 1 && mode != Autotune::Off
+                                                    ? "heuristic's first choice (batched products are not autotuned)"
+                                                    : "heuristic's first choice");
     if (!tf32x3_why_.empty()) tuning_ += cat(" [", tf32x3_why_, "]");
     return;
   }
@@ -373,7 +387,7 @@ void GemmPlan::autotune(Autotune mode, cudaStream_t s) {
 }
 
 std::string GemmPlan::describe() const {
-  return cat(shape_.m, "x", shape_.n, "x", shape_.k, " ", precision_name(precision_), " epilogue ",
+  return cat(shape_.batch > 1 ? cat(shape_.batch, " x ") : std::string(), shape_.m, "x", shape_.n, "x", shape_.k, " ", precision_name(precision_), " epilogue ",
              epilogue_name(epi_), args_.accumulate ? " (+=)" : "", "; ", tuning_);
 }
 

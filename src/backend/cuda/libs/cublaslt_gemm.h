@@ -20,6 +20,9 @@ struct GemmShape {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  // Strided batches (a batched matmul): `batch` products, each operand `stride_*` floats after
+  // the previous one. Batched plans run the heuristic's algorithm (no autotune, no 3xTF32).
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 struct GemmArgs {

@@ -80,6 +80,7 @@ class Lowering {
   void dense_backward(int i, const Op& op);  // DenseBackward
   void update_op(int i, const Op& op);  // SgdUpdate, AdamUpdate
   void clip_op(const Op& op);           // ClipGradNorm
+  void matmul_op(const Op& op);         // MatMul (matmul.cpp)
 
   // Convolution, pooling and reshape ops (image_lowering.h).
   ImageLowering& image();

@@ -86,6 +86,8 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::PointwiseLoss, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
     {OpKind::Dropout, [](L& l, int, const Op& op) { l.tensor().dropout(op); }},
     {OpKind::ClipGradNorm, [](L& l, int, const Op& op) { l.clip_op(op); }},
+    {OpKind::MatMul, [](L& l, int, const Op& op) { l.matmul_op(op); }},
+    {OpKind::Transpose, [](L& l, int, const Op& op) { l.tensor().transpose(op); }},
 };
 
 constexpr bool rows_in_kind_order() {

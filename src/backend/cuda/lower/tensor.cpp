@@ -3,6 +3,8 @@
 #include "backend/cuda/kernels/tensor_kernels.cuh"
 #include "backend/dropout_math.h"
 
+#include <utility>
+
 namespace sg::cuda {
 
 namespace {
@@ -100,6 +102,29 @@ void TensorLowering::dropout(const Op& op) {
   const bool acc = op.accumulate[0] != 0;
   h_.notes << "dropout kernel (p " << a.p << ")";
   h_.add_step(op, [=](cudaStream_t s) { cuda::dropout(x, y, n, threshold, scale, a.key, step, acc, s); });
+}
+
+// A gather through swapped strides: the broadcast copy kernel with X's strides permuted.
+void TensorLowering::transpose(const Op& op) {
+  const Shape& xs = h_.p.tensor(op.in[0]).shape;
+  const TransposeAttrs t = op.attr<TransposeAttrs>();
+  const int a = normalize_axis(t.axis_a, xs.size()), b = normalize_axis(t.axis_b, xs.size());
+  Broadcast g;
+  g.rank = static_cast<int>(xs.size());
+  int64_t stride = 1;
+  for (int k = g.rank - 1; k >= 0; --k) {
+    g.dims[k] = xs[k];
+    g.sa[k] = stride;
+    stride *= xs[k];
+  }
+  std::swap(g.dims[a], g.dims[b]);
+  std::swap(g.sa[a], g.sa[b]);
+  g.count = numel(xs);
+  const float* x = f(op.in[0]);
+  float* y = f(op.out[0]);
+  const bool acc = op.accumulate[0] != 0;
+  h_.notes << "transpose: strided copy kernel";
+  h_.add_step(op, [=](cudaStream_t s) { expand(x, y, g, 1.0f, acc, s); });
 }
 
 void TensorLowering::activation_backward(const Op& op) {

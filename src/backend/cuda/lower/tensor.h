@@ -21,6 +21,7 @@ class TensorLowering {
   void scale_shift(const Op& op);
   void activation(const Op& op);
   void dropout(const Op& op);
+  void transpose(const Op& op);
   void activation_backward(const Op& op);
   void pieces(const Op& op);  // Concat, Split, SplitBackward, Slice, SliceBackward
   void reduce(const Op& op);  // Sum, Mean
