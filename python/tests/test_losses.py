@@ -84,22 +84,28 @@ CE_WEIGHTS = [0.5, 2.0, 0.0, 1.5, 1.0]
 
 
 def ce_case(eps, weighted, reduction, tokens):
-    """One SGD step of a Dense(5) layer under the loss: (loss, dW, db, X, y, W0, b0)."""
+    """One SGD step of a Dense(5) last layer under the loss: (loss, dW, db, X, y, W0, b0), X the
+    layer's input. Token labels [6, 4] (every third without a target) read an Embedding first."""
     r = np.random.default_rng(7)
-    shape = (6, 4, 3) if tokens else (12, 3)
-    X = r.standard_normal(shape).astype(np.float32)
-    y = r.integers(0, 5, shape[:-1]).astype(np.int32)
-    if tokens:
-        y.reshape(-1)[1::3] = -1  # positions without a target
     loss = sg.SoftmaxCrossEntropy(reduction, label_smoothing=eps, class_weights=CE_WEIGHTS if weighted else None)
-    t = sg.Trainer(sg.Sequential(sg.Dense(5, init="xavier")), loss, sg.SGD(0.1), device="cpu", seed=3)
-    t.compile(X.shape)
+    if tokens:
+        ids = r.integers(0, 7, (6, 4)).astype(np.float32)
+        y = r.integers(0, 5, (6, 4)).astype(np.int32)
+        y.reshape(-1)[1::3] = -1  # positions without a target
+        model, last = sg.Sequential(sg.Embedding(7, 3), sg.Dense(5, init="xavier")), "1."
+    else:
+        ids = r.standard_normal((12, 3)).astype(np.float32)
+        y = r.integers(0, 5, 12).astype(np.int32)
+        model, last = sg.Sequential(sg.Dense(5, init="xavier")), "0."
+    t = sg.Trainer(model, loss, sg.SGD(0.1), device="cpu", seed=3)
+    t.compile(ids.shape)
     w0 = {k: v.copy() for k, v in t.params().items()}
-    value = t.one_step(X, y)
+    X = w0["0.table"][ids.astype(np.int64)] if tokens else ids
+    value = t.one_step(ids, y)
     w1 = t.params()
-    dW = (w0["0.weight"] - w1["0.weight"]) / 0.1
-    db = (w0["0.bias"] - w1["0.bias"]) / 0.1
-    return value, dW, db, X, y, w0["0.weight"], w0["0.bias"]
+    dW = (w0[last + "weight"] - w1[last + "weight"]) / 0.1
+    db = (w0[last + "bias"] - w1[last + "bias"]) / 0.1
+    return value, dW, db, X, y, w0[last + "weight"], w0[last + "bias"]
 
 
 def documented_ce(z, y, eps, w, reduction):
