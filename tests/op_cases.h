@@ -355,6 +355,34 @@ inline std::vector<OpCase> softmax_cross_entropy_cases() {
     b.op({z, labels, valid}, {loss, dz}, LossAttrs{c.r, c.ignore});
     v.push_back(b.loss({loss}, {{z, dz}}));
   }
+  // Label smoothing and class weights (torch's cross_entropy), alone and together, with ignored
+  // labels, padded rows and both reductions; a zero weight, and > 32 classes (a warp's lanes
+  // loop). Past kCountInBlockRows label rows (the GPU's weight-sum kernel): test_cuda_sequence.cpp.
+  struct S { Shape z; Reduction r; int32_t valid; bool ignore; double eps; bool weights; };
+  for (const S& c : {S{{6, 5}, Reduction::Mean, -1, false, 0.1, false}, S{{7, 4}, Reduction::Sum, 5, false, 0.25, false},
+                     S{{3, 4, 6}, Reduction::Mean, 2, true, 0.2, false}, S{{8, 5}, Reduction::Mean, 6, false, 0.0, true},
+                     S{{2, 7, 3}, Reduction::Sum, -1, true, 0.0, true}, S{{3, 4, 6}, Reduction::Mean, 2, true, 0.3, true},
+                     S{{9, 37}, Reduction::Mean, 7, false, 0.15, true}, S{{5, 5}, Reduction::Sum, 4, false, 0.1, true}}) {
+    LossAttrs a{c.r, c.ignore};
+    a.label_smoothing = c.eps;
+    if (c.weights)
+      for (int64_t k = 0; k < c.z.back(); ++k) a.class_weights.push_back(k == 1 ? 0.0f : 0.25f + 0.5f * static_cast<float>(k % 4));
+    CaseBuilder b(OpKind::SoftmaxCrossEntropy,
+                  cat(shape_str(c.z), " ", reduction_name(c.r), c.valid >= 0 ? cat(", ", c.valid, " valid rows") : "",
+                      c.ignore ? ", some labels ignored" : "", c.eps > 0 ? cat(", label smoothing ", c.eps) : "",
+                      c.weights ? ", class weights" : ""),
+                  950 + seed++);
+    const TensorId z = b.random("logits", c.z, Role::Input, 2.0);
+    const Shape ls(c.z.begin(), c.z.end() - 1);
+    HostArray y = uniform_ints(ls, c.z.back(), b.seed() + 1);
+    if (c.ignore)
+      for (int64_t i = 1; i < y.numel(); i += 3) y.data<int32_t>()[i] = -1;
+    const TensorId labels = b.input("labels", std::move(y));
+    const TensorId valid = c.valid >= 0 ? b.i32("valid", {1}, {c.valid}) : kNone;
+    const TensorId loss = b.output("loss", {1}), dz = b.output("dlogits", c.z);
+    b.op({z, labels, valid}, {loss, dz}, std::move(a));
+    v.push_back(b.loss({loss}, {{z, dz}}));
+  }
   return v;
 }
 

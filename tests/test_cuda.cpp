@@ -68,6 +68,14 @@ TEST(Cuda, LossesResidualSharedAndOptimizersMatchCpu) {
   }
   Built sgd = train_program(*model, SoftmaxCrossEntropy(), {16, 9}, SGD(0.05, 0.0, false, 0.0, 0.0, Schedule::cosine(2, 10)));
   compare_backends(sgd.p, sgd.specs, 23, "plain sgd, cosine schedule, 5 steps", 5, 1e-4);
+  // Label smoothing and class weights: their own kernel; the 3-output last layer, fused into
+  // the plain loss, stays a launch of its own.
+  for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
+    Built ls = train_program(*model, SoftmaxCrossEntropy(r, 0.1, {0.5f, 2.0f, 1.0f}), {50, 9}, AdamW(1e-3));
+    const std::string ex = compare_backends(ls.p, ls.specs, 24, "ce smoothed and weighted, 3 steps", 3, 1e-4);
+    EXPECT_NE(ex.find("without label smoothing or class weights"), std::string::npos) << ex;
+    EXPECT_NE(ex.find("label smoothing 0.1, 3 class weights"), std::string::npos) << ex;
+  }
 }
 
 TEST(Cuda, DenseAmaxMatchesCpu) {

@@ -50,13 +50,16 @@ struct SeqCase {
   Reduction reduction = Reduction::Mean;
   int steps = 2;
   double tol = 1e-4;
+  double label_smoothing = 0;
+  std::vector<float> class_weights = {};  // empty: none
 };
 
 // The CPU and the GPU run `c`'s training step from the same random state on the same fresh
 // batches; every tensor a step writes (activations, statistics, log-sum-exps, logits, loss,
 // gradients, updated parameters and optimizer state) must match, and none may be left unwritten.
 void compare_sequence_step(const SeqCase& c, uint64_t seed) {
-  Built b = seq_train_program(*c.model, SoftmaxCrossEntropy(c.reduction), {c.B, c.S}, AdamW(1e-3, 0.9, 0.999, 1e-8, 1e-2));
+  Built b = seq_train_program(*c.model, SoftmaxCrossEntropy(c.reduction, c.label_smoothing, c.class_weights), {c.B, c.S},
+                              AdamW(1e-3, 0.9, 0.999, 1e-8, 1e-2));
   Program prog = b.p;
   keep_results(prog);
   PoisonedRun cpu(Device::CPU, prog), gpu(Device::CUDA, prog);
@@ -94,6 +97,24 @@ TEST(CudaSequence, LayerNormEmbeddingAndTokenLossMatchCpu) {
       {"5120 token rows", sequential({embedding(9, 16, 64), layer_norm(), dense(9)}), 80, 64, 9, 0.4, 70},
   };
   for (size_t i = 0; i < cases.size(); ++i) compare_sequence_step(cases[i], 500 + 10 * i);
+}
+
+// Label smoothing and class weights: their own kernel (the last dense layer is then not fused
+// into the loss); past kCountInBlockRows label rows the targets' count, or their summed weights,
+// come from a kernel of their own first.
+TEST(CudaSequence, SmoothedAndWeightedTokenLossMatchCpu) {
+  REQUIRE_GPU();
+  const std::vector<float> w = {0.5f, 2.0f, 0.0f, 1.0f, 1.5f, 0.25f, 1.0f, 3.0f, 0.75f};
+  auto small = [] { return sequential({embedding(9, 16, 8), layer_norm(), dense(9)}); };
+  auto big = [] { return sequential({embedding(9, 16, 64), layer_norm(), dense(9)}); };
+  std::vector<SeqCase> cases = {
+      {"smoothing", small(), 5, 8, 9, 0.3, 3, Reduction::Mean, 2, 1e-4, 0.1},
+      {"weights, sum", small(), 5, 8, 9, 0.3, -1, Reduction::Sum, 2, 1e-4, 0.0, w},
+      {"smoothing and weights", small(), 5, 8, 9, 0.3, 4, Reduction::Mean, 2, 1e-4, 0.2, w},
+      {"smoothing, 5120 token rows", big(), 80, 64, 9, 0.4, 70, Reduction::Mean, 2, 1e-4, 0.1},
+      {"smoothing and weights, 5120 token rows", big(), 80, 64, 9, 0.4, 70, Reduction::Mean, 2, 1e-4, 0.1, w},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) compare_sequence_step(cases[i], 1500 + 10 * i);
 }
 
 TEST(CudaSequence, AttentionMatchesCpuCausalAndNot) {

@@ -324,3 +324,28 @@ TEST(ModelGraph, CudaTrainsLikeTheCpu) {
 
 }  // namespace
 }  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// evaluate in chunks of the compiled batch equals one chunk of all rows, also for a class-weighted
+// cross-entropy (whose mean divides by the labels' summed weights, not by rows).
+TEST(ModelGraph, ChunkedEvaluateIsExactForWeightedCrossEntropy) {
+  const TwoHeads m = two_heads();
+  std::vector<LossTerm> terms = {{"u", std::make_shared<MeanSquaredError>(), 1.0},
+                                 {"v", std::make_shared<SoftmaxCrossEntropy>(Reduction::Mean, 0.1,
+                                                                             std::vector<float>{0.2f, 3.0f}),
+                                  0.5}};
+  Trainer chunked(m.model, terms, std::make_shared<Adam>(1e-3), Device::CPU, 1),
+      whole(m.model, terms, std::make_shared<Adam>(1e-3), Device::CPU, 1);
+  chunked.compile({4});
+  whole.compile({10});
+  const NamedArrays X = inputs_of(10, 40);
+  NamedArrays Y = {{"u", random_f32({10, 1}, 41)}, {"v", HostArray::i32({10}, {0, 1, 1, 0, 1, 0, 0, 0, 1, 1})}};
+  const EvalResult a = chunked.evaluate(X, Y), b = whole.evaluate(X, Y);
+  EXPECT_NEAR(a.terms.at("v"), b.terms.at("v"), 1e-6 * std::fabs(b.terms.at("v")));
+  EXPECT_NEAR(a.loss, b.loss, 1e-6 * std::fabs(b.loss));
+}
+
+}  // namespace
+}  // namespace sg::test

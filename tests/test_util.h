@@ -336,19 +336,27 @@ inline bool eval_op_double(const Program& p, const Op& op, std::map<std::string,
       // Logits [rows..., C]; labels < 0 count only when not ignored (then they are an error).
       const int64_t C = p.tensor(op.in[0]).shape.back(), B = p.tensor(op.in[0]).shape[0];
       const int64_t R = valid_rows(B) * (numel(p.tensor(op.in[0]).shape) / C / B);
+      // Smoothing and class weights as torch's docs write them: the target distribution
+      // q_c = (1 - eps) [c = y] + eps / C, each class's term weighted, loss sum_c w_c q_c (-log p_c);
+      // a mean over the summed w_y.
+      const LossAttrs& a = op.attr<LossAttrs>();
       const auto& z = val(op.in[0]);
       const auto& y = val(op.in[1]);
-      double total = 0;
-      int64_t counted = 0;
+      auto w = [&](int64_t c) { return a.class_weights.empty() ? 1.0 : static_cast<double>(a.class_weights[c]); };
+      double total = 0, denom = 0;
       for (int64_t r = 0; r < R; ++r) {
-        if (y[r] < 0 && op.attr<LossAttrs>().ignore_negative) continue;
+        if (y[r] < 0 && a.ignore_negative) continue;
+        const int64_t yr = static_cast<int64_t>(y[r]);
         double mx = -1e300, se = 0;
         for (int64_t c = 0; c < C; ++c) mx = std::max(mx, z[r * C + c]);
         for (int64_t c = 0; c < C; ++c) se += std::exp(z[r * C + c] - mx);
-        total += mx + std::log(se) - z[r * C + static_cast<int64_t>(y[r])];
-        ++counted;
+        for (int64_t c = 0; c < C; ++c) {
+          const double q = (1 - a.label_smoothing) * (c == yr ? 1.0 : 0.0) + a.label_smoothing / C;
+          total += w(c) * q * (mx + std::log(se) - z[r * C + c]);
+        }
+        denom += w(yr);
       }
-      *loss = op.attr<LossAttrs>().reduction == Reduction::Mean ? total / std::max<int64_t>(counted, 1) : total;
+      *loss = a.reduction == Reduction::Mean ? (denom > 0 ? total / denom : 0.0) : total;
       return true;
     }
     case OpKind::LayerNorm: {

@@ -239,6 +239,12 @@ struct LossAttrs {
   // PointwiseLoss: which loss, and Huber's delta.
   PointwiseForm form = PointwiseForm::L1;
   double delta = 1.0;
+  // Softmax cross-entropy, as torch's cross_entropy(weight=, label_smoothing=): the target is
+  // (1 - eps) one-hot + eps / C uniform, each class's term weighted by class_weights[c] (empty:
+  // all 1); a weighted mean divides by the summed weights of the labelled targets. eps = 0 with
+  // no weights is the plain kernel.
+  double label_smoothing = 0.0;
+  std::vector<float> class_weights = {};  // [C] or empty
 };
 enum class ScheduleKind : uint8_t { Constant, Step, Cosine };
 struct ScheduleAttrs {

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stepgraph/data.h"
 #include "stepgraph/nn.h"
@@ -39,15 +40,28 @@ using LossPtr = std::shared_ptr<Loss>;
 // Softmax + cross-entropy on logits [B, C] with integer labels [B]; mean over the batch or sum.
 // Sequences: logits [B, S, C] with labels [B, S], one per token; a negative label marks a
 // position without a target (no loss, no gradient; the mean is over the labelled tokens).
+// As torch's cross_entropy(weight=class_weights, label_smoothing=eps, ignore_index=-1): a
+// labelled row's loss is (1 - eps) w[y] (-log p_y) + eps / C sum_c w[c] (-log p_c); a mean
+// divides by the summed w[y] of the labelled rows (their count without weights; a zero sum gives
+// loss 0). eps in [0, 1); class_weights empty (all 1) or one finite weight >= 0 per class.
 class SoftmaxCrossEntropy : public Loss {
  public:
   explicit SoftmaxCrossEntropy(Reduction r = Reduction::Mean) : Loss(r) {}
+  SoftmaxCrossEntropy(Reduction r, double label_smoothing, std::vector<float> class_weights = {});
   LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const override;
   Shape target_shape(const Shape& pred) const override;
   DType target_dtype() const override { return DType::I32; }
   Task task() const override { return Task::Classification; }
+  // "softmax_cross_entropy(mean)", "softmax_cross_entropy(label_smoothing=0.1, class_weights[5], sum)"
   std::string describe() const override;
+  // Unweighted: with class weights a row's factor is w[y] / (the summed weights), known per batch.
   double grad_scale(const Shape& pred) const override;
+  double label_smoothing() const { return label_smoothing_; }
+  const std::vector<float>& class_weights() const { return class_weights_; }
+
+ private:
+  double label_smoothing_ = 0.0;
+  std::vector<float> class_weights_;
 };
 
 // Squared error on [B, T] predictions; mean over all B*T elements (as PyTorch) or sum.

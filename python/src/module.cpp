@@ -368,11 +368,21 @@ NB_MODULE(_stepgraph, m) {
   nb::class_<sg::SoftmaxCrossEntropy, sg::Loss>(
       m, "SoftmaxCrossEntropy",
       "Softmax + cross-entropy on logits [B, C] with integer labels [B] (as "
-      "torch.nn.CrossEntropyLoss); reduction 'mean' over the batch or 'sum'.")
-      .def("__init__", [](sg::SoftmaxCrossEntropy* self, const std::string& r) {
-             new (self) sg::SoftmaxCrossEntropy(parse_reduction(r));
+      "torch.nn.CrossEntropyLoss); reduction 'mean' over the batch or 'sum'. label_smoothing in [0, 1) "
+      "and class_weights (one number >= 0 per class) as torch.nn.functional.cross_entropy's "
+      "label_smoothing and weight: a weighted mean divides by the summed weights of the labelled targets.")
+      .def("__init__",
+           [](sg::SoftmaxCrossEntropy* self, const std::string& r, double label_smoothing,
+              std::optional<std::vector<float>> class_weights) {
+             as_input_error([&] {
+               new (self) sg::SoftmaxCrossEntropy(parse_reduction(r), label_smoothing,
+                                                  class_weights ? std::move(*class_weights) : std::vector<float>{});
+             });
            },
-           "reduction"_a = "mean");
+           "reduction"_a = "mean", "label_smoothing"_a = 0.0, "class_weights"_a = nb::none())
+      .def_prop_ro("label_smoothing", &sg::SoftmaxCrossEntropy::label_smoothing, "The smoothing eps (0: none).")
+      .def_prop_ro("class_weights", &sg::SoftmaxCrossEntropy::class_weights,
+                   "The per-class weights (empty: every class 1).");
   nb::class_<sg::MeanSquaredError, sg::Loss>(
       m, "MeanSquaredError",
       "Squared error on predictions [B, T] with float targets [B, T] (or [B] when T = 1); "

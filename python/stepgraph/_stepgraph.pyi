@@ -332,10 +332,18 @@ class Loss:
 
 class SoftmaxCrossEntropy(Loss):
     """
-    Softmax + cross-entropy on logits [B, C] with integer labels [B] (as torch.nn.CrossEntropyLoss); reduction 'mean' over the batch or 'sum'.
+    Softmax + cross-entropy on logits [B, C] with integer labels [B] (as torch.nn.CrossEntropyLoss); reduction 'mean' over the batch or 'sum'. label_smoothing in [0, 1) and class_weights (one number >= 0 per class) as torch.nn.functional.cross_entropy's label_smoothing and weight: a weighted mean divides by the summed weights of the labelled targets.
     """
 
-    def __init__(self, reduction: Reduction = 'mean') -> None: ...
+    def __init__(self, reduction: Reduction = 'mean', label_smoothing: float = 0.0, class_weights: Sequence[float] | None = None) -> None: ...
+
+    @property
+    def label_smoothing(self) -> float:
+        """The smoothing eps (0: none)."""
+
+    @property
+    def class_weights(self) -> list[float]:
+        """The per-class weights (empty: every class 1)."""
 
 class MeanSquaredError(Loss):
     """

@@ -26,6 +26,15 @@ void check_softmax_cross_entropy(const OpCheck& c) {
            cat("labels must be i32 ", shape_str(ls), ", got ", dtype_name(c.dtype(y)), " ", shape_str(c.shape(y))));
   c.same(z, c.out(1));
   check_valid(c);
+  const LossAttrs& a = c.op().attr<LossAttrs>();
+  c.expect(std::isfinite(a.label_smoothing) && a.label_smoothing >= 0 && a.label_smoothing < 1,
+           cat("label smoothing must be in [0, 1), got ", a.label_smoothing));
+  const int64_t C = c.shape(z).back();
+  c.expect(a.class_weights.empty() || static_cast<int64_t>(a.class_weights.size()) == C,
+           cat(a.class_weights.size(), " class weights for the ", C, " classes of logits ", c.desc(z)));
+  for (size_t k = 0; k < a.class_weights.size(); ++k)
+    c.expect(std::isfinite(a.class_weights[k]) && a.class_weights[k] >= 0,
+             cat("class weight ", k, " must be a finite number >= 0, got ", a.class_weights[k]));
 }
 
 std::function<void()> cpu_softmax_cross_entropy(const CpuBind& b) {
@@ -37,7 +46,14 @@ std::function<void()> cpu_softmax_cross_entropy(const CpuBind& b) {
   const int64_t B = b.dim(b.in(0), 0), C = b.tensor(b.in(0)).shape.back(), per_row = b.count(b.in(1)) / B;
   const Reduction r = b.attr<LossAttrs>().reduction;
   const bool ignore = b.attr<LossAttrs>().ignore_negative;
-  return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r, per_row, ignore); };
+  const double eps = b.attr<LossAttrs>().label_smoothing;
+  const std::vector<float> w = b.attr<LossAttrs>().class_weights;
+  // The plain kernel unless smoothed or weighted, so the default loss is unchanged.
+  if (eps == 0 && w.empty()) return [=] { cpu::softmax_cross_entropy(z, y, valid, loss, dz, B, C, r, per_row, ignore); };
+  return [=] {
+    cpu::softmax_cross_entropy_smoothed(z, y, valid, loss, dz, B, C, r, per_row, ignore, eps,
+                                        w.empty() ? nullptr : w.data());
+  };
 }
 
 void check_mean_squared_error(const OpCheck& c) {
@@ -73,6 +89,10 @@ std::function<void()> cpu_pointwise_loss(const CpuBind& b) {
 
 std::string loss_attrs_text(const Op& op) {
   const LossAttrs& a = op.attr<LossAttrs>();
+  if (op.kind == OpKind::SoftmaxCrossEntropy)
+    return cat("(", a.label_smoothing > 0 ? cat("label smoothing ", a.label_smoothing, ", ") : "",
+               a.class_weights.empty() ? "" : cat(a.class_weights.size(), " class weights, "),
+               reduction_name(a.reduction), ")");
   if (op.kind != OpKind::PointwiseLoss) return cat("(", reduction_name(a.reduction), ")");
   return cat("(", pointwise_form_name(a.form), a.form == PointwiseForm::Huber ? cat(", delta ", a.delta) : "", ", ",
              reduction_name(a.reduction), ")");

@@ -151,16 +151,46 @@ LayerPtr cfg::parse_layer(const Node& n) {
 
 namespace {
 
+// softmax_cross_entropy's label_smoothing: a number in [0, 1) (1 would leave no target).
+double parse_label_smoothing(const Node& n) {
+  if (!n.has("label_smoothing")) return 0.0;
+  const json& v = n.raw()["label_smoothing"];
+  SG_REQUIRE(v.is_number(), n.at("label_smoothing"), ": expected a number in [0, 1), got ", type_of(v));
+  const double eps = v.get<double>();
+  SG_REQUIRE(eps >= 0 && eps < 1, n.at("label_smoothing"), ": expected a number in [0, 1), got ", eps);
+  return eps;
+}
+
+// softmax_cross_entropy's class_weights: one number >= 0 per class (the count is checked against
+// the logits when the loss is built).
+std::vector<float> parse_class_weights(const Node& n) {
+  if (!n.has("class_weights")) return {};
+  const json& v = n.raw()["class_weights"];
+  const std::string at = n.at("class_weights");
+  SG_REQUIRE(v.is_array() && !v.empty(), at, ": expected an array of numbers >= 0, one per class, got ",
+             v.is_array() ? std::string("an empty array") : type_of(v));
+  std::vector<float> w;
+  for (size_t c = 0; c < v.size(); ++c) {
+    SG_REQUIRE(v[c].is_number(), at, "[", c, "]: expected a number >= 0, got ", type_of(v[c]));
+    const double x = v[c].get<double>();
+    SG_REQUIRE(x >= 0 && x <= 1e30, at, "[", c, "]: expected a number in [0, 1e+30], got ", x);
+    w.push_back(static_cast<float>(x));
+  }
+  return w;
+}
+
 // `task`: the data's (the loss must fit it), or none for a graph model's term (its target's
 // dtype is checked against the loss when the data is loaded).
 LossPtr parse_loss(const Node& n, Task task, bool check_task = true) {
   std::string def = task == Task::Classification ? "softmax_cross_entropy" : "mse";
   std::string type = n.string("type", def, {"softmax_cross_entropy", "mse", "l1", "huber", "bce_with_logits"});
   if (type == "huber") n.only({"type", "reduction", "delta"});
+  else if (type == "softmax_cross_entropy") n.only({"type", "reduction", "label_smoothing", "class_weights"});
   else n.only({"type", "reduction"});
   Reduction r = n.string("reduction", "mean", {"mean", "sum"}) == "mean" ? Reduction::Mean : Reduction::Sum;
   LossPtr loss;
-  if (type == "softmax_cross_entropy") loss = std::make_shared<SoftmaxCrossEntropy>(r);
+  if (type == "softmax_cross_entropy")
+    loss = std::make_shared<SoftmaxCrossEntropy>(r, parse_label_smoothing(n), parse_class_weights(n));
   else if (type == "l1") loss = std::make_shared<L1Loss>(r);
   else if (type == "huber") loss = std::make_shared<HuberLoss>(n.number("delta", 1.0, 1e-30, 1e30), r);
   else if (type == "bce_with_logits") loss = std::make_shared<BinaryCrossEntropyWithLogits>(r);

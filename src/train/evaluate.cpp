@@ -28,6 +28,10 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
   int64_t correct = 0, labelled = 0;
   const bool classify = loss_->target_dtype() == DType::I32;
   const int64_t per_row = y.numel() / N;  // labels per row: 1, or one per position of a sequence
+  // A class-weighted cross-entropy's mean is over the labelled targets' summed weights.
+  const auto* ce = dynamic_cast<const SoftmaxCrossEntropy*>(loss_.get());
+  const std::vector<float>* cw = ce && !ce->class_weights().empty() ? &ce->class_weights() : nullptr;
+  double weighted_units = 0;  // the mean's denominator over all chunks
   for (int64_t row0 = 0; row0 < N; row0 += chunk) {
     const int64_t rows = std::min(chunk, N - row0);
     Variant& v = eval_variant(rows);
@@ -39,6 +43,7 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
     // Mean losses are per labelled row or token (cross-entropy) or per element (MSE): weight
     // chunks accordingly.
     int64_t units = numel(ps), chunk_correct = 0;
+    double chunk_weight = 0;
     if (classify) {
       HostArray out(DType::F32, ps);
       backend_->download(out.raw(), v.ptrs[v.pred], out.nbytes());
@@ -49,17 +54,23 @@ EvalResult Trainer::evaluate(const HostArray& X, const HostArray& y) {
       for (int64_t i = 0; i < rows * per_row; ++i) {
         if (lab[i] < 0) continue;  // a position without a target
         ++units;
+        if (cw && lab[i] < C) chunk_weight += (*cw)[lab[i]];
         const float* zi = z + i * C;
         if (std::max_element(zi, zi + C) - zi == lab[i]) ++chunk_correct;
       }
     }
     correct += chunk_correct;
     labelled += units;
-    loss_sum += loss_->reduction() == Reduction::Mean ? l * static_cast<double>(units) : l;
+    const double chunk_units = cw ? chunk_weight : static_cast<double>(units);
+    weighted_units += chunk_units;
+    loss_sum += loss_->reduction() == Reduction::Mean ? l * chunk_units : l;
   }
   const int64_t denom_units = classify ? labelled : y.numel();
-  r.loss = loss_->reduction() == Reduction::Mean ? loss_sum / static_cast<double>(std::max<int64_t>(denom_units, 1))
-                                                 : loss_sum;
+  if (cw)  // a zero sum: loss 0, as the step's
+    r.loss = loss_->reduction() == Reduction::Mean ? (weighted_units > 0 ? loss_sum / weighted_units : 0.0) : loss_sum;
+  else
+    r.loss = loss_->reduction() == Reduction::Mean ? loss_sum / static_cast<double>(std::max<int64_t>(denom_units, 1))
+                                                   : loss_sum;
   r.accuracy = classify ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(labelled, 1)) : 0.0;
   r.count = N;
   return r;

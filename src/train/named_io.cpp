@@ -252,15 +252,34 @@ NamedArrays Trainer::predict(const NamedArrays& inputs) {
   return out;
 }
 
-// Each term over all rows: a mean term's chunks weighted by their rows (every row of a term
-// holds as many elements), a sum term's added; the total is the weighted sum of the terms.
+namespace {
+
+// What a mean term of these rows divides by: its rows (every row holds as many elements), or for
+// a cross-entropy the labelled targets (-1: none), each counted by its class weight when it has
+// class weights. Chunks of an evaluation combine by it exactly.
+double mean_units(const Loss& loss, const HostArray& target, int64_t row0, int64_t rows) {
+  if (target.dtype() != DType::I32) return static_cast<double>(rows);
+  const auto* ce = dynamic_cast<const SoftmaxCrossEntropy*>(&loss);
+  const std::vector<float>* cw = ce && !ce->class_weights().empty() ? &ce->class_weights() : nullptr;
+  const int64_t per_row = target.numel() / std::max<int64_t>(target.shape()[0], 1);
+  const int32_t* lab = target.data<int32_t>() + row0 * per_row;
+  double units = 0;
+  for (int64_t k = 0; k < rows * per_row; ++k)
+    if (lab[k] >= 0) units += cw ? (*cw)[static_cast<size_t>(lab[k])] : 1.0;
+  return units;
+}
+
+}  // namespace
+
+// Each term over all rows: a mean term's chunks weighted by what their means divide by
+// (mean_units), a sum term's added; the total is the weighted sum of the terms.
 EvalResult Trainer::evaluate(const NamedArrays& inputs, const NamedArrays& targets) {
   settle();
   SG_REQUIRE(current_, "evaluate: the trainer is not compiled: call compile({batch}) first");
   const int64_t N = check_named(*current_, inputs, &targets, "evaluate");
   SG_REQUIRE(N > 0, "evaluate: no rows");
   const int64_t chunk = current_->input_shape[0];
-  std::vector<double> sums(terms_.size(), 0.0);
+  std::vector<double> sums(terms_.size(), 0.0), units(terms_.size(), 0.0);
   for (int64_t row0 = 0; row0 < N; row0 += chunk) {
     const int64_t rows = std::min(chunk, N - row0);
     Variant& v = eval_variant(rows);
@@ -269,13 +288,16 @@ EvalResult Trainer::evaluate(const NamedArrays& inputs, const NamedArrays& targe
     for (size_t i = 0; i < terms_.size(); ++i) {
       float l = 0;
       backend_->download(&l, v.ptrs[v.terms[i].second], sizeof(float));
-      sums[i] += terms_[i].loss->reduction() == Reduction::Mean ? l * static_cast<double>(rows) : l;
+      const double u = mean_units(*terms_[i].loss, targets.at(terms_[i].output), row0, rows);
+      units[i] += u;
+      sums[i] += terms_[i].loss->reduction() == Reduction::Mean ? l * u : l;
     }
   }
   EvalResult r;
   r.count = N;
   for (size_t i = 0; i < terms_.size(); ++i) {
-    const double term = terms_[i].loss->reduction() == Reduction::Mean ? sums[i] / static_cast<double>(N) : sums[i];
+    const bool mean = terms_[i].loss->reduction() == Reduction::Mean;
+    const double term = mean ? (units[i] > 0 ? sums[i] / units[i] : 0.0) : sums[i];  // no target: 0, as the step
     r.terms[terms_[i].output] = term;
     r.loss += terms_[i].weight * term;
   }

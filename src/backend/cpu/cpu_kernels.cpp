@@ -220,6 +220,48 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
   *loss = static_cast<float>(total * scale);
 }
 
+void softmax_cross_entropy_smoothed(const float* logits, const int32_t* labels, const int32_t* valid, float* loss,
+                                    float* dlogits, int64_t B, int64_t C, Reduction r, int64_t per_row,
+                                    bool ignore_negative, double label_smoothing, const float* class_weights) {
+  const int64_t V = valid_rows(valid, B) * per_row;
+  const double eps = label_smoothing, u = eps / static_cast<double>(C);
+  auto w = [&](int64_t c) { return class_weights ? static_cast<double>(class_weights[c]) : 1.0; };
+  double W = 0;  // the smoothing term's gradient has sum_c w[c] p_c
+  for (int64_t c = 0; c < C; ++c) W += w(c);
+  double denom = 0;  // the mean's: sum of w[y] over the labelled rows (torch's weighted mean)
+  for (int64_t i = 0; i < V; ++i) {
+    const int32_t y = labels[i];
+    if (ignore_negative && y < 0) continue;
+    SG_REQUIRE(y >= 0 && y < C, "softmax_cross_entropy: label ", y, " of row ", i, " is outside [0, ", C, ")");
+    denom += w(y);
+  }
+  const double scale = r == Reduction::Mean ? (denom > 0 ? 1.0 / denom : 0.0) : 1.0;
+  double total = 0;
+  std::fill(dlogits + V * C, dlogits + B * per_row * C, 0.0f);
+  for (int64_t i = 0; i < V; ++i) {
+    const float* z = logits + i * C;
+    const int32_t y = labels[i];
+    if (ignore_negative && y < 0) {
+      std::fill(dlogits + i * C, dlogits + (i + 1) * C, 0.0f);
+      continue;
+    }
+    double mx = z[0];
+    for (int64_t c = 1; c < C; ++c) mx = std::max(mx, static_cast<double>(z[c]));
+    double se = 0;
+    for (int64_t c = 0; c < C; ++c) se += std::exp(z[c] - mx);
+    const double lse = mx + std::log(se), a = (1 - eps) * w(y);
+    double smooth = 0;
+    for (int64_t c = 0; c < C; ++c) smooth += w(c) * (lse - z[c]);
+    total += a * (lse - z[y]) + u * smooth;
+    // d/dz_c: a (p_c - [c = y]) + u (W p_c - w[c])
+    for (int64_t c = 0; c < C; ++c) {
+      const double p = std::exp(z[c] - lse);
+      dlogits[i * C + c] = static_cast<float>((p * (a + u * W) - u * w(c) - (c == y ? a : 0.0)) * scale);
+    }
+  }
+  *loss = static_cast<float>(total * scale);
+}
+
 void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
                         float* dpred, int64_t B, int64_t T, Reduction r) {
   const int64_t n = valid_rows(valid, B) * T;

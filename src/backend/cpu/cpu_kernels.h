@@ -42,6 +42,12 @@ void add_backward(const float* dY, float* dA, float* dB, int64_t n, bool acc_a, 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r, int64_t per_row = 1,
                            bool ignore_negative = false);
+// The same with label smoothing and class weights (LossAttrs; torch's cross_entropy): a row's
+// loss is (1 - eps) w[y] (-log p_y) + eps / C sum_c w[c] (-log p_c), w null meaning all 1; a
+// mean divides by the summed w[y] of the counted rows (a zero sum: loss 0, no gradient).
+void softmax_cross_entropy_smoothed(const float* logits, const int32_t* labels, const int32_t* valid, float* loss,
+                                    float* dlogits, int64_t B, int64_t C, Reduction r, int64_t per_row,
+                                    bool ignore_negative, double label_smoothing, const float* class_weights);
 void mean_squared_error(const float* pred, const float* target, const int32_t* valid, float* loss,
                         float* dpred, int64_t B, int64_t T, Reduction r);
 void pointwise_loss(const float* pred, const float* target, const int32_t* valid, float* loss, float* dpred,

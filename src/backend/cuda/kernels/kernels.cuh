@@ -46,6 +46,7 @@ struct ReduceScratch {
   unsigned int* counter;  // [1], zero-initialised
   int max_blocks;
   int32_t* count = nullptr;  // [1]: the targets a token-level cross-entropy counts (ignore_negative)
+  float* weight_sum = nullptr;  // [1]: a class-weighted cross-entropy's summed target weights
 };
 // How many partials (blocks) each loss launch needs; size ReduceScratch with these.
 int softmax_ce_blocks(int64_t rows);
@@ -60,6 +61,15 @@ bool softmax_ce_counts_in_block(int64_t rows);
 void softmax_cross_entropy(const float* logits, const int32_t* labels, const int32_t* valid,
                            float* loss, float* dlogits, int64_t B, int64_t C, Reduction r,
                            ReduceScratch scratch, cudaStream_t s, int64_t per_row = 1, bool ignore_negative = false);
+// With label smoothing eps and class weights w [C] on the device (null: all 1; LossAttrs, torch's
+// cross_entropy); weight_total is sum_c w[c] (C without weights). A weighted mean divides by the
+// summed w[y] of the labelled rows: up to kCountInBlockRows label rows every block sums them
+// itself (in a fixed order, the same float in every block); beyond, a one-block kernel sums them
+// first into scratch.weight_sum (needed then). Unweighted, the count is as above.
+void softmax_cross_entropy_smoothed(const float* logits, const int32_t* labels, const int32_t* valid, float* loss,
+                                    float* dlogits, int64_t B, int64_t C, Reduction r, ReduceScratch scratch,
+                                    cudaStream_t s, int64_t per_row, bool ignore_negative, double label_smoothing,
+                                    const float* class_weights, double weight_total);
 // A dense layer without activation (logits = X W^T + bias, X [B, I], W [C, I]) fused with the
 // softmax cross-entropy that reads it, when fused_loss_fits(C, I) (at most 32 classes, W in the
 // default 48 KB of shared memory, transposed with its classes padded to 8, 16 or 32, plus 4):

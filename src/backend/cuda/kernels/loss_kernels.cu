@@ -95,6 +95,85 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
   finish_reduction(block_sum(row_loss), scale, loss, sc);
 }
 
+// Sums w[y] over the V valid label rows with a label in [0, C) (ignored, padding and bad labels
+// add nothing), in one block: the weighted mean's denominator, in a fixed order.
+__device__ float block_target_weights(const int32_t* labels, int64_t V, int64_t C, const float* w) {
+  float t = 0.0f;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const int32_t y = labels[i];
+    if (y >= 0 && y < C) t += w[y];
+  }
+  return block_sum(t);
+}
+
+__global__ void sum_target_weights_kernel(const int32_t* labels, const int32_t* valid, int64_t B, int64_t per_row,
+                                          int64_t C, const float* w, float* out) {
+  PDL_PROLOGUE();
+  const float t = block_target_weights(labels, (valid ? *valid : B) * per_row, C, w);
+  if (threadIdx.x == 0) *out = t;
+}
+
+// softmax_ce_kernel with label smoothing eps and class weights w (null: all 1), torch's formula:
+// loss (1 - eps) w[y] (lse - z_y) + u sum_c w[c] (lse - z_c), u = eps / C; gradient
+// a (p_c - [c = y]) + u (W p_c - w[c]), a = (1 - eps) w[y], W = sum_c w[c]. A separate kernel so
+// the plain loss stays exactly as it was.
+__global__ void softmax_ce_smoothed_kernel(const float* logits, const int32_t* labels, const int32_t* valid,
+                                           float* loss, float* dlogits, int64_t B, int64_t C, int64_t per_row,
+                                           bool ignore_negative, const int32_t* count, float eps, const float* w,
+                                           float W, const float* weight_sum, bool mean, ReduceScratch sc) {
+  PDL_PROLOGUE();
+  const int lane = threadIdx.x & 31;
+  const int64_t N = B * per_row, V = (valid ? *valid : B) * per_row;
+  float denom;  // every thread of the block takes the same branch (w is uniform)
+  if (!w) {
+    denom = static_cast<float>(counted_targets(labels, V, ignore_negative, count));
+  } else if (weight_sum) {
+    denom = *weight_sum;
+  } else {
+    __shared__ float block_denom;
+    const float t = block_target_weights(labels, V, C, w);
+    if (threadIdx.x == 0) block_denom = t;
+    __syncthreads();
+    denom = block_denom;
+  }
+  // A zero denominator (no labelled rows, or all their weights 0): loss 0, no gradient.
+  const float scale = mean ? (denom > 0.0f ? 1.0f / denom : 0.0f) : 1.0f;
+  const float u = eps / static_cast<float>(C);
+  float row_loss = 0.0f;  // lane 0's sum over its warp's rows
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < N;
+       row += int64_t(gridDim.x) * kRowsPerBlock) {
+    const float* z = logits + row * C;
+    float* dz = dlogits + row * C;
+    const int32_t y = row < V ? labels[row] : -1;
+    if (row >= V || (ignore_negative && y < 0)) {
+      for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t c = lane; c < C; c += 32) mx = fmaxf(mx, z[c]);
+    mx = warp_max(mx);
+    float se = 0.0f;
+    for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
+    se = warp_sum(se);
+    const float lse = mx + logf(se);
+    if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
+      for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
+      if (lane == 0) row_loss = NAN;
+      continue;
+    }
+    const float a = (1.0f - eps) * (w ? w[y] : 1.0f), pw = a + u * W;
+    float smooth = 0.0f;
+    for (int64_t c = lane; c < C; c += 32) {
+      const float wc = w ? w[c] : 1.0f;
+      smooth += wc * (lse - z[c]);
+      dz[c] = (expf(z[c] - lse) * pw - u * wc - (c == y ? a : 0.0f)) * scale;
+    }
+    smooth = warp_sum(smooth);
+    if (lane == 0) row_loss += a * (lse - z[y]) + u * smooth;
+  }
+  finish_reduction(block_sum(row_loss), scale, loss, sc);
+}
+
 // Sums each of a lane's N values (N a power of two, 2..32) over the warp with N - 1 + 5 - log2 N
 // shuffles instead of 5 N: each halving step pairs lanes `off` apart, and each lane keeps the
 // half of the values its side owns, adding its partner's copy of them. Returns, in lane l, the
@@ -316,6 +395,26 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, const int
   const int32_t* count = count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
   launch_pdl(softmax_ce_kernel, static_cast<unsigned>(blocks), kBlock, 0, s, 
       logits, labels, valid, loss, dlogits, B, C, per_row, ignore_negative, count, r == Reduction::Mean, sc);
+  KERNEL_LAUNCH_CHECK();
+}
+
+void softmax_cross_entropy_smoothed(const float* logits, const int32_t* labels, const int32_t* valid, float* loss,
+                                    float* dlogits, int64_t B, int64_t C, Reduction r, ReduceScratch sc,
+                                    cudaStream_t s, int64_t per_row, bool ignore_negative, double label_smoothing,
+                                    const float* class_weights, double weight_total) {
+  const int blocks = softmax_ce_blocks(B * per_row);
+  SG_ASSERT(blocks <= sc.max_blocks && per_row >= 1);
+  const int32_t* count = class_weights ? nullptr : count_targets_first(labels, valid, B, per_row, ignore_negative, sc, s);
+  const float* weight_sum = nullptr;
+  if (class_weights && !softmax_ce_counts_in_block(B * per_row)) {
+    SG_ASSERT(sc.weight_sum != nullptr);
+    launch_pdl(sum_target_weights_kernel, 1, 1024, 0, s, labels, valid, B, per_row, C, class_weights, sc.weight_sum);
+    KERNEL_LAUNCH_CHECK();
+    weight_sum = sc.weight_sum;
+  }
+  launch_pdl(softmax_ce_smoothed_kernel, static_cast<unsigned>(blocks), kBlock, 0, s, logits, labels, valid, loss,
+             dlogits, B, C, per_row, ignore_negative, count, static_cast<float>(label_smoothing), class_weights,
+             static_cast<float>(weight_total), weight_sum, r == Reduction::Mean, sc);
   KERNEL_LAUNCH_CHECK();
 }
 

@@ -266,6 +266,13 @@ struct Planner {
           next.kind != OpKind::SoftmaxCrossEntropy || next.in[0] != op.out[0] || !fused_loss_fits(C, I))
         continue;
       const int l = static_cast<int>(d) + 1;
+      // The fused kernel computes the plain loss only; a smoothed or weighted one has its own.
+      const LossAttrs& la = next.attr<LossAttrs>();
+      if (la.label_smoothing != 0 || !la.class_weights.empty()) {
+        decide(cat("not fused: ops ", d, ",", l, ": dense+softmax_ce computes the loss without label smoothing or "
+                   "class weights"));
+        continue;
+      }
       plan.loss_dense[l] = static_cast<int>(d);
       decide(cat("fuse: ops ", d, ",", l, " -> dense+softmax_ce (last layer ", C, " outputs <= 32, no activation)"));
       loss_dx(l, next, op);
