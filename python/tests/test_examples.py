@@ -28,6 +28,11 @@ def test_two_head_digits_learns_both_heads():
     assert r["brightness_mse"] < 0.2 * r["brightness_var"], r
 
 
+def test_skip_cnn_digits_learns():
+    r = load("skip_cnn_digits").main(steps=300, device="cpu")
+    assert r["accuracy"] > 0.8, r
+
+
 def test_antiderivative_matches_the_config_source():
     a = sg.make_antiderivative(functions=2, sensors=5, points=3, seed=4)
     assert a["u"].shape == (6, 5) and a["y"].shape == (6, 1) and a["G"].shape == (6, 1)

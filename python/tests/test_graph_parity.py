@@ -128,3 +128,40 @@ def test_attention_like_model_with_matmul_transpose_reshape_matches_pytorch():
     batches = [({"x": rng.normal(size=(B, S, D)).astype(np.float32)}, {"y": rng.normal(size=(B, 2)).astype(np.float32)})
                for _ in range(STEPS)]
     compare(torch, t, layers, forward_loss, batches)
+
+
+def test_skip_cnn_digits_matches_pytorch():
+    """NHWC convolutions (torch: NCHW, filters KCRS) joined by a channel concat, pooling, reshape."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    F = torch.nn.functional
+    X, labels = sg.load_digits()
+    images = X.reshape(-1, 8, 8, 1)
+    t = sg.Trainer(example("skip_cnn_digits").build(), {"digit": sg.SoftmaxCrossEntropy()}, sg.Adam(1e-3),
+                   device="auto", seed=8)
+    t.compile(B)
+    p0 = t.params()
+    conv = {}
+    for n in ("c1", "c2", "c3"):
+        w = p0[f"{n}.weight"].astype(np.float64)  # KRSC -> KCRS
+        conv[n] = [torch.tensor(w.transpose(0, 3, 1, 2), requires_grad=True),
+                   torch.tensor(p0[f"{n}.bias"].astype(np.float64), requires_grad=True)]
+    head = linear(torch, p0, "head")
+    opt = torch.optim.Adam([q for pair in conv.values() for q in pair] + list(head.parameters()), lr=1e-3)
+    rows = np.random.default_rng(3).permutation(len(X))[: STEPS * B].reshape(STEPS, B)
+    for s, r in enumerate(rows):
+        x = torch.from_numpy(images[r].astype(np.float64)).permute(0, 3, 1, 2)  # NCHW
+        c1 = F.relu(F.conv2d(x, *conv["c1"], padding=1))
+        c2 = F.relu(F.conv2d(c1, *conv["c2"], padding=1))
+        c3 = F.relu(F.conv2d(torch.cat([x, c1, c2], dim=1), *conv["c3"], padding=1))
+        pooled = F.max_pool2d(c3, 2).permute(0, 2, 3, 1)  # back to NHWC before flattening
+        loss = F.cross_entropy(head(pooled.reshape(B, -1)), torch.from_numpy(labels[r].astype(np.int64)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        got = t.one_step({"image": images[r]}, {"digit": labels[r]})
+        assert abs(got - loss.item()) <= RTOL * abs(loss.item()) + ATOL, (s, got, loss.item())
+    got = t.params()
+    for n, (w, b) in conv.items():
+        scale = max(float(w.abs().max()), float(b.abs().max()))
+        assert np.max(np.abs(got[f"{n}.weight"] - w.detach().numpy().transpose(0, 2, 3, 1))) / scale <= RTOL, n
+        assert np.max(np.abs(got[f"{n}.bias"] - b.detach().numpy())) / scale <= RTOL, n
