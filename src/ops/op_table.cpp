@@ -8,6 +8,7 @@
 #include "ops/dense_ops.h"
 #include "ops/image_ops.h"
 #include "ops/loss_ops.h"
+#include "ops/norm_ops.h"
 #include "ops/optim_ops.h"
 #include "ops/pinn_ops.h"
 #include "ops/sequence_ops.h"
@@ -33,6 +34,7 @@ constexpr const OpDef* kRows[] = {
     &kActivationBackward, &kConcat,      &kSplit,             &kSplitBackward,
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
+    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference,
 };
 
 constexpr bool rows_in_kind_order() {

@@ -85,6 +85,9 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::MeanBackward, [](L& l, int, const Op& op) { l.tensor().reduce_backward(op); }},
     {OpKind::PointwiseLoss, [](L& l, int i, const Op& op) { l.loss_op(i, op); }},
     {OpKind::Dropout, [](L& l, int, const Op& op) { l.tensor().dropout(op); }},
+    {OpKind::BatchNorm, [](L& l, int, const Op& op) { l.tensor().batch_norm(op); }},
+    {OpKind::BatchNormBackward, [](L& l, int, const Op& op) { l.tensor().batch_norm_backward(op); }},
+    {OpKind::BatchNormInference, [](L& l, int, const Op& op) { l.tensor().batch_norm_inference(op); }},
 };
 
 constexpr bool rows_in_kind_order() {
