@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional, Union
 from ._stepgraph import (
     Adam,
     AdamW,
+    BatchNorm,
     Dense,
     Dropout,
     Error,
@@ -117,6 +118,7 @@ __all__ = [
     "silu",
     "Adam",
     "AdamW",
+    "BatchNorm",
     "Dense",
     "Dropout",
     "Error",
