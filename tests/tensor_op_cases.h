@@ -31,7 +31,7 @@ inline bool is_tensor_op_kind(OpKind k) {
   return k == OpKind::Sub || k == OpKind::Mul || k == OpKind::Div || k == OpKind::ScaleShift ||
          k == OpKind::Activation || k == OpKind::Concat || k == OpKind::Split || k == OpKind::Slice ||
          k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Dropout || k == OpKind::MatMul ||
-         k == OpKind::Transpose;
+         k == OpKind::Transpose || k == OpKind::BatchNorm || k == OpKind::BatchNormInference;
 }
 
 inline double activation_double(const ActivationAttrs& a, double z) {
@@ -127,6 +127,30 @@ inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v) {
       std::vector<double> Y = val(op.in[0]);
       for (size_t k = 0; k < Y.size(); ++k)
         Y[k] = dropout_keep(a.key, step, static_cast<int64_t>(k), dropout_threshold(a.p)) ? Y[k] / (1 - a.p) : 0.0;
+      val(op.out[0]) = Y;
+      return;
+    }
+    case OpKind::BatchNorm:
+    case OpKind::BatchNormInference: {
+      // Per channel (the last axis) over the rows: the batch's mean and biased variance, or the
+      // running statistics.
+      const BatchNormAttrs& a = op.attr<BatchNormAttrs>();
+      const std::vector<double>& X = val(op.in[0]);
+      const std::vector<double>&g = val(op.in[1]), &b = val(op.in[2]), &rm = val(op.in[3]), &rv = val(op.in[4]);
+      const size_t C = g.size(), R = X.size() / C;
+      std::vector<double> mean = rm, var = rv;
+      if (op.kind == OpKind::BatchNorm) {
+        for (size_t c = 0; c < C; ++c) {
+          double s = 0, q = 0;
+          for (size_t r = 0; r < R; ++r) s += X[r * C + c];
+          mean[c] = s / static_cast<double>(R);
+          for (size_t r = 0; r < R; ++r) q += (X[r * C + c] - mean[c]) * (X[r * C + c] - mean[c]);
+          var[c] = q / static_cast<double>(R);
+        }
+      }
+      std::vector<double> Y(X.size());
+      for (size_t k = 0; k < X.size(); ++k)
+        Y[k] = (X[k] - mean[k % C]) / std::sqrt(var[k % C] + a.eps) * g[k % C] + b[k % C];
       val(op.out[0]) = Y;
       return;
     }
@@ -331,6 +355,47 @@ inline std::vector<OpCase> transpose_cases() {
   return v;
 }
 
+// Positive values in [0.5, 2): running variances.
+inline HostArray positive_f32(Shape s, uint64_t seed) {
+  HostArray a(DType::F32, std::move(s));
+  Rng r(seed);
+  for (int64_t k = 0; k < a.numel(); ++k) a.data<float>()[k] = static_cast<float>(r.uniform(0.5, 2.0));
+  return a;
+}
+
+// Training (batch statistics; the running ones updated in place, compared with CUDA as outputs)
+// and inference (running statistics). More than 32 channels spans CUDA blocks; [2, C] is the
+// fewest rows training takes; NHWC images reduce over three axes.
+inline std::vector<OpCase> batch_norm_cases() {
+  std::vector<OpCase> v;
+  struct C { Shape X; double eps, momentum; bool training; };
+  int seed = 0;
+  for (const C& c : {C{{2, 3}, 1e-5, 0.1, true}, C{{7, 5}, 1e-5, 0.1, true}, C{{4, 3, 3, 6}, 1e-5, 0.5, true},
+                     C{{33, 2}, 1e-3, 1.0, true}, C{{5, 1}, 1e-5, 0.1, true}, C{{9, 40}, 1e-5, 0.1, true},
+                     C{{3, 5, 7, 3}, 1e-5, 0.1, true}, C{{7, 5}, 1e-5, 0.1, false}, C{{1, 3}, 1e-5, 0.1, false},
+                     C{{2, 4, 4, 37}, 1e-3, 0.1, false}}) {
+    const OpKind kind = c.training ? OpKind::BatchNorm : OpKind::BatchNormInference;
+    CaseBuilder b(kind, cat(shape_str(c.X), " eps ", c.eps, c.training ? cat(" momentum ", c.momentum) : ""),
+                  2800 + seed++);
+    const int64_t C = c.X.back();
+    // Inputs away from zero mean and unit variance, so the statistics matter.
+    const TensorId X = b.input("X", random_f32(c.X, mix_seed(b.seed(), "X"), 1.5), Role::Parameter);
+    const TensorId g = b.random("gamma", {C}), beta = b.random("beta", {C});
+    const TensorId rm = b.input("running_mean", random_f32({C}, mix_seed(b.seed(), "rm")), Role::Constant);
+    const TensorId rv = b.input("running_var", positive_f32({C}, mix_seed(b.seed(), "rv")), Role::Constant);
+    const TensorId Y = b.output("Y", c.X);
+    if (c.training) {
+      b.op({X, g, beta, rm, rv}, {Y, b.output("mean", {C}), b.output("rstd", {C}), rm, rv},
+           BatchNormAttrs{c.eps, c.momentum});
+      v.push_back(b.gradient(Y));
+    } else {
+      b.op({X, g, beta, rm, rv}, {Y}, BatchNormAttrs{c.eps, c.momentum});
+      v.push_back(b.done());
+    }
+  }
+  return v;
+}
+
 inline std::vector<OpCase> concat_cases() {
   std::vector<OpCase> v;
   struct C { std::vector<Shape> in; int32_t axis; int input_role; bool twice; };  // input_role: that input is an Input
@@ -433,7 +498,7 @@ inline std::vector<OpCase> tensor_op_cases() {
   std::vector<OpCase> all;
   for (auto* make : {add_broadcast_cases, sub_cases, mul_cases, div_cases, scale_shift_cases, activation_cases,
                      concat_cases, split_cases, slice_cases, sum_cases, mean_cases, dropout_cases, matmul_cases,
-                     transpose_cases})
+                     transpose_cases, batch_norm_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   return all;
 }

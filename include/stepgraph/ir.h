@@ -172,9 +172,18 @@ enum class OpKind : uint8_t {
   MatMul,               // in {A[..., M, K], B[..., K, N]}  out {Y[..., M, N]}
   // Y = X with two feature axes swapped (TransposeAttrs); the backward is the same swap.
   Transpose,            // in {X}                       out {Y}
+  // Batch norm over the channels C = the last dimension (features [B, C], NHWC images [B, H, W,
+  // C]): statistics per channel over the n = numel / C rows, as torch.nn.BatchNorm1d/2d. The
+  // training form normalises with the batch's mean and biased variance (mean and rstd = 1 /
+  // sqrt(var + eps) kept for backward) and updates the running statistics in place (outputs 3
+  // and 4 are inputs 3 and 4): rm = (1 - m) rm + m mean, rv = (1 - m) rv + m var n / (n - 1).
+  BatchNorm,            // in {X[..., C], gamma[C], beta[C], rm[C], rv[C]}  out {Y, mean[C], rstd[C], rm, rv}
+  BatchNormBackward,    // in {dY, X, gamma, mean, rstd}                   out {dX|-, dgamma|-, dbeta|-}
+  // Predict and evaluate: Y = (X - rm) / sqrt(rv + eps) * gamma + beta, no gradient.
+  BatchNormInference,   // in {X[..., C], gamma[C], beta[C], rm[C], rv[C]}  out {Y}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::Transpose) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::BatchNormInference) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -313,6 +322,10 @@ struct DropoutAttrs {
   double p = 0.5;    // the probability of zeroing an element, in [0, 1)
   uint64_t key = 0;  // the mask's stream: the trainer's seed mixed with the layer's name
 };
+struct BatchNormAttrs {
+  double eps = 1e-5;
+  double momentum = 0.1;  // the running statistics' update weight, in (0, 1]
+};
 struct ScaleShiftAttrs {
   double a = 1.0, b = 0.0;  // Y = a X + b
 };
@@ -339,7 +352,8 @@ struct ReduceAttrs {
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
-                             SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs, MatMulAttrs, TransposeAttrs>;
+                             SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs, MatMulAttrs, TransposeAttrs,
+                             BatchNormAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -246,6 +246,24 @@ class Dropout : public Layer {
   double p_;
 };
 
+// Batch norm over the channels (the last dimension: [B, C] features, NHWC images [B, H, W, C]),
+// as torch.nn.BatchNorm1d / BatchNorm2d (affine, tracked running statistics): training steps
+// normalise with the batch's mean and biased variance and update the running mean and variance
+// (Constants named <prefix>.running_mean / .running_var, saved with the weights) inside the
+// step, with the unbiased variance; predict and evaluate use the running statistics. Gain
+// starts at 1, shift at 0, running mean at 0, running variance at 1.
+class BatchNorm : public Layer {
+ public:
+  explicit BatchNorm(double momentum = 0.1, double eps = 1e-5);
+  TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
+  std::string describe() const override;
+  double momentum() const { return momentum_; }
+  double eps() const { return eps_; }
+
+ private:
+  double momentum_, eps_;
+};
+
 // Sequence models: tokens are [batch, positions, features] tensors.
 
 // Token ids [batch, positions] (f32 holding integers, as batches are f32 feature rows) ->
@@ -317,6 +335,7 @@ std::shared_ptr<MaxPool2d> max_pool2d(int64_t window, std::optional<int64_t> str
 std::shared_ptr<GlobalAvgPool> global_avg_pool();
 std::shared_ptr<Flatten> flatten();
 std::shared_ptr<Dropout> dropout(double p);
+std::shared_ptr<BatchNorm> batch_norm(double momentum = 0.1, double eps = 1e-5);
 std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
 std::shared_ptr<LayerNorm> layer_norm(double eps = 1e-5);
 std::shared_ptr<SelfAttention> self_attention(int64_t heads, bool causal, bool bias = true);

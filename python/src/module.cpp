@@ -322,6 +322,17 @@ NB_MODULE(_stepgraph, m) {
            "p"_a = 0.5)
       .def_prop_ro("p", &sg::Dropout::p);
 
+  nb::class_<sg::BatchNorm, sg::Layer>(
+      m, "BatchNorm",
+      "Batch norm over the channels (the last axis: [batch, channels] features, [batch, h, w, channels] images), as torch.nn.BatchNorm1d / BatchNorm2d: training steps normalize with the batch's mean and biased variance and update running_mean / running_var (unbiased variance) inside the step; predict and evaluate use the running statistics. Gain starts at 1, shift at 0; not with padded batches or data-parallel training.")
+      .def("__init__",
+           [](sg::BatchNorm* self, double momentum, double eps) {
+             as_input_error([&] { new (self) sg::BatchNorm(momentum, eps); });
+           },
+           "momentum"_a = 0.1, "eps"_a = 1e-5)
+      .def_prop_ro("momentum", &sg::BatchNorm::momentum)
+      .def_prop_ro("eps", &sg::BatchNorm::eps);
+
   nb::class_<sg::Embedding, sg::Layer>(
       m, "Embedding",
       "Token ids [batch, positions] -> vectors [batch, positions, dim], plus a learned position "

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional, Union
 from ._stepgraph import (
     Adam,
     AdamW,
+    BatchNorm,
     Dense,
     Dropout,
     Error,
@@ -119,6 +120,7 @@ __all__ = [
     "silu",
     "Adam",
     "AdamW",
+    "BatchNorm",
     "Dense",
     "Dropout",
     "Error",

@@ -289,6 +289,19 @@ class Dropout(Layer):
     @property
     def p(self) -> float: ...
 
+class BatchNorm(Layer):
+    """
+    Batch norm over the channels (the last axis: [batch, channels] features, [batch, h, w, channels] images), as torch.nn.BatchNorm1d / BatchNorm2d: training steps normalize with the batch's mean and biased variance and update running_mean / running_var (unbiased variance) inside the step; predict and evaluate use the running statistics. Gain starts at 1, shift at 0; not with padded batches or data-parallel training.
+    """
+
+    def __init__(self, momentum: float = 0.1, eps: float = 1e-05) -> None: ...
+
+    @property
+    def momentum(self) -> float: ...
+
+    @property
+    def eps(self) -> float: ...
+
 class Embedding(Layer):
     """
     Token ids [batch, positions] -> vectors [batch, positions, dim], plus a learned position embedding when positions > 0.

@@ -9,6 +9,7 @@
 #include "ops/image_ops.h"
 #include "ops/linalg_ops.h"
 #include "ops/loss_ops.h"
+#include "ops/norm_ops.h"
 #include "ops/optim_ops.h"
 #include "ops/pinn_ops.h"
 #include "ops/sequence_ops.h"
@@ -35,6 +36,7 @@ constexpr const OpDef* kRows[] = {
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
     &kClipGradNorm,  &kMatMul,           &kTranspose,
+    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference,
 };
 
 constexpr bool rows_in_kind_order() {

@@ -113,16 +113,23 @@ LayerPtr parse_sequence_layer(const Node& n, const std::string& type) {
 
 LayerPtr cfg::parse_layer(const Node& n) {
   SG_REQUIRE(n.has("type"), n.at("type"), ": missing; allowed: dense, residual, sequential, fourier_features, conv2d, "
-             "max_pool2d, global_avg_pool, flatten, embedding, layer_norm, self_attention, transformer_block, dropout");
+             "max_pool2d, global_avg_pool, flatten, embedding, layer_norm, self_attention, transformer_block, dropout, batch_norm");
   std::string type = n.string("type", "", {"dense", "residual", "sequential", "fourier_features", "conv2d",
                                            "max_pool2d", "global_avg_pool", "flatten", "embedding", "layer_norm",
-                                           "self_attention", "transformer_block", "dropout"});
+                                           "self_attention", "transformer_block", "dropout", "batch_norm"});
   if (type == "dropout") {
     n.only({"type", "p"});
     SG_REQUIRE(n.has("p"), n.at("p"), ": missing (the probability of zeroing an element, e.g. 0.1)");
     const double p = n.number("p", 0.0, 0.0, 1.0);
     SG_REQUIRE(p < 1, n.at("p"), ": must be below 1 (1 would zero everything), got ", p);
     return dropout(p);
+  }
+  if (type == "batch_norm") {
+    n.only({"type", "momentum", "eps"});
+    const double momentum = n.number("momentum", 0.1, 0.0, 1.0);
+    SG_REQUIRE(momentum > 0, n.at("momentum"), ": must be above 0 (0 would never update the running statistics), got ",
+               momentum);
+    return batch_norm(momentum, n.number("eps", 1e-5, 1e-12, 1.0));
   }
   if (type == "conv2d" || type == "max_pool2d" || type == "global_avg_pool" || type == "flatten")
     return parse_image_layer(n, type);

@@ -23,6 +23,25 @@ void check_token_ids(const Program& p, TensorId input, const HostArray& X, const
   }
 }
 
+namespace {
+
+// Batch norm's statistics must be those of the batch a single process would train on: a padded
+// batch's padding rows would enter them (the valid-row count reaches only the loss), and each
+// data-parallel rank would normalise by its own shard's (no cross-rank sync).
+void check_batch_norm_batches(const Program& p, bool padded_training, bool distributed) {
+  for (const Op& op : p.ops()) {
+    if (op.kind != OpKind::BatchNorm && op.kind != OpKind::BatchNormInference) continue;
+    SG_REQUIRE(!distributed, "batch norm '", op.name, "': data-parallel training is not supported (each rank would ",
+               "normalise by the statistics of its own shard, so the result would differ from one process); ",
+               "train on one GPU, or use layer_norm");
+    SG_REQUIRE(!padded_training || op.kind != OpKind::BatchNorm, "batch norm '", op.name, "': padded training ",
+               "batches are not supported (the padding rows would enter the batch statistics); use shape_policy ",
+               "'recapture' (a smaller last batch gets its own step) or drop the last partial batch");
+  }
+}
+
+}  // namespace
+
 const char* exec_mode_name(ExecMode m) { return m == ExecMode::Graph ? "graph" : "eager"; }
 
 ExecMode parse_exec_mode(const std::string& s) {
@@ -186,6 +205,9 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
     v->loss = lo.loss;
     if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
   }
+  check_batch_norm_batches(v->program,
+                           training && (options_.shape_policy == ShapePolicy::Pad || (resident && resident->attrs.partial_last)),
+                           options_.lower.comm && options_.lower.comm->size() > 1);
   v->plan = plan_memory(v->program, backend_->lifetime_hints(v->program, options_.lower));
   if (!persistent_) {
     SG_ASSERT(training && !resident);

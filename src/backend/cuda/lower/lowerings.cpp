@@ -88,6 +88,9 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::ClipGradNorm, [](L& l, int, const Op& op) { l.clip_op(op); }},
     {OpKind::MatMul, [](L& l, int, const Op& op) { l.matmul_op(op); }},
     {OpKind::Transpose, [](L& l, int, const Op& op) { l.tensor().transpose(op); }},
+    {OpKind::BatchNorm, [](L& l, int, const Op& op) { l.tensor().batch_norm(op); }},
+    {OpKind::BatchNormBackward, [](L& l, int, const Op& op) { l.tensor().batch_norm_backward(op); }},
+    {OpKind::BatchNormInference, [](L& l, int, const Op& op) { l.tensor().batch_norm_inference(op); }},
 };
 
 constexpr bool rows_in_kind_order() {

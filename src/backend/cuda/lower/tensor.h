@@ -26,6 +26,10 @@ class TensorLowering {
   void pieces(const Op& op);  // Concat, Split, SplitBackward, Slice, SliceBackward
   void reduce(const Op& op);  // Sum, Mean
   void reduce_backward(const Op& op);
+  // Batch norm (lower/norm.cpp).
+  void batch_norm(const Op& op);
+  void batch_norm_backward(const Op& op);
+  void batch_norm_inference(const Op& op);
 
  private:
   float* f(TensorId t) const { return t == kNone ? nullptr : static_cast<float*>(h_.ptrs[t]); }
