@@ -184,10 +184,12 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> split_rows(int64_t n, doub
 }
 
 // Rows `index` of a [n, ...] array (bytes, so every dtype works).
-HostArray gather_rows(const HostArray& a, const std::vector<int64_t>& index, const std::string& what) {
+// `what` names the array only in errors: it is built then, not for every batch of a training loop.
+template <class What>
+HostArray gather_rows(const HostArray& a, const std::vector<int64_t>& index, const What& what) {
   const int64_t n = a.shape().empty() ? 0 : a.shape()[0];
   Shape s = a.shape();
-  SG_REQUIRE(!s.empty(), "gather: ", what, " is a scalar; expected [rows, ...]");
+  SG_REQUIRE(!s.empty(), "gather: ", what(), " is a scalar; expected [rows, ...]");
   s[0] = static_cast<int64_t>(index.size());
   HostArray out(a.dtype(), s);
   const size_t row = a.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
@@ -195,7 +197,7 @@ HostArray gather_rows(const HostArray& a, const std::vector<int64_t>& index, con
   char* dst = static_cast<char*>(out.raw());
   for (size_t i = 0; i < index.size(); ++i) {
     const int64_t r = index[i];
-    SG_REQUIRE(r >= 0 && r < n, "gather: index[", i, "] = ", r, " is out of range for ", what, " with ", n, " rows");
+    SG_REQUIRE(r >= 0 && r < n, "gather: index[", i, "] = ", r, " is out of range for ", what(), " with ", n, " rows");
     std::memcpy(dst + i * row, src + r * row, row);
   }
   return out;
@@ -212,8 +214,9 @@ Dataset gather(const Dataset& d, const std::vector<int64_t>& index) {
   Dataset out;
   out.name = d.name;
   out.task = d.task;
-  out.X = gather_rows(d.X, index, cat("data set '", d.name, "'"));
-  out.y = gather_rows(d.y, index, cat("data set '", d.name, "'"));
+  const auto what = [&] { return cat("data set '", d.name, "'"); };
+  out.X = gather_rows(d.X, index, what);
+  out.y = gather_rows(d.y, index, what);
   out.num_classes = d.num_classes;
   return out;
 }
@@ -234,9 +237,11 @@ int64_t NamedDataset::size() const {
 NamedDataset gather(const NamedDataset& d, const std::vector<int64_t>& index) {
   NamedDataset out;
   out.name = d.name;
-  for (const auto& [name, a] : d.inputs) out.inputs.emplace(name, gather_rows(a, index, cat("input '", name, "' of '", d.name, "'")));
-  for (const auto& [name, a] : d.targets)
-    out.targets.emplace(name, gather_rows(a, index, cat("target '", name, "' of '", d.name, "'")));
+  for (const auto& kv : d.inputs)
+    out.inputs.emplace(kv.first, gather_rows(kv.second, index, [&] { return cat("input '", kv.first, "' of '", d.name, "'"); }));
+  for (const auto& kv : d.targets)  // (a lambda cannot capture a structured binding in C++17)
+    out.targets.emplace(kv.first,
+                        gather_rows(kv.second, index, [&] { return cat("target '", kv.first, "' of '", d.name, "'"); }));
   return out;
 }
 
