@@ -267,12 +267,26 @@ inline std::vector<OpCase> gather_batch_cases() {
     const TensorId dY = c.i32_labels ? b.input("data.y", uniform_ints(ys, 5, b.seed() + 1)) : b.random("data.y", ys, Role::Input);
     GatherAttrs a;
     a.seed = 3 + seed, a.shuffle = c.shuffle, a.partial_last = c.partial, a.shard = c.shard, a.shards = c.shards;
-    b.op({dX, dY, b.i32("step", {1}, {c.step}, Role::StepScalar)},
-         {b.output("X", {c.B, c.D}), b.output("y", bys, c.i32_labels ? DType::I32 : DType::F32),
-          b.output("valid", {1}, DType::I32)},
+    b.op({b.i32("step", {1}, {c.step}, Role::StepScalar), dX, dY},
+         {b.output("valid", {1}, DType::I32), b.output("X", {c.B, c.D}),
+          b.output("y", bys, c.i32_labels ? DType::I32 : DType::F32)},
          a);
     v.push_back(b.done());
   }
+  // A graph model's arrays by name: ten of them (two launches on CUDA), ranks 1 to 3, i32 among them.
+  CaseBuilder b(OpKind::GatherBatch, "ten arrays of several shapes, padded last batch", 520);
+  std::vector<TensorId> in{b.i32("step", {1}, {3}, Role::StepScalar)}, out{b.output("valid", {1}, DType::I32)};
+  for (int k = 0; k < 10; ++k) {
+    const Shape row = k % 3 == 0 ? Shape{} : k % 3 == 1 ? Shape{2} : Shape{2, 3};
+    Shape ds{11}, bs{4};
+    ds.insert(ds.end(), row.begin(), row.end());
+    bs.insert(bs.end(), row.begin(), row.end());
+    const std::string name = "data." + std::to_string(k);
+    in.push_back(k == 4 ? b.input(name, uniform_ints(ds, 7, b.seed() + 4)) : b.random(name, ds, Role::Input));
+    out.push_back(b.output("batch." + std::to_string(k), bs, k == 4 ? DType::I32 : DType::F32));
+  }
+  b.op(in, out, GatherAttrs{9, true, true, 0, 1});
+  v.push_back(b.done());
   return v;
 }
 

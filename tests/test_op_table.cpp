@@ -367,8 +367,8 @@ TEST(OpTable, SlotsAndShapeRulesRefuseWithNames) {
   Op g;
   g.kind = OpKind::GatherBatch;
   g.name = "gather";
-  g.in = {dX, dY, step};
-  g.out = {bX, by, valid};
+  g.in = {step, dX, dY};
+  g.out = {valid, bX, by};
   g.attrs = GatherAttrs{1, true, /*partial_last=*/true, 0, 2};
   expect_error([&] { p.add_op(g); }, {"op 'gather' (gather_batch)", "padded last batch cannot be sharded"});
   g.attrs = GatherAttrs{1, true, false, 0, 3};

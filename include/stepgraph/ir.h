@@ -62,11 +62,11 @@ enum class Reduction : uint8_t { Mean, Sum };
 const char* reduction_name(Reduction r);
 
 enum class OpKind : uint8_t {
-  // A batch from a device-resident data set: rows perm_e(pos) of data X / y, where step s (the
-  // step counter before this step) is batch s % batches_per_epoch of epoch e = s / batches_per_epoch
-  // and perm_e the keyed Feistel permutation (src/data/feistel.h). valid_rows < B on a padded
-  // last batch (partial mode).
-  GatherBatch,          // in {dataX[N,D], dataY[N(,T)], step i32[1]}  out {X[B,D], y[B(,T)], valid i32[1]}
+  // A batch from a device-resident data set: rows perm_e(pos) of every data array (an X and a y,
+  // or a graph model's arrays by name), where step s (the step counter before this step) is batch
+  // s % batches_per_epoch of epoch e = s / batches_per_epoch and perm_e the keyed Feistel
+  // permutation (src/data/feistel.h). valid_rows < B on a padded last batch (partial mode).
+  GatherBatch,          // in {step i32[1], data_k[N,...]...}  out {valid i32[1], batch_k[B,...]...}
   // Jets (physics-informed networks): tensors of K*B rows, see JetSpec.
   JetInput,             // in {X[B,d]}            out {J[K*B,d]}   value X, d/dx_i = e_i, second = 0
   JetActivation,        // in {A[K*B,H]}          out {Y[K*B,H]}   Y = act(A) as jets

@@ -16,8 +16,8 @@ namespace {
 inline void store(float* out, double v, bool acc) { *out = acc ? static_cast<float>(*out + v) : static_cast<float>(v); }
 }  // namespace
 
-void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
-                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a) {
+void gather_batch(const std::vector<GatherArray>& arrays, const int32_t* step, int32_t* valid, int64_t N,
+                  int64_t B, const GatherAttrs& a) {
   const int64_t G = B * a.shards;  // the global batch; this one is its slice a.shard
   const int64_t bpe = gather_batches_per_epoch(N, G, a.partial_last);
   const int64_t s = *step, epoch = s / bpe, pos0 = (s % bpe) * G + a.shard * B;
@@ -26,11 +26,11 @@ void gather_batch(const float* dataX, const void* dataY, const int32_t* step, fl
   for (int64_t j = 0; j < B; ++j) {
     const uint64_t pos = static_cast<uint64_t>(pos0 + (j < v ? j : 0));  // padding repeats a real row
     const int64_t r = a.shuffle ? static_cast<int64_t>(feistel_permute(pos, N, a.seed, epoch)) : static_cast<int64_t>(pos);
-    std::memcpy(X + j * D, dataX + r * D, D * sizeof(float));
-    std::memcpy(static_cast<char*>(y) + j * y_row_bytes, static_cast<const char*>(dataY) + r * y_row_bytes, y_row_bytes);
+    for (const GatherArray& g : arrays)
+      std::memcpy(static_cast<char*>(g.batch) + j * g.row_bytes, static_cast<const char*>(g.data) + r * g.row_bytes,
+                  g.row_bytes);
   }
 }
-
 
 void dense_forward(const float* X, const float* W, const float* b, float* Y, float* Z, int64_t B,
                    int64_t I, int64_t O, Activation act, int64_t bias_rows) {

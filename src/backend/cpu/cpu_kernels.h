@@ -8,10 +8,16 @@
 
 namespace sg::cpu {
 
-// The GatherBatch rule: rows of the data set for the batch at *step (see ir.h). y rows are
-// `y_row_bytes` long (labels or regression targets).
-void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
-                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a);
+// One array of a device-resident data set and its batch slot: rows of row_bytes bytes.
+struct GatherArray {
+  const void* data;
+  void* batch;
+  size_t row_bytes;
+};
+// The GatherBatch rule: the rows of every array of an N-row data set for the batch at *step (see
+// ir.h).
+void gather_batch(const std::vector<GatherArray>& arrays, const int32_t* step, int32_t* valid, int64_t N,
+                  int64_t B, const GatherAttrs& a);
 
 // Y[B,O] = act(X[B,I] W[O,I]^T + b[O]); Z (optional) keeps the pre-activation. The bias goes to
 // the first bias_rows rows only (bias_rows = B: every row).

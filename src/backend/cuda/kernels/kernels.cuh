@@ -13,10 +13,16 @@
 
 namespace sg::cuda {
 
-// The GatherBatch rule on the device (see ir.h): one block per batch row.
-void gather_batch(const float* dataX, const void* dataY, const int32_t* step, float* X, void* y,
-                  int32_t* valid, int64_t N, int64_t D, int64_t B, size_t y_row_bytes, const GatherAttrs& a,
-                  cudaStream_t s);
+// One array of a device-resident data set and its batch slot: rows of row_bytes bytes.
+struct GatherRows {
+  const void* data;
+  void* batch;
+  size_t row_bytes;
+};
+// The GatherBatch rule on the device (see ir.h) for `count` arrays of an N-row data set: one
+// block per batch row, a launch per eight arrays (their pointers are kernel arguments).
+void gather_batch(const GatherRows* arrays, int count, const int32_t* step, int32_t* valid, int64_t N, int64_t B,
+                  const GatherAttrs& a, cudaStream_t s);
 
 // y = act(in + bias) per element of a [B, O] matrix; z (nullable) keeps in + bias. `in` may
 // alias z or y. bias may be null.
