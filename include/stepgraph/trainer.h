@@ -160,6 +160,10 @@ class Trainer {
   // each global batch of shards * batch_size rows (dist::shard_of; Drop only).
   void set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle = true,
                    LastBatch last = LastBatch::Drop, uint64_t seed = 0, int shard = 0, int shards = 1);
+  // The same for a graph model: every input and every term's target by name (as one_step takes
+  // them), all with the same rows; one gather in the step draws the same rows of each.
+  void set_dataset(const NamedArrays& inputs, const NamedArrays& targets, int64_t batch_size, bool shuffle = true,
+                   LastBatch last = LastBatch::Drop, uint64_t seed = 0, int shard = 0, int shards = 1);
   bool is_resident() const;
   HostArray logits() const;  // the last step's predictions [B, out]
 
@@ -223,7 +227,9 @@ class Trainer {
   // Whether a batch of `rows` rows needs its own compiled shape, by the shape policy (pad: no,
   // when it is smaller; error: an Error naming `fn`).
   bool needs_compile(int64_t rows, const char* fn) const;
-  void build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool training);
+  void build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool training, const Resident* resident);
+  void check_dataset_args(int64_t N, int64_t batch_size, LastBatch last, int shard, int shards) const;
+  void install_resident(std::unique_ptr<Resident> r, const Shape& input_shape);
   void upload_named(Variant& v, const NamedArrays& inputs, const NamedArrays& targets, int64_t row0, int64_t rows);
   int64_t check_named(const Variant& v, const NamedArrays& inputs, const NamedArrays* targets,
                       const std::string& what) const;

@@ -454,13 +454,18 @@ void bind_trainer(nb::module_& m) {
              if (last == "drop") lb = sg::LastBatch::Drop;
              else if (last == "partial") lb = sg::LastBatch::Partial;
              else throw InputError("set_dataset: unknown last_batch '" + last + "': expected drop or partial");
+             if (s.t.has_named_io()) {
+               sg::NamedArrays in = named_arrays(X, "set_dataset: inputs"), tg = named_arrays(y, "set_dataset: targets");
+               return locked(s, [&](sg::Trainer& t) { t.set_dataset(in, tg, batch_size, shuffle, lb, seed); });
+             }
              Batch b = prepare_batch(s, X, y, "set_dataset", false);
              locked(s, [&](sg::Trainer& t) { t.set_dataset(b.hX, b.hy, batch_size, shuffle, lb, seed); });
            },
            "X"_a.none(), "y"_a.none(), "batch_size"_a, "shuffle"_a = true, "last_batch"_a = "drop", "seed"_a = 0,
            "Device-resident training: uploads the whole data set once; every launch() then "
            "gathers (and shuffles, per epoch, from the step counter) its own batch inside the "
-           "step. last_batch: 'drop' or 'partial'. compile() switches back to fed batches.")
+           "step. A graph model takes dicts of arrays by name (every input, every term's target). "
+           "last_batch: 'drop' or 'partial'. compile() switches back to fed batches.")
       .def("params",
            [](PyTrainer& s) {
              std::vector<std::string> order;

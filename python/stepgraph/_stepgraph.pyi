@@ -649,9 +649,9 @@ class Trainer:
         Loss (and accuracy for classification) over all rows, in batches; no update.
         """
 
-    def set_dataset(self, X: ArrayLike, y: ArrayLike, batch_size: int, shuffle: bool = True, last_batch: Literal['drop', 'partial'] = 'drop', seed: int = 0) -> None:
+    def set_dataset(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike | Mapping[str, ArrayLike], batch_size: int, shuffle: bool = True, last_batch: Literal['drop', 'partial'] = 'drop', seed: int = 0) -> None:
         """
-        Device-resident training: uploads the whole data set once; every launch() then gathers (and shuffles, per epoch, from the step counter) its own batch inside the step. last_batch: 'drop' or 'partial'. compile() switches back to fed batches.
+        Device-resident training: uploads the whole data set once; every launch() then gathers (and shuffles, per epoch, from the step counter) its own batch inside the step. A graph model takes dicts of arrays by name (every input, every term's target). last_batch: 'drop' or 'partial'. compile() switches back to fed batches.
         """
 
     def params(self) -> dict[str, npt.NDArray[np.float32]]:

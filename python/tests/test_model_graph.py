@@ -126,3 +126,25 @@ def test_dropout_in_a_graph_model_trains_and_predicts_without_it():
     assert sg.Dropout(0.25).p == 0.25
     with pytest.raises(sg.InputError, match=r"p must be in \[0, 1\)"):
         sg.Dropout(1.0)
+
+
+def test_a_device_resident_data_set_by_name_trains_as_fed_batches():
+    # Without shuffling, step s of a resident data set of 64 rows in batches of 16 is rows
+    # [16 (s % 4), 16 (s % 4) + 16): the same batches fed from the host train identically.
+    X, Y = batch(64, 3)
+    terms = {"u": sg.MeanSquaredError(), "v": (sg.MeanSquaredError(), 0.5)}
+    resident = sg.Trainer(issue_model(), terms, sg.Adam(1e-2), device="cpu", seed=4)
+    fed = sg.Trainer(issue_model(), terms, sg.Adam(1e-2), device="cpu", seed=4)
+    fed.compile(16)
+    resident.set_dataset(X, Y, 16, shuffle=False)
+    assert resident.is_resident
+    for s in range(6):
+        rows = slice(16 * (s % 4), 16 * (s % 4) + 16)
+        resident.launch()
+        lf = fed.one_step({k: v[rows] for k, v in X.items()}, {k: v[rows] for k, v in Y.items()})
+        assert resident.loss == pytest.approx(lf, rel=1e-6), s
+        assert resident.loss_terms == pytest.approx(fed.loss_terms, rel=1e-6)
+    with pytest.raises(sg.Error, match="data set: the target of output 'v' is missing"):
+        resident.set_dataset(X, {"u": Y["u"]}, 16)
+    with pytest.raises(sg.InputError, match="expected a dict of arrays by name"):
+        resident.set_dataset(X["x1"], Y["u"], 16)

@@ -479,8 +479,6 @@ RunConfig parse_config(const json& j) {
   if (by_name) {
     SG_REQUIRE(!rc.problem, "problem: a physics-informed problem trains a one-input model; model.type \"graph\" ",
                "with several inputs or outputs trains on data");
-    SG_REQUIRE(!rc.data.device_resident, "data.device_resident: a graph model's arrays by name are fed from the host ",
-               "in this version; set it to false");
     rc.loss_terms = parse_loss_terms(j, *rc.graph, rc.data.task);
   } else {
     SG_REQUIRE(!root.has("loss") || !is_loss_map(j["loss"]), "loss: losses by output are for a graph model ",

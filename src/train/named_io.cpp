@@ -79,22 +79,46 @@ std::string Trainer::loss_description() const {
   return joined(parts, "; ");
 }
 
-void Trainer::build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool training) {
+void Trainer::build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool training, const Resident* resident) {
+  const Role slot = resident ? Role::Activation : Role::Input;  // resident: written by the gather
   for (const std::string& name : graph_->input_names())
-    v.inputs.push_back(
-        g.tensor(name, with_batch(batch, graph_->input_shape(name)), Role::Input, graph_->input_dtype(name)));
+    v.inputs.push_back(g.tensor(name, with_batch(batch, graph_->input_shape(name)), slot, graph_->input_dtype(name)));
+  v.valid = g.tensor("valid_rows", {1}, slot, DType::I32);
+  if (resident) {
+    // One gather of every array (inputs, then targets) opens the step.
+    v.resident = true;
+    Op op;
+    op.kind = OpKind::GatherBatch;
+    op.name = "data.gather";
+    op.in = {g.tensor(kStepTensor, {1}, Role::StepScalar, DType::I32)};
+    op.out = {v.valid};
+    for (size_t i = 0; i < v.inputs.size(); ++i) {
+      const HostArray& a = resident->inputs[i];
+      op.in.push_back(g.tensor("data." + graph_->input_names()[i], a.shape(), Role::Input, a.dtype()));
+      op.out.push_back(v.inputs[i]);
+    }
+    for (size_t i = 0; i < terms_.size(); ++i) {
+      const HostArray& a = resident->targets[i];
+      op.in.push_back(g.tensor("data.target." + terms_[i].output, a.shape(), Role::Input, a.dtype()));
+      op.out.push_back(g.tensor("target." + terms_[i].output, with_batch(batch, Shape(a.shape().begin() + 1, a.shape().end())),
+                                Role::Activation, a.dtype()));
+      v.targets.push_back(op.out.back());
+    }
+    op.attrs = resident->attrs;
+    v.program.add_op(std::move(op));
+  }
   v.outputs = graph_->build_all(g, v.inputs, "");
   for (TensorId t : v.outputs) v.program.tensor(t).live_out = true;
   const size_t forward_ops = v.program.ops().size();
-  v.valid = g.tensor("valid_rows", {1}, Role::Input, DType::I32);
   std::vector<std::pair<TensorId, TensorId>> seeds;
   const auto& outs = graph_->output_names();
   for (const LossTerm& t : terms_) {
     const size_t k = static_cast<size_t>(std::find(outs.begin(), outs.end(), t.output) - outs.begin());
     const TensorId pred = v.outputs[k];
     const Shape ps = v.program.tensor(pred).shape;
-    const TensorId y = g.tensor("target." + t.output, t.loss->target_shape(ps), Role::Input, t.loss->target_dtype());
-    v.targets.push_back(y);
+    if (!resident)
+      v.targets.push_back(g.tensor("target." + t.output, t.loss->target_shape(ps), Role::Input, t.loss->target_dtype()));
+    const TensorId y = v.targets[&t - terms_.data()];
     LossOutputs lo;
     try {
       lo = t.loss->build(g, pred, y, v.valid);

@@ -394,7 +394,11 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   };
 
   const bool resident = cfg.data.device_resident;
-  if (resident)  // uploaded once; every step gathers and shuffles its own batch (its shard) on the device
+  // Uploaded once; every step gathers and shuffles its own batch (its shard) on the device.
+  if (resident && data.named)
+    t.set_dataset(data.named_train.inputs, data.named_train.targets, B, cfg.data.shuffle, cfg.data.last_batch,
+                  mix_seed(t.seed(), "data"), par.world.rank, ranks);
+  else if (resident)
     t.set_dataset(data.train.X, data.train.y, B, cfg.data.shuffle, cfg.data.last_batch, mix_seed(t.seed(), "data"),
                   par.world.rank, ranks);
   const auto t0 = clock::now();

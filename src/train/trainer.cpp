@@ -160,7 +160,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   // Each data-parallel rank draws its own dropout masks for its rows of the global batch.
   g.set_seed(options_.lower.comm ? mix_seed(seed_, static_cast<uint64_t>(options_.lower.comm->rank())) : seed_);
   if (graph_) {
-    build_graph_step(*v, g, input_shape[0], training);
+    build_graph_step(*v, g, input_shape[0], training, resident);
   } else if (step_ && training) {
     CustomStep cs = step_(g, *model_);
     SG_REQUIRE(cs.loss != kNone && !cs.seeds.empty(), "custom step: no loss or no loss terms");
@@ -184,8 +184,8 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
     Op op;
     op.kind = OpKind::GatherBatch;
     op.name = "data.gather";
-    op.in = {dx, dy, step};
-    op.out = {v->X, v->y, v->valid};
+    op.in = {step, dx, dy};
+    op.out = {v->valid, v->X, v->y};
     op.attrs = resident->attrs;
     v->program.add_op(std::move(op));
   } else {
@@ -287,41 +287,6 @@ void Trainer::invalidate() {
   train_variants_.clear();
   eval_variants_.clear();
   resident_variant_.reset();
-}
-
-void Trainer::set_dataset(const HostArray& X, const HostArray& y, int64_t batch_size, bool shuffle,
-                          LastBatch last, uint64_t seed, int shard, int shards) {
-  settle();
-  SG_REQUIRE(!graph_, "set_dataset: device-resident data sets take one X and one y; a graph model's batches "
-             "are arrays by name (set_batch / one_step with NamedArrays)");
-  SG_REQUIRE(batch_size > 0, "set_dataset: batch_size must be positive, got ", batch_size);
-  SG_REQUIRE(shards >= 1 && shard >= 0 && shard < shards, "set_dataset: shard ", shard, " of ", shards);
-  SG_REQUIRE(shards == 1 || last == LastBatch::Drop,
-             "set_dataset: a sharded data set drops the last partial global batch (LastBatch::Drop)");
-  SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
-             "set_dataset: X must be f32 [samples, features], got ", dtype_name(X.dtype()), " ", shape_str(X.shape()));
-  const int64_t N = X.shape()[0];
-  SG_REQUIRE(last == LastBatch::Partial || batch_size * shards <= N, "set_dataset: batch_size ", batch_size,
-             shards > 1 ? cat(" times ", shards, " shards") : std::string(), " is larger than the data set (", N,
-             " samples)");
-  // Shapes, dtypes and labels are checked through a host-fed variant of the same batch size.
-  if (!current_ || current_->resident || current_->input_shape != Shape{batch_size, X.shape()[1]})
-    compile({batch_size, X.shape()[1]});
-  check_batch(*current_, X, y, "batch");
-  auto r = std::make_unique<Resident>();
-  r->X = X;
-  r->y = y;
-  if (r->y.dtype() == DType::F32 && r->y.shape().size() == 1) r->y = r->y.reshaped({N, 1});
-  r->batch = batch_size;
-  r->attrs = GatherAttrs{seed, shuffle, last == LastBatch::Partial, shard, shards};
-  resident_variant_.reset();
-  resident_ = std::move(r);
-  auto v = build_variant({batch_size, X.shape()[1]}, true, resident_.get());
-  backend_->upload(v->ptrs[v->program.find("data.X")], resident_->X.raw(), resident_->X.nbytes());
-  backend_->upload(v->ptrs[v->program.find("data.y")], resident_->y.raw(), resident_->y.nbytes());
-  backend_->synchronize();
-  resident_variant_ = std::move(v);
-  current_ = resident_variant_.get();
 }
 
 bool Trainer::is_resident() const { return current_ && current_->resident; }

@@ -29,8 +29,11 @@ struct Trainer::Variant {
   bool resident = false;  // batches gathered in the step from a device-resident data set
 };
 
+// A device-resident data set: one X and one y, or a graph model's arrays in slot order (its
+// inputs, then its terms' targets), each [N, slot shape...].
 struct Trainer::Resident {
   HostArray X, y;
+  std::vector<HostArray> inputs, targets;
   int64_t batch = 0;
   GatherAttrs attrs;
 };
