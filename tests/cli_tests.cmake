@@ -291,6 +291,19 @@ sg_cli_ok(cli_explain_deeponet
   ARGS explain "${SG_CONFIGS}/deeponet.json" --batch 4
   STDOUT "model\\(u = input\\[50\\]; y = input\\[1\\];.*outputs G=G\\)")
 
+# Two inputs split from one generated X by column groups, batch norm and dropout, a device-resident
+# data set (the gather of both inputs and the target in the step): the validation MSE falls from
+# 2.2 untrained.
+sg_cli_ok(cli_example_two_input_regression
+  ARGS train "${SG_CONFIGS}/two_input_regression.json" --steps 600 --json
+  OUT "${SG_RUNS}/example_two_input_regression"
+  KEYS "event|steps|final_loss|val_loss|val_terms|loss_terms"
+  EQUAL "event=summary|steps=600|task=graph|val_size=400"
+  MAX "val_loss=0.1")
+sg_cli_ok(cli_explain_two_input_regression
+  ARGS explain "${SG_CONFIGS}/two_input_regression.json" --batch 4
+  STDOUT "nx = batch_norm\\(momentum=0.1.*drop = dropout\\(0.1\\).*outputs y=y\\)")
+
 # A small CSV file trains; its bad twins below differ only in one label.
 sg_cli_ok(cli_train_csv
   ARGS train "${SG_DATA}/csv_ok.json" --json

@@ -45,3 +45,9 @@ def test_load_digits():
     X, y = sg.load_digits()
     assert X.shape == (1797, 64) and X.dtype.name == "float32" and 0 <= X.min() and X.max() <= 1
     assert y.shape == (1797,) and set(y.tolist()) == set(range(10))
+
+
+def test_two_input_regression_learns_from_a_resident_data_set():
+    r = load("two_input_regression").main(steps=600, device="cpu")
+    assert r["mse_after"] < 0.2 * r["mse_before"], r
+    assert r["r2"] > 0.8, r

@@ -165,3 +165,82 @@ def test_skip_cnn_digits_matches_pytorch():
         scale = max(float(w.abs().max()), float(b.abs().max()))
         assert np.max(np.abs(got[f"{n}.weight"] - w.detach().numpy().transpose(0, 2, 3, 1))) / scale <= RTOL, n
         assert np.max(np.abs(got[f"{n}.bias"] - b.detach().numpy())) / scale <= RTOL, n
+
+
+M64 = (1 << 64) - 1
+
+
+def splitmix(state):
+    state = (state + 0x9E3779B97F4A7C15) & M64
+    z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return state, z ^ (z >> 31)
+
+
+def dropout_keep(seed, tensor, step, shape, p):
+    """stepgraph's dropout rule, written out here independently (src/backend/dropout_math.h): the
+    key mixes the trainer's seed and the output tensor's name; element i is kept at step s when
+    the top 24 bits of a splitmix hash of (key, s, i) are at least p * 2^24."""
+    h = 1469598103934665603  # FNV-1a of the name, then mix_seed
+    for c in ("dropout:" + tensor).encode():
+        h = ((h ^ c) * 1099511628211) & M64
+    state, _ = splitmix(seed ^ ((h * 0xD1B54A32D192ED03) & M64))
+    _, key = splitmix(state)
+    i = np.arange(int(np.prod(shape)), dtype=np.uint64)
+    z = np.uint64(key) ^ np.uint64((step * 0x9E3779B97F4A7C15) & M64) ^ (i * np.uint64(0xD1B54A32D192ED03))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return ((z >> np.uint64(40)) >= np.uint64(int(p * 16777216.0 + 0.5))).reshape(shape)
+
+
+def test_two_input_regression_with_batch_norm_and_dropout_matches_pytorch():
+    """torch.nn.BatchNorm1d (batch statistics, running ones updated) and dropout with stepgraph's
+    masks; after 10 steps the running statistics and eval-mode predictions agree too."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    F = torch.nn.functional
+    mod, p, seed = example("two_input_regression"), 0.25, 9
+    t = sg.Trainer(mod.build(p=p), {"y": sg.MeanSquaredError()}, sg.Adam(1e-3), device="auto", seed=seed)
+    t.compile(B)
+    p0 = t.params()
+    layers = {n: linear(torch, p0, n) for n in ("hx", "ht", "h", "head")}
+    bn = torch.nn.BatchNorm1d(64, momentum=0.1, eps=1e-5).double()
+    with torch.no_grad():
+        bn.weight.copy_(torch.from_numpy(p0["norm.gain"].astype(np.float64)))
+        bn.bias.copy_(torch.from_numpy(p0["norm.shift"].astype(np.float64)))
+    opt = torch.optim.Adam([q for lin in layers.values() for q in lin.parameters()] + list(bn.parameters()), lr=1e-3)
+    X, Y = mod.make_data(STEPS * B, seed=3)
+
+    def forward(inputs, mask=None):
+        x, tt = (torch.from_numpy(inputs[k].astype(np.float64)) for k in ("x", "t"))
+        h = F.relu(layers["h"](torch.cat([bn(F.relu(layers["hx"](x))), torch.tanh(layers["ht"](tt))], dim=-1)))
+        return layers["head"](h if mask is None else h * torch.from_numpy(mask) / (1 - p))
+
+    dropped = 0
+    for s in range(STEPS):
+        r = slice(s * B, (s + 1) * B)
+        inputs, targets = {k: v[r] for k, v in X.items()}, {"y": Y["y"][r]}
+        mask = dropout_keep(seed, "drop.out", s, (B, 64), p).astype(np.float64)
+        dropped += int((mask == 0).sum())
+        loss = F.mse_loss(forward(inputs, mask), torch.from_numpy(targets["y"].astype(np.float64)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        got = t.one_step(inputs, targets)
+        assert abs(got - loss.item()) <= RTOL * abs(loss.item()) + ATOL, (s, got, loss.item())
+    assert abs(dropped / (STEPS * B * 64) - p) < 0.02  # the masks drop what p says
+    got = t.params()
+    for name, lin in layers.items():
+        scale = max(float(np.max(np.abs(q.detach().numpy()))) for q in lin.parameters())
+        for kind in ("weight", "bias"):
+            err = float(np.max(np.abs(got[f"{name}.{kind}"] - getattr(lin, kind).detach().numpy()))) / scale
+            assert err <= RTOL, (name, kind, err)
+    for ours, theirs in (("gain", bn.weight), ("shift", bn.bias), ("running_mean", bn.running_mean),
+                         ("running_var", bn.running_var)):
+        want = theirs.detach().numpy()
+        assert np.max(np.abs(got[f"norm.{ours}"] - want)) <= RTOL * np.max(np.abs(want)), ours
+    bn.eval()
+    test_x, _ = mod.make_data(50, seed=4)
+    with torch.no_grad():
+        want = forward(test_x).numpy()
+    np.testing.assert_allclose(t.predict(test_x)["y"], want, rtol=1e-4, atol=1e-5)

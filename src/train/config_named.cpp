@@ -2,6 +2,7 @@
 // member or CSV columns hold each model input and each output's target), and loading them.
 //   "data": {"source": "npz", "path": "d.npz", "inputs": {"x": "X1", "t": "T"}, "targets": {"u": "U"}}
 //   "data": {"source": "csv", "path": "d.csv", "inputs": {"x": [0, 1, 2], "t": ["time"]}, "targets": {"u": [-1]}}
+//   "data": {"source": "synthetic_regression", "features": 8, "inputs": {"x": [0, 1, 2, 3, 4, 5], "t": [6, 7]}}
 #include <algorithm>
 #include <filesystem>
 #include <limits>
@@ -61,20 +62,67 @@ NamedArrays members_of(const DataConfig& d, std::string* where) {
   return read_npz(d.path);
 }
 
+// A one-array source's X split into the model's inputs by column groups; its y is the target of
+// the one output with a loss.
+NamedDataset split_columns(const DataConfig& d, const Dataset& data, const std::vector<std::string>& inputs,
+                           const std::vector<std::string>& targets) {
+  const std::string where = cat("data.source \"", d.source, "\"");
+  SG_REQUIRE(targets.size() == 1, where, " holds one y: it is the target of one output, but the model has ",
+             targets.size(), " outputs with a loss (", joined(targets), "); use source \"npz\" or \"csv\" for ",
+             "several targets");
+  const HostArray& X = data.X;
+  SG_REQUIRE(X.shape().size() == 2 && X.dtype() == DType::F32, where, ": its X is ", dtype_name(X.dtype()), " ",
+             shape_str(X.shape()), "; column groups need f32 [rows, columns]");
+  const int64_t N = X.shape()[0], D = X.shape()[1];
+  if (inputs.size() == 1 && d.input_columns.empty()) return NamedDataset{data.name, {{inputs[0], X}}, {{targets[0], data.y}}};
+  NamedDataset out;
+  out.name = data.name;
+  for (const std::string& name : inputs) {
+    SG_REQUIRE(d.input_columns.count(name), "data.inputs.", name, ": missing; ", where, " splits its X [", N, ", ", D,
+               "] into the model's inputs by column index (e.g. \"inputs\": {\"", name, "\": [0, 1]})");
+    const std::vector<CsvColumn>& cols = d.input_columns.at(name);
+    HostArray a(DType::F32, {N, static_cast<int64_t>(cols.size())});
+    std::vector<int64_t> at;
+    for (size_t k = 0; k < cols.size(); ++k) {
+      const int64_t c = cols[k].index < 0 ? D + cols[k].index : cols[k].index;
+      SG_REQUIRE(c >= 0 && c < D, "data.inputs.", name, "[", k, "]: column ", cols[k].index, " is outside the ", D,
+                 " columns of ", where, "'s X");
+      at.push_back(c);
+    }
+    const float* x = X.data<float>();
+    float* y = a.data<float>();
+    for (int64_t r = 0; r < N; ++r)
+      for (size_t k = 0; k < at.size(); ++k) y[r * static_cast<int64_t>(at.size()) + static_cast<int64_t>(k)] = x[r * D + at[k]];
+    out.inputs[name] = std::move(a);
+  }
+  out.targets[targets[0]] = data.y;
+  return out;
+}
+
 }  // namespace
 
 void parse_named_data(const Node& n, DataConfig& d) {
   const bool csv = d.source == "csv";
   const bool named_source = csv || d.source == "npz" || d.source == "antiderivative";
+  const bool sequences = d.source == "sequence_task" || d.source == "text_file";
   // "targets" is also synthetic_regression's target count (an integer); by name it is an object.
   const bool targets_by_name = n.has("targets") && n.raw()["targets"].is_object();
-  SG_REQUIRE(named_source || !n.has("inputs"), n.at("inputs"), ": arrays by name come from sources \"npz\", ",
-             "\"csv\" and \"antiderivative\", not from \"", d.source, "\"");
+  SG_REQUIRE(!sequences || !n.has("inputs"), n.at("inputs"), ": source \"", d.source, "\" holds token sequences; ",
+             "arrays by name come from sources \"npz\", \"csv\" and \"antiderivative\", and column groups of one X ",
+             "from the other sources");
   SG_REQUIRE(named_source || !targets_by_name, n.at("targets"), ": targets by name come from sources \"npz\", ",
-             "\"csv\" and \"antiderivative\", not from \"", d.source, "\" (whose \"targets\" is a count)");
+             "\"csv\" and \"antiderivative\", not from \"", d.source, "\" (its one y is the target of the model's ",
+             "one output with a loss)");
   SG_REQUIRE(!named_source || !n.has("targets") || targets_by_name, n.at("targets"), ": expected an object by ",
              "output name, e.g. ", csv ? "{\"u\": [-1]}" : "{\"u\": \"U\"}", ", got ", type_of(n.raw()["targets"]));
-  parse_map(n, "inputs", csv, d.input_members, d.input_columns);
+  // A one-array source (digits, synthetic data, npy) splits its X into the model's inputs by
+  // column index, as a CSV file's columns: "inputs": {"x": [0, 1, 2], "t": [3]}.
+  parse_map(n, "inputs", csv || !named_source, d.input_members, d.input_columns);
+  if (!named_source)
+    for (const auto& [name, cols] : d.input_columns)
+      for (const CsvColumn& c : cols)
+        SG_REQUIRE(c.header.empty(), n.at("inputs"), ".", name, ": source \"", d.source, "\" has no header; ",
+                   "give its X's columns by index, got '", c.header, "'");
   if (targets_by_name) parse_map(n, "targets", csv, d.target_members, d.target_columns);
   for (const char* k : {"functions", "sensors", "points"})
     SG_REQUIRE(d.source == "antiderivative" || !n.has(k), n.at(k), ": \"", k,
@@ -95,14 +143,15 @@ NamedDataset load_named_data(const DataConfig& d, const std::vector<std::string>
   NamedDataset out;
   out.name = d.source == "antiderivative" ? "antiderivative" : std::filesystem::path(d.path).filename().string();
   const bool csv = d.source == "csv";
-  SG_REQUIRE(csv || d.source == "npz" || d.source == "antiderivative", "data.source \"", d.source,
-             "\" holds one X and one y; a graph model with several inputs or outputs takes its arrays by name from ",
-             "sources \"npz\", \"csv\" or \"antiderivative\" (data.inputs, data.targets)");
   auto check_known = [](const auto& given, const std::vector<std::string>& names, const char* key, const char* what) {
     for (const auto& kv : given)
       SG_REQUIRE(std::find(names.begin(), names.end(), kv.first) != names.end(), "data.", key, ".", kv.first,
                  ": the model has no ", what, " '", kv.first, "' (", what, "s: ", joined(names), ")");
   };
+  if (!csv && d.source != "npz" && d.source != "antiderivative") {
+    check_known(d.input_columns, inputs, "inputs", "input");
+    return cfg::split_columns(d, load_data(d), inputs, targets);
+  }
   if (csv) {
     check_known(d.input_columns, inputs, "inputs", "input");
     check_known(d.target_columns, targets, "targets", "output with a loss");
