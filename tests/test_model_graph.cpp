@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 
+#include "stepgraph/bench.h"
 #include "stepgraph/config.h"
+#include "stepgraph/data.h"
 #include "stepgraph/model.h"
+#include "stepgraph/run.h"
 #include "stepgraph/trainer.h"
 #include "test_errors.h"
 #include "test_util.h"
@@ -345,6 +349,56 @@ TEST(ModelGraph, ChunkedEvaluateIsExactForWeightedCrossEntropy) {
   const EvalResult a = chunked.evaluate(X, Y), b = whole.evaluate(X, Y);
   EXPECT_NEAR(a.terms.at("v"), b.terms.at("v"), 1e-6 * std::fabs(b.terms.at("v")));
   EXPECT_NEAR(a.loss, b.loss, 1e-6 * std::fabs(b.loss));
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// --mode verify on the graph-model example configs: graph replay equals eager, and each CUDA
+// step agrees with the CPU's from the same state (dropout masks, batch statistics included).
+TEST(ModelGraph, ExampleConfigsVerifyOnCuda) {
+  REQUIRE_GPU();
+  for (const char* name : {"deeponet", "two_input_regression", "graph_regression"}) {
+    const RunConfig cfg = load_config(std::string(SG_SOURCE_DIR) + "/configs/" + name + ".json");
+    const VerifyResult r = verify_run(cfg, RunOptions{}, 20, 1e-3);
+    std::cout << "[ verify   ] " << name << ": " << r.to_json().dump() << "\n";
+    EXPECT_EQ(r.graph_vs_eager, 0.0) << name;
+    EXPECT_TRUE(r.ok) << name << ": " << r.to_json().dump();
+  }
+}
+
+}  // namespace
+}  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+// bench/configs/*_graph.json spell the bench MLPs as graph models (their layers named d0, d1,
+// ...): from the same initial weights and batches they train bitwise as the Sequential on the CPU.
+TEST(ModelGraph, BenchConfigsAsGraphsTrainAsTheirSequentials) {
+  for (const char* name : {"seed_mlp", "mlp_8x256"}) {
+    const std::string dir = std::string(SG_SOURCE_DIR) + "/bench/configs/";
+    const RunConfig seq_cfg = load_config(dir + name + ".json"), graph_cfg = load_config(dir + name + "_graph.json");
+    EXPECT_FALSE(graph_cfg.named()) << name << ": one input, one output, one loss trains as any model";
+    const Dataset data = load_data(seq_cfg.data);
+    auto seq = trainer_from_config(seq_cfg, Device::CPU, 3, seq_cfg.trainer),
+         graph = trainer_from_config(graph_cfg, Device::CPU, 3, graph_cfg.trainer);
+    const int64_t B = 16, D = data.X.shape()[1];
+    seq->compile({B, D});
+    graph->compile({B, D});
+    std::map<std::string, HostArray> renamed;
+    for (const auto& [param, v] : seq->params()) renamed.emplace("d" + param, v);  // 0.weight -> d0.weight
+    graph->set_params(renamed);
+    for (int64_t s = 0; s < 3; ++s) {
+      std::vector<int64_t> rows;
+      for (int64_t r = 0; r < B; ++r) rows.push_back((s * 37 + r * 11) % data.X.shape()[0]);
+      const Dataset b = gather(data, rows);
+      EXPECT_EQ(seq->one_step(b.X, b.y), graph->one_step(b.X, b.y)) << name << " step " << s;
+    }
+  }
 }
 
 }  // namespace
