@@ -403,3 +403,42 @@ TEST(ModelGraph, BenchConfigsAsGraphsTrainAsTheirSequentials) {
 
 }  // namespace
 }  // namespace sg::test
+
+namespace sg::test {
+namespace {
+
+NamedDeviceArrays views_of(const NamedArrays& arrays) {
+  NamedDeviceArrays out;
+  for (const auto& [name, a] : arrays) out.emplace(name, DeviceArray{a.raw(), a.shape(), a.dtype()});
+  return out;
+}
+
+// Batches already in device memory by name: the CPU backend's device memory is host memory, so
+// the same arrays through set_batch_device train exactly as through set_batch.
+TEST(ModelGraph, DeviceBatchesByNameTrainAsHostBatches) {
+  TwoHeads m = two_heads();
+  Trainer host(m.model, two_terms(), std::make_shared<Adam>(1e-2), Device::CPU, 4);
+  Trainer dev(m.model, two_terms(), std::make_shared<Adam>(1e-2), Device::CPU, 4);
+  host.compile({8});
+  dev.compile({8});
+  for (int s = 0; s < 3; ++s) {
+    const int64_t rows = s < 2 ? 8 : 5;  // a smaller batch: its own compiled shape
+    const NamedArrays X = inputs_of(rows, 30 + s), Y = targets_of(rows, 30 + s);
+    dev.set_batch_device(views_of(X), views_of(Y));
+    dev.launch();
+    EXPECT_EQ(dev.loss(), host.one_step(X, Y)) << "step " << s;
+  }
+  const NamedArrays X = inputs_of(8, 1), Y = targets_of(8, 1);
+  NamedDeviceArrays bad = views_of(Y);
+  bad["v"].shape = {8, 3};
+  EXPECT_ERROR(dev.set_batch_device(views_of(X), bad), "batch target 'v' has shape [8, 3]", "needs [8, 2]");
+  bad = views_of(X);
+  bad["t"].data = nullptr;
+  EXPECT_ERROR(dev.set_batch_device(bad, views_of(Y)), "'t' is a null pointer");
+  bad = views_of(X);
+  bad.erase("x2");
+  EXPECT_ERROR(dev.set_batch_device(bad, views_of(Y)), "input 'x2' is missing");
+}
+
+}  // namespace
+}  // namespace sg::test

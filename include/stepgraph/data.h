@@ -33,6 +33,14 @@ struct Dataset {
 
 // Arrays by name: a graph model's inputs, its targets (by output name), its predictions.
 using NamedArrays = std::map<std::string, HostArray>;
+// An array in CUDA memory, row-major: a DLPack tensor's data, shape and dtype (by name: a graph
+// model's batch, Trainer::set_batch_device).
+struct DeviceArray {
+  const void* data = nullptr;
+  Shape shape;
+  DType dtype = DType::F32;
+};
+using NamedDeviceArrays = std::map<std::string, DeviceArray>;
 
 // A data set for a graph model: every model input and every output's target by name, each
 // [N, ...] with the same N (row i of every array is sample i).

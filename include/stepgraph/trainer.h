@@ -99,6 +99,10 @@ class Trainer {
   float one_step(const NamedArrays& inputs, const NamedArrays& targets);
   void one_step_async(const NamedArrays& inputs, const NamedArrays& targets);
   void set_batch(const NamedArrays& inputs, const NamedArrays& targets);
+  // The same batch already in CUDA memory (a CUDA trainer): copied device to device into the
+  // slots after the checks set_batch makes of names, shapes and dtypes (the values, labels among
+  // them, are not read).
+  void set_batch_device(const NamedDeviceArrays& inputs, const NamedDeviceArrays& targets);
   NamedArrays predict(const NamedArrays& inputs);           // every output, [rows, shape...]
   EvalResult evaluate(const NamedArrays& inputs, const NamedArrays& targets);
   const std::vector<LossTerm>& loss_term_specs() const { return terms_; }
@@ -231,8 +235,16 @@ class Trainer {
   void check_dataset_args(int64_t N, int64_t batch_size, LastBatch last, int shard, int shards) const;
   void install_resident(std::unique_ptr<Resident> r, const Shape& input_shape);
   void upload_named(Variant& v, const NamedArrays& inputs, const NamedArrays& targets, int64_t row0, int64_t rows);
+  // An array check_named reads: its shape and dtype, and its values when they are on the host.
+  struct ArrayRef {
+    Shape shape;
+    DType dtype;
+    const HostArray* host;  // null: device memory
+  };
   int64_t check_named(const Variant& v, const NamedArrays& inputs, const NamedArrays* targets,
                       const std::string& what) const;
+  int64_t check_named(const Variant& v, const std::map<std::string, ArrayRef>& inputs,
+                      const std::map<std::string, ArrayRef>* targets, const std::string& what) const;
   std::string loss_description() const;  // for checkpoints
 
   LayerPtr model_;

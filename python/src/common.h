@@ -145,7 +145,17 @@ void bind_trainer(nb::module_& m);
 // Graph models (model.cpp): the losses by output from {'u': loss, 'v': (loss, weight)}, batches
 // as dicts of host arrays by name, and arrays by name back as a dict of numpy arrays.
 std::vector<sg::LossTerm> loss_terms_of(nb::handle losses, const sg::Model& model);
-sg::NamedArrays named_arrays(nb::handle arrays, const std::string& what);
+sg::NamedArrays named_arrays(nb::handle arrays, const std::string& what);  // host arrays only
+// A training batch by name (named_batch.cpp): host arrays, or CUDA tensors kept alive for a
+// device-to-device copy; feed_named makes it the trainer's current batch (with the GIL released).
+struct NamedBatch {
+  bool device = false;
+  sg::NamedArrays host_inputs, host_targets;
+  std::vector<Imported> keep;
+  sg::NamedDeviceArrays device_inputs, device_targets;
+};
+NamedBatch named_batch(const PyTrainer& s, nb::handle X, nb::handle y, const std::string& fn);
+void feed_named(sg::Trainer& t, const NamedBatch& b);
 nb::dict to_dict(sg::NamedArrays arrays);
 void bind_run(nb::module_& m);
 

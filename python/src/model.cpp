@@ -84,24 +84,6 @@ std::vector<sg::LossTerm> loss_terms_of(nb::handle losses, const sg::Model& mode
   return terms;
 }
 
-sg::NamedArrays named_arrays(nb::handle arrays, const std::string& what) {
-  if (!nb::isinstance<nb::dict>(arrays))
-    throw InputError(what + ": this trainer's model has named inputs: expected a dict of arrays by name, got " +
-                     py_type_name(arrays));
-  sg::NamedArrays out;
-  for (auto [k, v] : nb::cast<nb::dict>(arrays)) {
-    const std::string name = nb::cast<std::string>(k);
-    const std::string label = what + "['" + name + "']";
-    Imported a = import_array(v, label);
-    if (a.on_device) throw InputError(label + ": a graph model takes host arrays (numpy or CPU tensors) in this version, got " + a.describe());
-    const bool integer = a.array.dtype().code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int) ||
-                         a.array.dtype().code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
-    sg::HostArray h = integer ? host_labels(a, label, INT32_MAX, true) : host_f32(a, label);
-    out.emplace(name, std::move(h));
-  }
-  return out;
-}
-
 nb::dict to_dict(sg::NamedArrays arrays) {
   nb::dict d;
   for (auto& [name, a] : arrays) d[name.c_str()] = to_numpy(std::move(a));

@@ -320,8 +320,12 @@ void bind_trainer(nb::module_& m) {
       .def("one_step",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
              if (s.t.has_named_io()) {
-               sg::NamedArrays in = named_arrays(X, "one_step: inputs"), tg = named_arrays(y, "one_step: targets");
-               return locked(s, [&](sg::Trainer& t) { return t.one_step(in, tg); });
+               const NamedBatch b = named_batch(s, X, y, "one_step");
+               return locked(s, [&](sg::Trainer& t) {
+                 feed_named(t, b);
+                 t.launch();
+                 return t.loss();
+               });
              }
              Batch b = prepare_batch(s, X, y, "one_step", true);
              return locked(s, [&](sg::Trainer& t) {
@@ -337,9 +341,11 @@ void bind_trainer(nb::module_& m) {
       .def("one_step_async",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
              if (s.t.has_named_io()) {
-               sg::NamedArrays in = named_arrays(X, "one_step_async: inputs"),
-                               tg = named_arrays(y, "one_step_async: targets");
-               return locked(s, [&](sg::Trainer& t) { t.one_step_async(in, tg); });
+               const NamedBatch b = named_batch(s, X, y, "one_step_async");
+               return locked(s, [&](sg::Trainer& t) {
+                 feed_named(t, b);
+                 t.launch();
+               });
              }
              Batch b = prepare_batch(s, X, y, "one_step_async", true);
              locked(s, [&](sg::Trainer& t) {
@@ -352,8 +358,8 @@ void bind_trainer(nb::module_& m) {
       .def("set_batch",
            [](PyTrainer& s, nb::handle X, nb::handle y) {
              if (s.t.has_named_io()) {
-               sg::NamedArrays in = named_arrays(X, "set_batch: inputs"), tg = named_arrays(y, "set_batch: targets");
-               return locked(s, [&](sg::Trainer& t) { t.set_batch(in, tg); });
+               const NamedBatch b = named_batch(s, X, y, "set_batch");
+               return locked(s, [&](sg::Trainer& t) { feed_named(t, b); });
              }
              Batch b = prepare_batch(s, X, y, "set_batch", true);
              locked(s, [&](sg::Trainer& t) {

@@ -148,3 +148,43 @@ def test_a_device_resident_data_set_by_name_trains_as_fed_batches():
         resident.set_dataset(X, {"u": Y["u"]}, 16)
     with pytest.raises(sg.InputError, match="expected a dict of arrays by name"):
         resident.set_dataset(X["x1"], Y["u"], 16)
+
+
+def test_cuda_tensors_by_name_are_checked_before_any_copy():
+    from conftest import FakeCudaTensor
+
+    t = sg.Trainer(issue_model(), {"u": sg.MeanSquaredError(), "v": sg.MeanSquaredError()}, sg.Adam(1e-3), device="cpu")
+    t.compile(8)
+    X, Y = batch(8, 1)
+    Xd = {k: FakeCudaTensor(v.shape) for k, v in X.items()}
+    with pytest.raises(sg.InputError, match=r"one_step: inputs\['x1'\]: the trainer runs on cpu, so it takes host arrays"):
+        t.one_step(Xd, {k: FakeCudaTensor(v.shape) for k, v in Y.items()})
+    with pytest.raises(sg.InputError, match=r"set_batch: inputs\['x1'\] is float32 \[8, 3\] on cuda:0 but "
+                                            r"targets\['u'\] is float32 \[8, 1\] on cpu: pass every array"):
+        t.set_batch(Xd, Y)
+    with pytest.raises(sg.InputError, match=r"predict: inputs\['x1'\]: expected a host array"):
+        t.predict(Xd)
+    assert t.launch_count == 0
+
+
+def test_cuda_tensors_by_name_train_as_host_arrays():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not (sg.cuda_available() and torch.cuda.is_available()):
+        pytest.skip("needs a GPU")
+    terms = {"u": sg.MeanSquaredError(), "v": (sg.MeanSquaredError(), 0.5)}
+    host = sg.Trainer(issue_model(), terms, sg.Adam(1e-2), device="cuda", seed=2)
+    dev = sg.Trainer(issue_model(), terms, sg.Adam(1e-2), device="cuda", seed=2)
+    for t in (host, dev):
+        t.compile(16)
+    for s in range(4):
+        X, Y = batch(16 if s < 3 else 12, 10 + s)  # the last a smaller batch: its own compiled shape
+        Xd = {k: torch.from_numpy(v).cuda() for k, v in X.items()}
+        Yd = {k: torch.from_numpy(v).cuda() for k, v in Y.items()}
+        assert dev.one_step(Xd, Yd) == host.one_step(X, Y), s
+    assert dev.loss_terms == host.loss_terms
+    for name, v in host.params().items():
+        np.testing.assert_array_equal(dev.params()[name], v)
+    with pytest.raises(sg.InputError, match=r"targets\['v'\]: a CUDA tensor must be C-contiguous"):
+        dev.one_step(Xd, {"u": Yd["u"], "v": torch.zeros(2, 12, device="cuda").t()})
+    with pytest.raises(sg.Error, match=r"batch target 'v' has shape \[12, 1\] but output 'v' needs \[12, 2\]"):
+        dev.one_step(Xd, {"u": Yd["u"], "v": Yd["u"].clone()})

@@ -135,16 +135,27 @@ void Trainer::build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool 
   if (training) optimizer_->build(g, append_backward(v.program, seeds, forward_ops));
 }
 
-// Checks the arrays against the variant's slots; returns the rows (the same for every array).
 int64_t Trainer::check_named(const Variant& v, const NamedArrays& inputs, const NamedArrays* targets,
                              const std::string& what) const {
+  auto refs = [](const NamedArrays& arrays) {
+    std::map<std::string, ArrayRef> r;
+    for (const auto& [name, a] : arrays) r.emplace(name, ArrayRef{a.shape(), a.dtype(), &a});
+    return r;
+  };
+  const std::map<std::string, ArrayRef> in = refs(inputs), tg = targets ? refs(*targets) : std::map<std::string, ArrayRef>{};
+  return check_named(v, in, targets ? &tg : nullptr, what);
+}
+
+// Checks the arrays against the variant's slots; returns the rows (the same for every array).
+int64_t Trainer::check_named(const Variant& v, const std::map<std::string, ArrayRef>& inputs,
+                             const std::map<std::string, ArrayRef>* targets, const std::string& what) const {
   SG_REQUIRE(graph_, "this trainer's model takes one X (and one y): pass arrays, not arrays by name");
   int64_t rows = -1;
   std::string first;
-  auto check_rows = [&](const std::string& label, const HostArray& a) {
-    SG_REQUIRE(!a.shape().empty(), what, " ", label, " is a scalar: expected [rows, ...]");
-    if (rows < 0) rows = a.shape()[0], first = label;
-    SG_REQUIRE(a.shape()[0] == rows, what, " ", label, " has ", a.shape()[0], " rows but ", first, " has ", rows);
+  auto check_rows = [&](const std::string& label, const ArrayRef& a) {
+    SG_REQUIRE(!a.shape.empty(), what, " ", label, " is a scalar: expected [rows, ...]");
+    if (rows < 0) rows = a.shape[0], first = label;
+    SG_REQUIRE(a.shape[0] == rows, what, " ", label, " has ", a.shape[0], " rows but ", first, " has ", rows);
   };
   const auto& names = graph_->input_names();
   for (const auto& [name, a] : inputs)
@@ -153,16 +164,16 @@ int64_t Trainer::check_named(const Variant& v, const NamedArrays& inputs, const 
   for (size_t i = 0; i < names.size(); ++i) {
     const auto it = inputs.find(names[i]);
     SG_REQUIRE(it != inputs.end(), what, ": input '", names[i], "' is missing (the model's inputs: ", joined(names), ")");
-    const HostArray& a = it->second;
+    const ArrayRef& a = it->second;
     const TensorInfo& slot = v.program.tensor(v.inputs[i]);
     const Shape per = graph_->input_shape(names[i]);
-    SG_REQUIRE(a.dtype() == slot.dtype, what, " input '", names[i], "' must be ", dtype_name(slot.dtype), ", got ",
-               dtype_name(a.dtype()));
+    SG_REQUIRE(a.dtype == slot.dtype, what, " input '", names[i], "' must be ", dtype_name(slot.dtype), ", got ",
+               dtype_name(a.dtype));
     check_rows(cat("input '", names[i], "'"), a);
-    const Shape got(a.shape().begin() + 1, a.shape().end());
+    const Shape got(a.shape.begin() + 1, a.shape.end());
     SG_REQUIRE(got == per || (got.size() == 1 && got[0] == numel(per)), what, " input '", names[i], "' has shape ",
-               shape_str(a.shape()), " but the model takes ", shape_str(with_batch(rows, per)));
-    check_token_ids(v.program, v.inputs[i], a, cat(what, " input '", names[i], "'"));
+               shape_str(a.shape), " but the model takes ", shape_str(with_batch(rows, per)));
+    if (a.host) check_token_ids(v.program, v.inputs[i], *a.host, cat(what, " input '", names[i], "'"));
   }
   if (!targets) return rows;
   for (const auto& target : *targets) {
@@ -179,24 +190,24 @@ int64_t Trainer::check_named(const Variant& v, const NamedArrays& inputs, const 
     const auto it = targets->find(name);
     SG_REQUIRE(it != targets->end(), what, ": the target of output '", name, "' is missing (", terms_[i].loss->describe(),
                " needs one)");
-    const HostArray& a = it->second;
+    const ArrayRef& a = it->second;
     const TensorInfo& slot = v.program.tensor(v.targets[i]);
-    SG_REQUIRE(a.dtype() == slot.dtype, what, " target '", name, "' must be ", dtype_name(slot.dtype), " (",
-               terms_[i].loss->describe(), "), got ", dtype_name(a.dtype()));
+    SG_REQUIRE(a.dtype == slot.dtype, what, " target '", name, "' must be ", dtype_name(slot.dtype), " (",
+               terms_[i].loss->describe(), "), got ", dtype_name(a.dtype));
     check_rows(cat("target '", name, "'"), a);
-    Shape want = slot.shape, got = a.shape();
+    Shape want = slot.shape, got = a.shape;
     want[0] = rows;
     if (got.size() == 1 && want.size() == 2 && want[1] == 1) got.push_back(1);  // [N] for one value per row
-    SG_REQUIRE(got == want, what, " target '", name, "' has shape ", shape_str(a.shape()), " but output '", name,
+    SG_REQUIRE(got == want, what, " target '", name, "' has shape ", shape_str(a.shape), " but output '", name,
                "' needs ", shape_str(want));
-    if (slot.dtype == DType::I32) {
+    if (slot.dtype == DType::I32 && a.host) {
       const int64_t C = v.program.tensor(v.outputs[static_cast<size_t>(
                                             std::find(graph_->output_names().begin(), graph_->output_names().end(), name) -
                                             graph_->output_names().begin())])
                             .shape.back();
       const int32_t lowest = slot.shape.size() > 1 ? -1 : 0;
-      for (int64_t k = 0; k < a.numel(); ++k) {
-        const int32_t l = a.data<int32_t>()[k];
+      for (int64_t k = 0; k < a.host->numel(); ++k) {
+        const int32_t l = a.host->data<int32_t>()[k];
         SG_REQUIRE(l >= lowest && l < C, what, " target '", name, "': label ", l, " at element ", k, " is outside [",
                    lowest, ", ", C, ")");
       }
@@ -239,6 +250,33 @@ void Trainer::set_batch(const NamedArrays& inputs, const NamedArrays& targets) {
   SG_REQUIRE(rows > 0, "set_batch: the batch has no rows");
   if (needs_compile(rows, "set_batch")) compile({rows});
   upload_named(*current_, inputs, targets, 0, rows);
+}
+
+void Trainer::set_batch_device(const NamedDeviceArrays& inputs, const NamedDeviceArrays& targets) {
+  settle();
+  SG_REQUIRE(current_, "set_batch_device: the trainer is not compiled: call compile({batch}) first");
+  SG_REQUIRE(!current_->resident, "set_batch_device: this trainer gathers its batches from the device-resident data set");
+  auto refs = [](const NamedDeviceArrays& arrays) {
+    std::map<std::string, ArrayRef> r;
+    for (const auto& [name, a] : arrays) {
+      SG_REQUIRE(a.data, "set_batch_device: '", name, "' is a null pointer");
+      r.emplace(name, ArrayRef{a.shape, a.dtype, nullptr});
+    }
+    return r;
+  };
+  const std::map<std::string, ArrayRef> in = refs(inputs), tg = refs(targets);
+  const int64_t rows = check_named(*current_, in, &tg, "batch");
+  SG_REQUIRE(rows > 0, "set_batch_device: the batch has no rows");
+  if (needs_compile(rows, "set_batch_device")) compile({rows});
+  Variant& v = *current_;
+  auto copy = [&](TensorId slot, const DeviceArray& a) {
+    backend_->copy_on_device(v.ptrs[slot], a.data, static_cast<size_t>(numel(a.shape)) * dtype_size(a.dtype));
+  };
+  const auto& names = graph_->input_names();
+  for (size_t i = 0; i < names.size(); ++i) copy(v.inputs[i], inputs.at(names[i]));
+  for (size_t i = 0; i < terms_.size(); ++i) copy(v.targets[i], targets.at(terms_[i].output));
+  const int32_t valid = static_cast<int32_t>(rows);
+  backend_->upload(v.ptrs[v.valid], &valid, sizeof(valid));
 }
 
 void Trainer::one_step_async(const NamedArrays& inputs, const NamedArrays& targets) {
