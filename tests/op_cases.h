@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "custom_test_ops.h"
 #include "jet_reference.h"
+#include "ops/custom_ops.h"
 #include "pinn/expression.h"
 
 namespace sg::test {
@@ -684,6 +686,36 @@ inline std::vector<OpCase> attention_cases() {
   return v;
 }
 
+// ---- User-defined ops (custom_test_ops.h) ----
+
+inline std::vector<OpCase> custom_cases() {
+  register_test_ops();
+  std::vector<OpCase> v;
+  {
+    CaseBuilder b(OpKind::Custom, "test_cube [5, 4]", 3100);
+    const TensorId X = b.random("X", {5, 4});
+    const TensorId Y = b.output("Y", {5, 4});
+    b.op({X}, {Y}, CustomAttrs{custom_op_id("test_cube"), false, 1, 1});
+    v.push_back(b.gradient(Y));
+  }
+  {
+    // Two inputs, two outputs; the seeded one is the first (the second's gradient is zero).
+    CaseBuilder b(OpKind::Custom, "test_mix [3, 2, 2], first output seeded", 3101);
+    const TensorId A = b.random("A", {3, 2, 2}), B = b.random("B", {3, 2, 2});
+    const TensorId P = b.output("P", {3, 2, 2}), S = b.output("S", {3, 2, 2});
+    b.op({A, B}, {P, S}, CustomAttrs{custom_op_id("test_mix"), false, 2, 2});
+    v.push_back(b.gradient(P));
+  }
+  return v;
+}
+
+inline void eval_custom_double(const Program& p, const Op& op, Values& v) {
+  std::vector<std::vector<double>> in;
+  for (TensorId t : op.in) in.push_back(v.at(p.tensor(t).name));
+  const auto out = test_op_reference(custom_op_def(op.attr<CustomAttrs>().id).name, in);
+  for (size_t k = 0; k < op.out.size(); ++k) v[p.tensor(op.out[k]).name] = out[k];
+}
+
 // ---- The cases of every kind, and the float64 references ----
 
 // The tensor ops' cases and float64 forward (tensor_op_cases.h, included at the end).
@@ -698,7 +730,7 @@ inline std::vector<OpCase> all_op_cases() {
                      add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, pointwise_loss_cases,
                      schedule_cases, sgd_cases,
                      adam_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
-                     layer_norm_cases, embedding_cases, attention_cases, abs_max_cases})
+                     layer_norm_cases, embedding_cases, attention_cases, abs_max_cases, custom_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})
     for (OpCase& c : jet_elementwise_cases(k)) all.push_back(std::move(c));
@@ -710,6 +742,10 @@ inline std::vector<OpCase> all_op_cases() {
 inline std::vector<double> reference_output(const OpCase& c, Values v) {
   const Op& op = c.p.ops()[0];
   if (op.kind == OpKind::JetActivation || op.kind == OpKind::FourierFeatures) return forward_double(c.p, v, c.out);
+  if (op.kind == OpKind::Custom) {
+    eval_custom_double(c.p, op, v);
+    return v.at(c.p.tensor(c.out).name);
+  }
   if (is_tensor_op_kind(op.kind) || op.kind == OpKind::Add) {  // Add: broadcasting too
     eval_tensor_op_double(c.p, op, v);
     return v.at(c.p.tensor(c.out).name);

@@ -261,6 +261,10 @@ TEST(OpTable, CudaMatchesTheCpuReference) {
                 << ": built without cuDNN, and the CUDA backend refuses convolutions then (it says so)\n";
       continue;
     }
+    if (c.kind == OpKind::Custom && !custom_op_def(c.p.ops()[0].attr<CustomAttrs>().id).cuda) {
+      std::cout << "[ skipped  ] " << c.name << ": a user-defined op without CUDA kernels (CUDA trainers refuse it)\n";
+      continue;
+    }
     compared += compare_with_cuda(c, {}, c.name, [&](const TensorInfo& t) { return cuda_tolerance(c, t); });
     // cuDNN's bf16 attention: an option, for head sizes that are multiples of 8.
     if (c.kind == OpKind::Attention && built_with_cudnn()) {

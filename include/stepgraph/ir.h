@@ -181,9 +181,12 @@ enum class OpKind : uint8_t {
   BatchNormBackward,    // in {dY, X, gamma, mean, rstd}                   out {dX|-, dgamma|-, dbeta|-}
   // Predict and evaluate: Y = (X - rm) / sqrt(rv + eps) * gamma + beta, no gradient.
   BatchNormInference,   // in {X[..., C], gamma[C], beta[C], rm[C], rv[C]}  out {Y}
+  // A user-defined op (custom_op.h): its kernels, shapes and backward from the registry entry
+  // CustomAttrs::id. The backward is the same kind with backward = true.
+  Custom,               // in {X...}  out {Y...};  backward: in {dY..., X..., Y...}  out {dX|-...}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::BatchNormInference) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::Custom) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -322,6 +325,11 @@ struct DropoutAttrs {
   double p = 0.5;    // the probability of zeroing an element, in [0, 1)
   uint64_t key = 0;  // the mask's stream: the trainer's seed mixed with the layer's name
 };
+struct CustomAttrs {
+  int32_t id = -1;         // the registry entry (src/ops/custom_ops.h)
+  bool backward = false;
+  int32_t inputs = 0, outputs = 0;  // the forward op's counts
+};
 struct BatchNormAttrs {
   double eps = 1e-5;
   double momentum = 0.1;  // the running statistics' update weight, in (0, 1]
@@ -353,7 +361,7 @@ using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttr
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
                              SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs, MatMulAttrs, TransposeAttrs,
-                             BatchNormAttrs>;
+                             BatchNormAttrs, CustomAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -2,6 +2,7 @@
 #include "stepgraph/model.h"
 
 #include "ir/op_table.h"
+#include "ops/custom_ops.h"
 
 #include <algorithm>
 #include <atomic>
@@ -30,7 +31,7 @@ struct ModelNode {
     switch (kind) {
       case Kind::Input: return "input";
       case Kind::Layer: return layer->describe().substr(0, layer->describe().find('('));
-      case Kind::Op: return op_kind_name(op);
+      case Kind::Op: return op == OpKind::Custom ? custom_op_def(std::get<CustomAttrs>(attrs).id).name : op_kind_name(op);
     }
     return "node";
   }
@@ -81,6 +82,7 @@ std::vector<TensorId> emit_op(GraphBuilder& g, const ModelNode& n, const std::ve
   Program& p = g.program();
   SG_REQUIRE(!g.jet(), "model node '", label, "' (", op_kind_name(n.op),
              "): tensor ops do not run on jets yet; a physics-informed network is a chain of layers");
+  if (n.op == OpKind::Custom) return emit_custom(g, std::get<CustomAttrs>(n.attrs).id, in, label);
   const std::string where = cat("model node '", label, "' (", op_kind_name(n.op), ")");
   std::vector<Shape> outs;
   const Shape& x = p.tensor(in[0]).shape;
@@ -385,6 +387,22 @@ std::vector<SymbolicTensor> split(const SymbolicTensor& x, const std::vector<int
   std::vector<SymbolicTensor> pieces;
   for (size_t i = 0; i < sizes.size(); ++i) pieces.emplace_back(first.node(), static_cast<int>(i));
   return pieces;
+}
+
+std::vector<SymbolicTensor> custom(const std::string& op, const std::vector<SymbolicTensor>& inputs, std::string name) {
+  SG_REQUIRE(!inputs.empty(), "user-defined op '", op, "': give it at least one input");
+  const int32_t id = custom_op_id(op);
+  // The output count comes from the definition's shapes (make_node checks them again).
+  std::vector<Shape> per;
+  for (const SymbolicTensor& t : inputs) per.push_back(t.defined() ? t.shape() : Shape{});
+  const size_t outs = custom_output_shapes(custom_op_def(id), per, cat("user-defined op '", op, "'")).size();
+  const SymbolicTensor first = make_node(op_node(OpKind::Custom, inputs,
+                                                 CustomAttrs{id, false, static_cast<int32_t>(inputs.size()),
+                                                             static_cast<int32_t>(outs)},
+                                                 std::move(name)));
+  std::vector<SymbolicTensor> out;
+  for (size_t i = 0; i < outs; ++i) out.emplace_back(first.node(), static_cast<int>(i));
+  return out;
 }
 
 SymbolicTensor activation(const SymbolicTensor& x, const ActivationAttrs& attrs, std::string name) {

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "autodiff/grad_builder.h"
+#include "ops/custom_ops.h"
 #include "ops/data_ops.h"
 #include "ops/dense_ops.h"
 #include "ops/image_ops.h"
@@ -36,7 +37,7 @@ constexpr const OpDef* kRows[] = {
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
     &kClipGradNorm,  &kMatMul,           &kTranspose,
-    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference,
+    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference, &kCustom,
 };
 
 constexpr bool rows_in_kind_order() {

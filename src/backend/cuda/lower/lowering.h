@@ -81,6 +81,7 @@ class Lowering {
   void update_op(int i, const Op& op);  // SgdUpdate, AdamUpdate
   void clip_op(const Op& op);           // ClipGradNorm
   void matmul_op(const Op& op);         // MatMul (matmul.cpp)
+  void custom_op(const Op& op);         // Custom: a user-defined op's launcher (custom.cpp)
 
   // Convolution, pooling and reshape ops (image_lowering.h).
   ImageLowering& image();

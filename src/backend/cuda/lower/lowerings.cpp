@@ -91,6 +91,7 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::BatchNorm, [](L& l, int, const Op& op) { l.tensor().batch_norm(op); }},
     {OpKind::BatchNormBackward, [](L& l, int, const Op& op) { l.tensor().batch_norm_backward(op); }},
     {OpKind::BatchNormInference, [](L& l, int, const Op& op) { l.tensor().batch_norm_inference(op); }},
+    {OpKind::Custom, [](L& l, int, const Op& op) { l.custom_op(op); }},
 };
 
 constexpr bool rows_in_kind_order() {

@@ -1,0 +1,33 @@
+// Lowering of user-defined ops (OpKind::Custom): the registered CUDA launcher, called once per
+// step while the step is run op by op and once at capture; replays re-run what it launched.
+#include "backend/cuda/lower/lowering.h"
+#include "ops/custom_ops.h"
+
+namespace sg::cuda {
+
+void Lowering::custom_op(const Op& op) {
+  const CustomAttrs a = op.attr<CustomAttrs>();
+  const CustomOpDef& d = custom_op_def(a.id);
+  const CustomKernel* k = a.backward ? &d.cuda_backward : &d.cuda;  // registry entries never move
+  SG_REQUIRE(*k, "op '", op.name, "' (user-defined '", d.name, "'): no CUDA ", a.backward ? "backward" : "forward",
+             " is registered (", a.backward ? "cuda_backward" : "cuda", "); train it on the CPU backend, or register one");
+  CustomOpArgs args = custom_op_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
+  notes_ << "user-defined op '" << d.name << "'" << (a.backward ? " (backward)" : "");
+  const std::string who = cat("user-defined op '", d.name, "'", a.backward ? " (backward)" : "");
+  add_step(op, [args, k, who](cudaStream_t s) mutable {
+    args.stream = s;
+    run_custom_kernel(*k, args, who);
+    // Inside a capture, a synchronize, an allocation or work on another stream invalidates it;
+    // outside, a bad launch leaves its error: either way the op is named here, not later.
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    const cudaError_t q = cudaStreamIsCapturing(s, &st);
+    const cudaError_t e = cudaGetLastError();
+    SG_REQUIRE(st != cudaStreamCaptureStatusInvalidated && q == cudaSuccess, who,
+               ": its CUDA function did something graph capture forbids (a synchronize, an allocation, a copy to "
+               "pageable memory or work on another stream; launch on the given stream only): ",
+               cudaGetErrorString(e != cudaSuccess ? e : q));
+    SG_REQUIRE(e == cudaSuccess, who, ": its CUDA function left an error: ", cudaGetErrorString(e));
+  });
+}
+
+}  // namespace sg::cuda
