@@ -2,8 +2,9 @@
 # examples/cpp_consumer against it twice, through find_package(stepgraph) and through pkg-config
 # (skipped, and said, without pkg-config), and a third time from the sources through FetchContent
 # (a CPU-only build of the library inside the consumer's); then the README's C++ example through
-# pkg-config. Also checks the installed `stepgraph --version`.
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DGENERATOR=... [-DCUDA_ROOT=...]
+# pkg-config; and examples/custom_op, a user-defined op with its CUDA kernel, through find_package.
+# Also checks the installed `stepgraph --version`.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DGENERATOR=... [-DCUDA_ROOT=...] [-DCUDA_ARCHITECTURES=...]
 #         -P package_consumer.cmake
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -38,6 +39,17 @@ run("configure examples/cpp_consumer (find_package)" "${CMAKE_COMMAND}" -S "${SO
     "-DCMAKE_PREFIX_PATH=${prefix}" ${cuda_args})
 run("build examples/cpp_consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer")
 run("run train_digits (find_package)" "${WORK_DIR}/consumer/train_digits")
+
+# A user-defined op (a CUDA kernel with a CUDA build) built against the installed package.
+set(arch_args "")
+if(CUDA_ARCHITECTURES)
+  set(arch_args "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}")
+endif()
+run("configure examples/custom_op (find_package)" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples/custom_op"
+    -B "${WORK_DIR}/custom_op" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER=${CXX}"
+    "-DCMAKE_PREFIX_PATH=${prefix}" ${cuda_args} ${arch_args})
+run("build examples/custom_op" "${CMAKE_COMMAND}" --build "${WORK_DIR}/custom_op")
+run("run snake_op (a user-defined op)" "${WORK_DIR}/custom_op/snake_op")
 
 run("configure examples/cpp_consumer (FetchContent, CPU only)" "${CMAKE_COMMAND}"
     -S "${SOURCE_DIR}/examples/cpp_consumer" -B "${WORK_DIR}/fetched" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
