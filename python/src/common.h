@@ -140,6 +140,7 @@ auto locked(PyTrainer& s, F&& f) -> decltype(f(s.t)) {
 }
 
 void bind_model(nb::module_& m);
+void bind_custom_ops(nb::module_& m);  // custom_op.cpp: stepgraph.CustomOp's registry entries
 void bind_trainer(nb::module_& m);
 
 // Graph models (model.cpp): the losses by output from {'u': loss, 'v': (loss, weight)}, batches

@@ -220,6 +220,10 @@ NB_MODULE(_stepgraph, m) {
            [](sg::Sequential* self, nb::args args) {
              std::vector<sg::LayerPtr> layers;
              auto add = [&](nb::handle h) {
+               if (!nb::isinstance<sg::Layer>(h) && nb::hasattr(h, "_as_layer")) {  // a stepgraph.CustomOp
+                 layers.push_back(nb::cast<sg::LayerPtr>(h.attr("_as_layer")()));
+                 return;
+               }
                if (!nb::isinstance<sg::Layer>(h))
                  throw InputError("Sequential: expected layers (Dense, Sequential, Residual), got " +
                                   py_type_name(h));
@@ -565,6 +569,7 @@ NB_MODULE(_stepgraph, m) {
                    "The cudaStream_t it captures on and launches into, as an int.");
 
   bind_model(m);
+  bind_custom_ops(m);
   bind_trainer(m);
   bind_run(m);
 }

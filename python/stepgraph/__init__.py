@@ -78,6 +78,7 @@ from ._stepgraph import (
     make_antiderivative,
 )
 from . import _stepgraph
+from ._custom import CustomOp
 
 
 # Standalone activations of symbolic tensors: sg.relu(x) is sg.activation(x, "relu").
@@ -101,6 +102,7 @@ def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
     return activation(x, "silu", name=name)
 
 __all__ = [
+    "CustomOp",
     "L1Loss",
     "HuberLoss",
     "BinaryCrossEntropyWithLogits",

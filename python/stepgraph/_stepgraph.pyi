@@ -160,6 +160,15 @@ def concat(tensors: Sequence[SymbolicTensor], axis: int = -1, name: str = '') ->
 def split(x: SymbolicTensor, sizes: Sequence[int], axis: int = -1, name: str = '') -> list[SymbolicTensor]:
     """Pieces of the given sizes along a feature axis."""
 
+def custom(op: str, inputs: Sequence[SymbolicTensor], name: str = '') -> list[SymbolicTensor]:
+    """A registered user-defined op applied to symbolic tensors: one tensor per output."""
+
+def custom_layer(op: str, name: str = '') -> Layer:
+    """A registered user-defined op of one input and one output as a layer."""
+
+def _register_python_op(op: object, name: str, has_backward: bool) -> str:
+    """Registers a stepgraph.CustomOp object as a user-defined op; returns its registry name."""
+
 def activation(x: SymbolicTensor, activation: ActivationName, negative_slope: float = 0.01, alpha: float = 1.0, name: str = '') -> SymbolicTensor:
     """A standalone activation (any of Dense's; leaky_relu's slope, elu's alpha)."""
 

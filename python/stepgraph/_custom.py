@@ -1,0 +1,68 @@
+"""User-defined ops written in Python: subclass CustomOp.
+
+    class Cube(sg.CustomOp):
+        def output_shapes(self, x_shape):            # per-sample shapes in, a list out
+            return [x_shape]
+        def forward(self, inputs, outputs, stream):  # write the outputs in place
+            x, = inputs; y, = outputs
+            y[...] = x ** 3
+        def backward(self, grad_outputs, inputs, outputs, grad_inputs, stream):
+            dy, = grad_outputs; x, = inputs; dx, = grad_inputs
+            dx[...] = 3 * x * x * dy
+
+    y = Cube()(x)                        # a model graph; Sequential(Dense(8), Cube(), Dense(1)) too
+
+On the CPU backend the arrays are writable numpy views of the plan's buffers and `stream` is
+None. On CUDA they are DLPack-capable device views (cupy.from_dlpack, torch.from_dlpack) and
+`stream` is the cudaStream_t as an int: launch on it (torch.cuda.ExternalStream, CuPy's
+ExternalStream, ...), without synchronizing or allocating. The CUDA functions run at warm-up and
+at capture; the step's CUDA graph replays what they launched without calling Python again.
+Arrays of the backward a gradient is not needed for are None; grad_inputs are overwritten (the
+engine adds them up where other ops contribute too). Without a backward method the op is not
+differentiable: training a model that needs gradients through it is refused by name.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import _stepgraph
+
+
+class CustomOp:
+    """Base class of user-defined ops; see the module's docstring."""
+
+    def __init__(self, name: Optional[str] = None) -> None:
+        self.name = name if name is not None else type(self).__name__
+        self._registered: Optional[str] = None
+
+    # ---- what a subclass writes ----
+    def output_shapes(self, *input_shapes: tuple) -> Sequence[tuple]:
+        raise NotImplementedError(f"{type(self).__name__}.output_shapes: per-sample shapes of the outputs")
+
+    def forward(self, inputs: list, outputs: list, stream: Optional[int]) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.forward: write every output in place")
+
+    # backward(self, grad_outputs, inputs, outputs, grad_inputs, stream): optional.
+
+    # ---- how it joins a model ----
+    @property
+    def op(self) -> str:
+        """The name it is registered under (the name, or name-2, ... when taken)."""
+        if self._registered is None:
+            has_backward = callable(getattr(self, "backward", None))
+            self._registered = _stepgraph._register_python_op(self, self.name, has_backward)
+        return self._registered
+
+    def __call__(self, *inputs: _stepgraph.SymbolicTensor) -> Any:
+        """The op on symbolic tensors: one tensor, or a tuple of them when it has several outputs."""
+        if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
+            inputs = tuple(inputs[0])
+        out = _stepgraph.custom(self.op, list(inputs), self.name)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _as_layer(self) -> _stepgraph.Layer:
+        """The op as a Sequential layer (one input, one output)."""
+        return _stepgraph.custom_layer(self.op, self.name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
