@@ -600,6 +600,18 @@ sg_cli_ok(cli_pinn_heat1d_builtin
   EQUAL "event=summary|steps=300|task=physics-informed"
   MAX "rel_l2_error=0.2"
   TIMEOUT 300)
+# An inverse problem: Burgers' viscosity learned from 2,000 observations of the exact solution
+# (the GPU run that recovers it is in bench/RESULTS.md); the coefficient is reported by name.
+sg_cli_ok(cli_pinn_burgers_inverse_reports_its_coefficient
+  ARGS train "${SG_CONFIGS}/burgers_inverse.json" --steps 3 --device cpu --json
+  OUT "${SG_RUNS}/pinn_burgers_inverse"
+  KEYS "event|steps|rel_l2_error|coefficients|loss_terms"
+  EQUAL "event=summary|steps=3|task=physics-informed"
+  TIMEOUT 300)
+sg_cli_ok(cli_pinn_burgers_inverse_progress_names_the_coefficient
+  ARGS train "${SG_CONFIGS}/burgers_inverse.json" --steps 2 --device cpu
+  STDOUT "step 2/2  loss [^ ]+  nu 0\\.0[0-9]+.*learned nu = 0\\.0"
+  TIMEOUT 300)
 # The boundary term's points ride in the residual's network pass: 256 value rows, then the jets.
 sg_cli_ok(cli_explain_pinn_one_pass
   ARGS explain "${SG_CONFIGS}/poisson2d.json" --device cpu

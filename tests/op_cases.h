@@ -253,6 +253,15 @@ inline std::vector<OpCase> sample_points_cases() {
   return v;
 }
 
+inline std::vector<OpCase> observed_points_cases() {
+  CaseBuilder b(OpKind::ObservedPoints, "3 points of 2 coordinates, 1 value", 410);
+  auto table = std::make_shared<std::vector<float>>(std::vector<float>{0.1f, -2, 3, 4.5f, 5, -6, 7, 8.25f, 9});
+  b.op({}, {b.output("X", {3, 2}), b.output("XV", {3, 3})}, ObservedAttrs{table});
+  std::vector<OpCase> v;
+  v.push_back(b.done());
+  return v;
+}
+
 // ---- Data ----
 
 inline std::vector<OpCase> gather_batch_cases() {
@@ -726,7 +735,7 @@ inline void eval_tensor_op_double(const Program& p, const Op& op, Values& v);
 // Backward kinds have no builder: the gradient cases of their forward kinds run them.
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, dense_cases,
+  for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, observed_points_cases, dense_cases,
                      add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, pointwise_loss_cases,
                      schedule_cases, sgd_cases,
                      adam_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,

@@ -216,6 +216,26 @@ TEST(Cuda, PinnGraphReplayEqualsEagerBitwise) {
   EXPECT_EQ(graph->capture_count(), 1);
 }
 
+// An inverse problem: observations riding in the residual's pass and a coefficient read by the
+// residual and a condition (its gradient summed over the rows of its column of dU).
+pinn::Problem inverse_problem() {
+  pinn::Problem p = pinn::parse_problem(nlohmann::json::parse(R"J({
+    "type": "burgers1d", "interior_points": 1500, "boundary_points": 300,
+    "coefficients": {"nu": 0.05}, "observations": [{"sample_exact": 400, "seed": 2, "weight": 3}]})J"));
+  return p;
+}
+
+TEST(Cuda, InverseProblemMatchesTheCpuAndReplaysAsEager) {
+  REQUIRE_GPU();
+  auto model = sequential({dense(32, Activation::Tanh), dense(32, Activation::Tanh), dense(1)});
+  Built b = pinn_program(inverse_problem(), *model, Adam(1e-3));
+  compare_backends(b.p, b.specs, 61, "burgers with a coefficient and observations, 3 steps", 3, 3e-4);
+  auto graph = pinn_trainer(ExecMode::Graph, inverse_problem()), eager = pinn_trainer(ExecMode::Eager, inverse_problem());
+  expect_bitwise_same_steps({graph.get(), eager.get()}, 30);
+  EXPECT_EQ(graph->capture_count(), 1);
+  EXPECT_NE(graph->coefficients().at("nu"), 0.05f);
+}
+
 // Fixed points and frozen Fourier features (the invariant prefix, ir.h) run once, before the
 // first step, and stay out of the graph. Eager steps and graph replays still agree bit for bit
 // and match the CPU, which computes them every step; a checkpoint load that rewrites the
@@ -305,7 +325,7 @@ TEST(Cuda, Tf32x3TensorCoreProductsMatchFp64) {
 // (seed, step), so their losses and parameters agree (graph and eager bitwise).
 TEST(Cuda, VerifyModeRunsPhysicsInformedConfigs) {
   REQUIRE_GPU();
-  for (const char* name : {"poisson2d.json", "custom_heat.json"}) {
+  for (const char* name : {"poisson2d.json", "custom_heat.json", "burgers_inverse.json"}) {
     SCOPED_TRACE(name);
     RunConfig cfg = load_config(std::string(SG_SOURCE_DIR) + "/configs/" + name);
     const VerifyResult r = verify_run(cfg, RunOptions{}, 20, 1e-3);

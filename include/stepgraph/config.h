@@ -85,11 +85,12 @@ struct RunConfig {
 };
 
 // Builds every object; unknown keys and bad values are Errors naming the JSON path.
-RunConfig parse_config(const nlohmann::json& j);
+RunConfig parse_config(const nlohmann::json& j, const std::string& base_dir = "");
 // Reads a file: unreadable files and malformed JSON (with line and column) are Errors.
 RunConfig load_config(const std::string& path);
 // The same from a config's text; `source` names it in errors (a file name; empty: "config").
-// Relative data paths stay as written. Strict JSON (src/core/json_text.h): at most 64 MiB and 64
+// Relative data paths stay as written; a problem's observation files resolve against the folder of
+// `source` (when it names a file). Strict JSON (src/core/json_text.h): at most 64 MiB and 64
 // levels of nesting, no duplicate keys, no numbers beyond a double's range.
 RunConfig parse_config_text(const std::string& text, const std::string& source);
 // The embedded default: an MLP on the digits data.

@@ -81,6 +81,11 @@ enum class OpKind : uint8_t {
   // Collocation points drawn on the device: uniform in the box (or on one face of it), redrawn
   // every `every` steps from (seed, step / every); every = 0 draws once (step 0's points).
   SamplePoints,         // in {step i32[1]}       out {X[M,d]}
+  // Observed points of a physics-informed data term (an inverse problem's measurements): the
+  // table of ObservedAttrs, rows (coordinates, values), written as X (the coordinates, the
+  // network's input) and XV (the whole rows, which the term's expression loss reads: its
+  // values as coordinates d, d+1, ...). The same every step.
+  ObservedPoints,       // in {}                  out {X[N,d], XV[N,d+k]}
   // Dense also takes X [B, ..., I] (each row of the leading dimensions: sequences of tokens).
   Dense,                // in {X[B,I], W[O,I], b[O]|-}  out {Y[B,O], Z[B,O]|-}   Y = act(X W^T + b)
   DenseBackward,        // in {dY, X, W, Y, Z|-}        out {dX|-, dW, db|-}
@@ -292,6 +297,9 @@ struct ExprLossAttrs {
   double weight = 1.0;
   std::string label;          // for reports: "residual", "boundary x=0", ...
 };
+struct ObservedAttrs {
+  std::shared_ptr<const std::vector<float>> table;  // N rows of d coordinates and k values
+};
 struct SampleAttrs {
   uint64_t seed = 0;
   int64_t every = 0;
@@ -358,7 +366,7 @@ struct ReduceAttrs {
   bool keepdims = false;  // Y keeps the axis as size 1
 };
 using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttrs, SgdAttrs, AdamAttrs,
-                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ConvAttrs, PoolAttrs,
+                             GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ObservedAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
                              SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs, MatMulAttrs, TransposeAttrs,
                              BatchNormAttrs, CustomAttrs>;

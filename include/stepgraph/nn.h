@@ -18,17 +18,19 @@ namespace sg {
 //   xavier: U(-a, a), a = sqrt(6 / (fan_in + fan_out))   (Glorot uniform)
 //   normal: N(0, std^2)
 //   zeros, ones
+//   constant: every element the given value (a physics problem's trainable coefficient)
 struct Init {
-  enum class Kind : uint8_t { He, Xavier, Normal, Zeros, Ones };
+  enum class Kind : uint8_t { He, Xavier, Normal, Zeros, Ones, Constant };
   Kind kind = Kind::He;
-  double std = 0.0;  // normal only
+  double std = 0.0;  // normal: the standard deviation; constant: the value
 
   static Init he() { return {Kind::He, 0}; }
   static Init xavier() { return {Kind::Xavier, 0}; }
   static Init normal(double std) { return {Kind::Normal, std}; }
   static Init zeros() { return {Kind::Zeros, 0}; }
   static Init ones() { return {Kind::Ones, 0}; }
-  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros", "ones"
+  static Init constant(double value) { return {Kind::Constant, value}; }
+  std::string str() const;  // "he", "xavier", "normal(0.02)", "zeros", "ones", "constant(0.05)"
 };
 
 // How a parameter is initialised: its (fixed) name, shape and rule.

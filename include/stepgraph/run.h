@@ -57,6 +57,7 @@ struct RunSummary {
   std::map<std::string, float> loss_terms;
   std::map<std::string, double> val_terms;  // graph models: each term over the validation split
   std::map<std::string, float> amax;        // dense layers with amax: max |output| of the last step
+  std::map<std::string, float> coefficients;  // physics-informed problems: the learned coefficients
   nlohmann::json to_json() const;
 };
 

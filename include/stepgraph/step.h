@@ -19,6 +19,9 @@ struct CustomStep {
   size_t num_forward_ops = 0;                         // ops [0, n) are the forward pass
   std::vector<std::pair<std::string, TensorId>> terms;  // named loss terms, f32 [1] each
   int64_t input_dim = 0;                              // the model's input width (for predict)
+  // Parameters the step adds beside the model's, reported by name (Trainer::coefficients):
+  // a physics problem's trainable coefficients.
+  std::vector<std::pair<std::string, TensorId>> coefficients;
 };
 using StepBuilder = std::function<CustomStep(GraphBuilder& g, Layer& model)>;
 

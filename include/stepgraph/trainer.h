@@ -109,6 +109,8 @@ class Trainer {
   // Each named term of the last step: a custom step's terms, or a graph model's by output
   // (unweighted; loss() is their weighted sum).
   std::map<std::string, float> loss_terms() const;
+  // A custom step's coefficients (a physics problem's trainable ones) by name, as they are now.
+  std::map<std::string, float> coefficients() const;
   // max |output| of the last step for every dense layer built with amax, by tensor name
   // ('0.amax', ...); empty when no layer records it.
   std::map<std::string, float> amax() const;

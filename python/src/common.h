@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "stepgraph/pinn.h"
 #include "stepgraph/trainer.h"
 
 namespace sgpy {
@@ -129,6 +130,7 @@ struct PyTrainer {
   std::mutex mu;       // one call at a time: calls release the GIL while they run
   bool cuda = false;   // the backend is CUDA
   int device_id = 0;   // the CUDA device the backend was created on
+  std::shared_ptr<const sg::pinn::Problem> problem;  // a physics-informed trainer's problem
 };
 
 // Runs f(trainer) with the GIL released and the trainer's mutex held.
@@ -142,6 +144,11 @@ auto locked(PyTrainer& s, F&& f) -> decltype(f(s.t)) {
 void bind_model(nb::module_& m);
 void bind_custom_ops(nb::module_& m);  // custom_op.cpp: stepgraph.CustomOp's registry entries
 void bind_trainer(nb::module_& m);
+void bind_problem(nb::module_& m);  // problem.cpp: stepgraph.pinn.Problem's checks, coefficients, rel_l2_error
+// A trainer for the physics-informed problem given as the config's JSON `problem` section (the
+// text of stepgraph.pinn.Problem), compiled.
+void new_problem_trainer(PyTrainer* self, sg::LayerPtr model, const std::string& problem_json, sg::OptimizerPtr opt,
+                         sg::Device d, uint64_t seed, sg::TrainerOptions o);
 
 // Graph models (model.cpp): the losses by output from {'u': loss, 'v': (loss, weight)}, batches
 // as dicts of host arrays by name, and arrays by name back as a dict of numpy arrays.

@@ -161,6 +161,7 @@ NB_MODULE(_stepgraph, m) {
             case sg::Init::Kind::Normal: return "normal";
             case sg::Init::Kind::Zeros: return "zeros";
             case sg::Init::Kind::Ones: return "ones";
+            case sg::Init::Kind::Constant: return "constant";
           }
           return "?";
         }, "'he', 'xavier', 'normal' or 'zeros'.")
@@ -571,5 +572,6 @@ NB_MODULE(_stepgraph, m) {
   bind_model(m);
   bind_custom_ops(m);
   bind_trainer(m);
+  bind_problem(m);
   bind_run(m);
 }

@@ -140,8 +140,9 @@ void bind_run(nb::module_& m) {
             sum = sg::train_run(cfg, o);
             out.os.flush();
           }
-          return nb::make_tuple(sum.to_json().dump(),
-                                nb::cast(new PyTrainer(std::move(trained)), nb::rv_policy::take_ownership));
+          auto* made = new PyTrainer(std::move(trained));
+          if (cfg.problem) made->problem = std::make_shared<const sg::pinn::Problem>(*cfg.problem);
+          return nb::make_tuple(sum.to_json().dump(), nb::cast(made, nb::rv_policy::take_ownership));
         },
         "json_text"_a.none(), "path"_a.none(), "steps"_a.none(), "device"_a.none(), "seed"_a.none(),
         "out_dir"_a = "", "resume"_a = "", "overwrite"_a = false, "weights_only"_a = false, "json"_a = false,
@@ -160,7 +161,9 @@ void bind_run(nb::module_& m) {
             nb::gil_scoped_release r;
             t = sg::trainer_from_config(cfg, device.value_or(""), seed);
           }
-          return new PyTrainer(std::move(t));
+          auto* made = new PyTrainer(std::move(t));
+          if (cfg.problem) made->problem = std::make_shared<const sg::pinn::Problem>(*cfg.problem);
+          return made;
         },
         "json_text"_a.none(), "path"_a.none(), "device"_a.none(), "seed"_a.none(), nb::rv_policy::take_ownership,
         "The Trainer a configuration describes (see stepgraph.Trainer.from_config).");

@@ -226,15 +226,17 @@ void bind_trainer(nb::module_& m) {
               bool deterministic, bool fusion, bool concurrent, const std::string& plan_cache) {
              if (!model) throw InputError("Trainer: model is None");
              if (loss.is_none()) throw InputError("Trainer: loss is None");
+             const bool problem = nb::hasattr(loss, "_stepgraph_problem_json");
              auto graph = std::dynamic_pointer_cast<sg::Model>(model);
-             const bool named = nb::isinstance<nb::dict>(loss) ||
-                                (graph && (graph->input_names().size() > 1 || graph->output_names().size() > 1));
+             const bool named = !problem && (nb::isinstance<nb::dict>(loss) ||
+                                (graph && (graph->input_names().size() > 1 || graph->output_names().size() > 1)));
              std::vector<sg::LossTerm> terms;
              if (named) {
                if (!graph) throw InputError("Trainer: losses by output name need a stepgraph.Model, got " + model->describe());
                terms = loss_terms_of(loss, *graph);
-             } else if (!nb::isinstance<sg::Loss>(loss)) {
-               throw InputError("Trainer: loss must be a stepgraph loss (or a dict of them by output), got " +
+             } else if (!problem && !nb::isinstance<sg::Loss>(loss)) {
+               throw InputError("Trainer: loss must be a stepgraph loss (or a dict of them by output, or a "
+                                "stepgraph.pinn.Problem), got " +
                                 py_type_name(loss));
              }
              if (!opt) throw InputError("Trainer: optimizer is None");
@@ -255,6 +257,11 @@ void bind_trainer(nb::module_& m) {
                if (device == "auto") d = sg::cuda_available(nullptr) ? sg::Device::CUDA : sg::Device::CPU;
                else d = sg::parse_device(device);
              });
+             if (problem) {
+               const std::string text = nb::cast<std::string>(loss.attr("_stepgraph_problem_json")());
+               new_problem_trainer(self, model, text, opt, d, seed, o);
+               return;
+             }
              {
                nb::gil_scoped_release r;
                if (named) as_input_error([&] { new (self) PyTrainer(graph, std::move(terms), opt, d, seed, o); });

@@ -78,6 +78,7 @@ from ._stepgraph import (
     make_antiderivative,
 )
 from . import _stepgraph
+from . import pinn
 from ._custom import CustomOp
 
 
@@ -103,6 +104,7 @@ def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
 
 __all__ = [
     "CustomOp",
+    "pinn",
     "L1Loss",
     "HuberLoss",
     "BinaryCrossEntropyWithLogits",
@@ -168,7 +170,9 @@ ConfigLike = Union[Mapping[str, Any], str, "_os.PathLike[str]"]
 
 
 def _json_default(o: Any) -> Any:
-    # numpy scalars and arrays, paths
+    # numpy scalars and arrays, paths, stepgraph.pinn objects
+    if hasattr(o, "to_config"):
+        return o.to_config()
     if hasattr(o, "tolist"):
         return o.tolist()
     if isinstance(o, _os.PathLike):
@@ -231,6 +235,14 @@ def _trainer_from_config(
 
 
 Trainer.from_config = classmethod(_trainer_from_config)
+Trainer.coefficients = property(
+    lambda self: _stepgraph._coefficients(self),
+    doc="A physics-informed trainer's learned PDE coefficients by name ({} without any), read from the device.",
+)
+Trainer.relative_l2_error = lambda self: _stepgraph._relative_l2_error(self)
+Trainer.relative_l2_error.__doc__ = (
+    "||u - u*|| / ||u*|| over a physics-informed problem's evaluation grid (it needs an exact solution)."
+)
 
 
 def train(

@@ -581,9 +581,10 @@ class Trainer:
         The Trainer a configuration describes (model, loss or physics problem, optimizer, train.* options) on device (default train.device) with seed (default train.seed); a physics-informed one is compiled, a supervised one is compiled by you for its batch shape.
         """
 
-    def __init__(self, model: Layer, loss: Union[Loss, Mapping[str, Union[Loss, tuple[Loss, float]]]], optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
+    def __init__(self, model: Layer, loss: Union[Loss, Mapping[str, Union[Loss, tuple[Loss, float]]], Any], optimizer: Optimizer, device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
         """
-        model, loss, optimizer: the step's pieces.
+        model, loss, optimizer: the step's pieces. loss may be a stepgraph.pinn.Problem: a
+        physics-informed trainer (compiled; its step draws its own points: train with launch()).
         device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).
         seed: fixes the initial parameters (per parameter name); kept in checkpoints.
         mode: 'graph' (capture the step as one CUDA graph after a warm-up step) or 'eager'.
@@ -701,6 +702,13 @@ class Trainer:
         Each named loss term of the last step (a physics-informed step's residual and conditions), read from the device.
         """
 
+    @property
+    def coefficients(self) -> dict[str, float]:
+        """A physics-informed trainer's learned PDE coefficients by name ({} without any), read from the device."""
+
+    def relative_l2_error(self) -> float:
+        """||u - u*|| / ||u*|| over a physics-informed problem's evaluation grid (it needs an exact solution)."""
+
     def save(self, path: str | os.PathLike) -> None:
         """
         Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), atomically.
@@ -807,4 +815,7 @@ def _activation_names() -> list[str]: ...
 def _parse_config(json_text: str | None, path: str | None) -> str: ...
 def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False) -> tuple[str, Trainer]: ...
 def _trainer_from_config(json_text: str | None, path: str | None, device: str | None, seed: int | None) -> Trainer: ...
+def _check_problem(problem_json: str) -> None: ...
+def _coefficients(trainer: Trainer) -> dict[str, float]: ...
+def _relative_l2_error(trainer: Trainer) -> float: ...
 def _evaluate(json_text: str | None, path: str | None, checkpoint: str, device: str | None, seed: int | None, weights_only: bool = False, json: bool = False, verbose: bool = False) -> str: ...

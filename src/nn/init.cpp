@@ -13,6 +13,7 @@ std::string Init::str() const {
     case Kind::Normal: return cat("normal(", std, ")");
     case Kind::Zeros: return "zeros";
     case Kind::Ones: return "ones";
+    case Kind::Constant: return cat("constant(", std, ")");
   }
   return "?";
 }
@@ -38,6 +39,7 @@ HostArray init_parameter(const ParamSpec& spec, uint64_t seed) {
       break;
     case Init::Kind::Zeros: break;
     case Init::Kind::Ones: std::fill(v, v + n, 1.0f); break;
+    case Init::Kind::Constant: std::fill(v, v + n, static_cast<float>(spec.init.std)); break;
   }
   return a;
 }

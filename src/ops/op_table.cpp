@@ -24,7 +24,7 @@ using namespace ops;
 
 constexpr const OpDef* kRows[] = {
     &kGatherBatch,   &kJetInput,         &kJetActivation,     &kJetActivationBackward,
-    &kFourierFeatures, &kFourierFeaturesBackward, &kExpressionLoss, &kSamplePoints,
+    &kFourierFeatures, &kFourierFeaturesBackward, &kExpressionLoss, &kSamplePoints, &kObservedPoints,
     &kDense,         &kDenseBackward,    &kAdd,               &kAddBackward,
     &kSoftmaxCrossEntropy, &kMeanSquaredError, &kSchedule,    &kSgdUpdate,
     &kAdamUpdate,    &kConv2d,           &kConv2dBackward,    &kMaxPool2d,

@@ -175,4 +175,31 @@ std::function<void()> cpu_sample_points(const CpuBind& b) {
 // Drawn once (every = 0): the same points every step, whatever the step input says.
 bool sample_points_same_every_step(const Op& op, bool) { return op.attr<SampleAttrs>().every == 0; }
 
+void check_observed_points(const OpCheck& c) {
+  const ObservedAttrs& a = c.attr<ObservedAttrs>();
+  c.rank(c.out(0), 2);
+  c.rank(c.out(1), 2);
+  const Shape &x = c.shape(c.out(0)), &xv = c.shape(c.out(1));
+  c.expect(xv[0] == x[0] && xv[1] > x[1], cat("XV ", c.desc(c.out(1)), " must have the rows of X ", c.desc(c.out(0)),
+                                             " and more columns (the observed values)"));
+  c.expect(x[1] <= kMaxJetDim, cat("points ", c.desc(c.out(0)), " have more than ", kMaxJetDim, " coordinates"));
+  c.expect(a.table && static_cast<int64_t>(a.table->size()) == numel(xv),
+           cat("the table holds ", a.table ? a.table->size() : 0, " values, XV ", c.desc(c.out(1)), " takes ", numel(xv)));
+}
+
+std::function<void()> cpu_observed_points(const CpuBind& b) {
+  const std::shared_ptr<const std::vector<float>> table = b.attr<ObservedAttrs>().table;
+  float *X = b.f(b.out(0)), *XV = b.f(b.out(1));
+  const int64_t N = b.dim(b.out(0), 0), d = b.dim(b.out(0), 1), w = b.dim(b.out(1), 1);
+  return [=] {
+    std::copy(table->begin(), table->end(), XV);
+    for (int64_t n = 0; n < N; ++n) std::copy(XV + n * w, XV + n * w + d, X + n * d);
+  };
+}
+
+std::string observed_points_attrs_text(const Op& op) {
+  const ObservedAttrs& a = op.attr<ObservedAttrs>();
+  return cat("(", a.table ? a.table->size() : 0, " values)");
+}
+
 }  // namespace sg::ops

@@ -45,8 +45,16 @@ inline constexpr OpDef kFourierFeaturesBackward{OpKind::FourierFeaturesBackward,
 inline constexpr OpDef kExpressionLoss{OpKind::ExpressionLoss, "expression_loss", "U X", "total? term dU",
                                        check_expression_loss, no_gradient, cpu_expression_loss, nullptr,
                                        expression_loss_attrs_text};
+void check_observed_points(const OpCheck& c);
+std::function<void()> cpu_observed_points(const CpuBind& b);
+std::string observed_points_attrs_text(const Op& op);
+
 // Collocation points drawn from (seed, step / every); every = 0 draws once.
 inline constexpr OpDef kSamplePoints{OpKind::SamplePoints, "sample_points", "step", "X", check_sample_points,
                                      no_gradient, cpu_sample_points, sample_points_same_every_step};
+// A data term's fixed points and values, from the table in its attributes.
+inline constexpr OpDef kObservedPoints{OpKind::ObservedPoints, "observed_points", "", "X XV", check_observed_points,
+                                       no_gradient, cpu_observed_points, same_if_inputs_fixed,
+                                       observed_points_attrs_text};
 
 }  // namespace sg::ops

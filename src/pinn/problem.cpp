@@ -2,6 +2,8 @@
 #include "stepgraph/trainer.h"
 
 #include <cmath>
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "pinn/expression.h"
@@ -44,43 +46,48 @@ Term face(const std::string& label, const std::string& residual, int64_t points,
   return Term{label, residual, weight, points, dim, value};
 }
 
-// Names an expression may use: coordinates, constants, and each output's jet components
-// (u, u_x, u_xx, u_xy and u_yx for every coordinate pair).
+// Names an expression may use: coordinates, constants, each output's jet components (u, u_x,
+// u_xx, u_xy and u_yx for every coordinate pair), the trainable coefficients (read as extra
+// output columns: the step appends them to U, see with_coefficients) and, in an observation's
+// terms, its values (obs_cols columns after the coordinates of the points the loss reads).
 struct Names {
   std::vector<std::string> names;
   std::vector<ExprVar> sources;
 };
 
-Names available_names(const Problem& p, std::vector<std::pair<int, int>>* pair_of_name_index) {
+bool is_coefficient(const Problem& p, const std::string& name) {
+  for (const auto& c : p.coefficients)
+    if (c.first == name) return true;
+  return false;
+}
+
+// The name of an observation's value column j inside its terms' expressions (no coordinate,
+// constant or output can spell it: names never start with two underscores there, see check_problem).
+std::string observed_name(size_t j) { return cat("__observed", j); }
+
+Names available_names(const Problem& p, std::vector<std::pair<int, int>>* pair_of_name_index, int obs_cols = 0) {
   Names n;
   const int d = static_cast<int>(p.dim());
-  for (int i = 0; i < d; ++i) {
-    n.names.push_back(p.coords[i]);
-    n.sources.push_back({ExprVar::Kind::Coordinate, i, 0, 0.0});
-    pair_of_name_index->push_back({-1, -1});
-  }
-  for (const auto& [name, value] : p.constants) {
+  auto add = [&](const std::string& name, ExprVar v, std::pair<int, int> pair = {-1, -1}) {
     n.names.push_back(name);
-    n.sources.push_back({ExprVar::Kind::Constant, 0, 0, value});
-    pair_of_name_index->push_back({-1, -1});
-  }
-  for (int o = 0; o < static_cast<int>(p.outputs.size()); ++o) {
+    n.sources.push_back(v);
+    pair_of_name_index->push_back(pair);
+  };
+  for (int i = 0; i < d; ++i) add(p.coords[i], {ExprVar::Kind::Coordinate, i, 0, 0.0});
+  for (const auto& [name, value] : p.constants)
+    if (!is_coefficient(p, name)) add(name, {ExprVar::Kind::Constant, 0, 0, value});
+  const int O = static_cast<int>(p.outputs.size());
+  for (int o = 0; o < O; ++o) {
     const std::string& u = p.outputs[o];
-    n.names.push_back(u);
-    n.sources.push_back({ExprVar::Kind::Jet, 0, o, 0.0});
-    pair_of_name_index->push_back({-1, -1});
-    for (int i = 0; i < d; ++i) {
-      n.names.push_back(u + "_" + p.coords[i]);
-      n.sources.push_back({ExprVar::Kind::Jet, 1 + i, o, 0.0});
-      pair_of_name_index->push_back({-1, -1});
-    }
+    add(u, {ExprVar::Kind::Jet, 0, o, 0.0});
+    for (int i = 0; i < d; ++i) add(u + "_" + p.coords[i], {ExprVar::Kind::Jet, 1 + i, o, 0.0});
     for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) {
-        n.names.push_back(u + "_" + p.coords[i] + p.coords[j]);
-        n.sources.push_back({ExprVar::Kind::Jet, -1, o, 0.0});  // component fixed once pairs are known
-        pair_of_name_index->push_back({std::min(i, j), std::max(i, j)});
-      }
+      for (int j = 0; j < d; ++j)  // component fixed once pairs are known
+        add(u + "_" + p.coords[i] + p.coords[j], {ExprVar::Kind::Jet, -1, o, 0.0}, {std::min(i, j), std::max(i, j)});
   }
+  for (size_t k = 0; k < p.coefficients.size(); ++k)
+    add(p.coefficients[k].first, {ExprVar::Kind::Jet, 0, O + static_cast<int32_t>(k), 0.0});
+  for (int j = 0; j < obs_cols; ++j) add(observed_name(static_cast<size_t>(j)), {ExprVar::Kind::Coordinate, d + j, 0, 0.0});
   return n;
 }
 
@@ -144,9 +151,9 @@ CompiledTerm term_for(const Problem& p, Expression e, const Names& n, const std:
 // input: the jets, and every product and kernel over them, shrink by that many rows per point.
 // The term keeps whichever form needs fewer components (a term that also reads u_xx alone
 // stays as written).
-CompiledTerm compile_term(const Problem& p, const Term& t, const std::string& where) {
+CompiledTerm compile_term(const Problem& p, const Term& t, const std::string& where, int obs_cols = 0) {
   std::vector<std::pair<int, int>> pairs_of;
-  Names n = available_names(p, &pairs_of);
+  Names n = available_names(p, &pairs_of, obs_cols);
   Expression e = compile_expression(t.residual, n.names, where);
   std::vector<int> cls(n.names.size(), -1);  // diagonal second derivatives: by output
   for (size_t v = 0; v < n.names.size(); ++v)
@@ -195,164 +202,228 @@ Problem builtin_problem(const std::string& name) {
 
 namespace {
 
-std::string at(const std::string& path, const std::string& key) { return path + "." + key; }
+// One loss term of the step: a Term of the problem, or an observed output of an Observation.
+struct StepTerm {
+  const Term* term = nullptr;  // a problem term (points drawn by SamplePoints)
+  Term data;                   // else an observed output: its label, residual and weight
+  int observation = -1, columns = 0;
+  const Term& t() const { return term ? *term : data; }
+};
 
-double number_at(const json& j, const std::string& key, double def, const std::string& path) {
-  if (!j.contains(key)) return def;
-  SG_REQUIRE(j[key].is_number(), at(path, key), ": expected a number, got ", j[key].dump());
-  return j[key].get<double>();
+std::string observation_label(const Problem& p, size_t i) {
+  const Observation& ob = p.observations[i];
+  return !ob.label.empty() ? ob.label : i == 0 ? std::string("data") : cat("data", i + 1);
 }
 
-int64_t count_at(const json& j, const std::string& key, int64_t def, const std::string& path) {
-  if (!j.contains(key)) return def;
-  SG_REQUIRE(j[key].is_number_integer() && j[key].get<int64_t>() > 0 && j[key].get<int64_t>() <= (int64_t{1} << 24),
-             at(path, key), ": expected a positive integer (at most 2^24), got ", j[key].dump());
-  return j[key].get<int64_t>();
+const std::vector<std::string>& observed_outputs(const Problem& p, const Observation& ob) {
+  return ob.outputs.empty() ? p.outputs : ob.outputs;
 }
 
-std::string text_at(const json& j, const std::string& key, const std::string& path) {
-  SG_REQUIRE(j.contains(key) && j[key].is_string(), at(path, key), ": expected an expression string");
-  return j[key].get<std::string>();
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
-void only(const json& j, std::initializer_list<const char*> keys, const std::string& path) {
-  std::set<std::string> ok(keys.begin(), keys.end());
-  std::string list;
-  for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-  for (auto it = j.begin(); it != j.end(); ++it)
-    SG_REQUIRE(ok.count(it.key()), at(path, it.key()), ": unknown key; allowed keys here: ", list);
-}
-
-// "x=0", "t=0", "boundary" -> (face_dim, face_value)
-void parse_face(const Problem& p, const std::string& on, const std::string& where, Term* t) {
-  if (on == "boundary") {
-    t->face_dim = -2;
-    return;
+std::vector<StepTerm> step_terms(const Problem& p) {
+  std::vector<StepTerm> out;
+  for (const Term& t : p.terms) out.push_back(StepTerm{&t, {}, -1, 0});
+  for (size_t i = 0; i < p.observations.size(); ++i) {
+    const std::vector<std::string>& outs = observed_outputs(p, p.observations[i]);
+    const std::string label = observation_label(p, i);
+    for (size_t j = 0; j < outs.size(); ++j) {
+      StepTerm s;
+      s.data.label = outs.size() == 1 ? label : cat(label, " ", outs[j]);
+      s.data.residual = cat(outs[j], " - ", observed_name(j));
+      s.data.weight = p.observations[i].weight;
+      s.data.points = p.observations[i].points.shape()[0];
+      s.observation = static_cast<int>(i);
+      s.columns = static_cast<int>(outs.size());
+      out.push_back(std::move(s));
+    }
   }
-  const auto eq = on.find('=');
-  SG_REQUIRE(eq != std::string::npos, where, ": expected \"boundary\" or \"<coordinate>=<value>\", got \"", on, "\"");
-  const std::string name = on.substr(0, eq);
-  for (int i = 0; i < static_cast<int>(p.coords.size()); ++i) {
-    if (p.coords[i] != name) continue;
-    char* end = nullptr;
-    const double v = std::strtod(on.c_str() + eq + 1, &end);
-    SG_REQUIRE(end && *end == '\0' && end != on.c_str() + eq + 1, where, ": \"", on.substr(eq + 1),
-               "\" is not a number");
-    SG_REQUIRE(v >= p.domain[i].first && v <= p.domain[i].second, where, ": ", name, "=", v,
-               " is outside the domain [", p.domain[i].first, ", ", p.domain[i].second, "]");
-    t->face_dim = i;
-    t->face_value = v;
-    return;
+  return out;
+}
+
+std::string term_where(const StepTerm& s, size_t k) {
+  if (s.observation >= 0) return cat("problem.observations[", s.observation, "]");
+  return k == 0 ? std::string("problem.residual") : cat("problem.conditions[", k - 1, "].residual");
+}
+
+// U [R, O] followed by one column per coefficient, each the coefficient's value on every row:
+// ones = 0 * input[:, 0:1] + 1 (from the pass's input points, which need no gradient), then
+// coefficient * ones per coefficient, concatenated after U. The gradient of each coefficient is
+// then the sum of its column of dU, by the broadcast product's backward.
+TensorId with_coefficients(GraphBuilder& g, const Problem& p, TensorId U, TensorId input,
+                           const std::vector<TensorId>& coefficients) {
+  Program& pr = g.program();
+  const int64_t R = pr.tensor(U).shape[0];
+  auto add = [&](OpKind kind, const std::string& name, std::vector<TensorId> in, TensorId out, OpAttrs attrs) {
+    Op op;
+    op.kind = kind;
+    op.name = name;
+    op.in = std::move(in);
+    op.out = {out};
+    op.attrs = std::move(attrs);
+    pr.add_op(std::move(op));
+  };
+  const TensorId first = g.tensor("coefficients.first", {R, 1}, Role::Activation);
+  add(OpKind::Slice, "coefficients: a column of the points", {input}, first, SliceAttrs{1, 0, 1});
+  const TensorId ones = g.tensor("coefficients.ones", {R, 1}, Role::Activation);
+  add(OpKind::ScaleShift, "coefficients: ones", {first}, ones, ScaleShiftAttrs{0.0, 1.0});
+  std::vector<TensorId> parts = {U};
+  for (size_t k = 0; k < coefficients.size(); ++k) {
+    const TensorId col = g.tensor("coefficients." + p.coefficients[k].first, {R, 1}, Role::Activation);
+    add(OpKind::Mul, "coefficient " + p.coefficients[k].first, {ones, coefficients[k]}, col, std::monostate{});
+    parts.push_back(col);
   }
-  throw Error(cat(where, ": '", name, "' is not a coordinate"));
+  const TensorId full = g.tensor("u.with_coefficients", {R, pr.tensor(U).shape[1] + static_cast<int64_t>(coefficients.size())},
+                                 Role::Activation);
+  add(OpKind::Concat, "coefficients: beside the outputs", parts, full, ConcatAttrs{1});
+  return full;
 }
 
 }  // namespace
 
-Problem parse_problem(const json& j) {
-  const std::string path = "problem";
-  SG_REQUIRE(j.is_object(), path, ": expected an object");
-  Problem p;
-  if (j.contains("type") && j["type"] != "custom") {
-    SG_REQUIRE(j["type"].is_string(), "problem.type: expected a string");
-    only(j, {"type", "interior_points", "boundary_points", "resample_every", "seed", "residual_weight",
-             "boundary_weight", "eval_points"},
-         path);
-    p = builtin_problem(j["type"].get<std::string>());
-    p.terms[0].points = count_at(j, "interior_points", p.terms[0].points, path);
-    p.terms[0].weight = number_at(j, "residual_weight", 1.0, path);
-    for (size_t k = 1; k < p.terms.size(); ++k) {
-      if (j.contains("boundary_points"))
-        p.terms[k].points = std::max<int64_t>(1, count_at(j, "boundary_points", 1, path) / static_cast<int64_t>(p.terms.size() - 1));
-      p.terms[k].weight = number_at(j, "boundary_weight", 1.0, path);
-    }
-  } else {
-    only(j, {"type", "coordinates", "domain", "outputs", "constants", "residual", "conditions", "exact",
-             "interior_points", "residual_weight", "resample_every", "seed", "eval_points"},
-         path);
-    p.name = "custom";
-    SG_REQUIRE(j.contains("coordinates") && j["coordinates"].is_array() && !j["coordinates"].empty() &&
-                   j["coordinates"].size() <= static_cast<size_t>(kMaxJetDim),
-               "problem.coordinates: expected a list of 1 to ", kMaxJetDim, " names");
-    for (const json& c : j["coordinates"]) {
-      SG_REQUIRE(c.is_string(), "problem.coordinates: expected names, got ", c.dump());
-      p.coords.push_back(c.get<std::string>());
-    }
-    SG_REQUIRE(j.contains("domain") && j["domain"].is_array() && j["domain"].size() == p.coords.size(),
-               "problem.domain: expected one [low, high] per coordinate (", p.coords.size(), ")");
-    for (size_t i = 0; i < p.coords.size(); ++i) {
-      const json& d = j["domain"][i];
-      SG_REQUIRE(d.is_array() && d.size() == 2 && d[0].is_number() && d[1].is_number() && d[0] < d[1],
-                 "problem.domain[", i, "]: expected [low, high] with low < high, got ", d.dump());
-      p.domain.push_back({d[0].get<double>(), d[1].get<double>()});
-    }
-    if (j.contains("outputs")) {
-      p.outputs.clear();
-      for (const json& o : j["outputs"]) {
-        SG_REQUIRE(o.is_string(), "problem.outputs: expected names, got ", o.dump());
-        p.outputs.push_back(o.get<std::string>());
-      }
-    }
-    if (j.contains("constants")) {
-      SG_REQUIRE(j["constants"].is_object(), "problem.constants: expected an object of numbers");
-      for (auto it = j["constants"].begin(); it != j["constants"].end(); ++it) {
-        SG_REQUIRE(it.value().is_number(), "problem.constants.", it.key(), ": expected a number");
-        p.constants.push_back({it.key(), it.value().get<double>()});
-      }
-    }
-    p.terms.push_back(Term{"residual", text_at(j, "residual", path), number_at(j, "residual_weight", 1.0, path),
-                           count_at(j, "interior_points", 4096, path), -1, 0});
-    if (j.contains("conditions")) {
-      SG_REQUIRE(j["conditions"].is_array(), "problem.conditions: expected a list");
-      for (size_t k = 0; k < j["conditions"].size(); ++k) {
-        const json& c = j["conditions"][k];
-        const std::string cp = cat("problem.conditions[", k, "]");
-        SG_REQUIRE(c.is_object(), cp, ": expected an object");
-        only(c, {"on", "residual", "weight", "points"}, cp);
-        Term t;
-        SG_REQUIRE(c.contains("on") && c["on"].is_string(), cp, ".on: expected \"boundary\" or e.g. \"x=0\"");
-        t.label = c["on"].get<std::string>();
-        parse_face(p, t.label, cp + ".on", &t);
-        t.residual = text_at(c, "residual", cp);
-        t.weight = number_at(c, "weight", 1.0, cp);
-        t.points = count_at(c, "points", 512, cp);
-        p.terms.push_back(t);
-      }
-    }
-    if (j.contains("exact")) p.exact = text_at(j, "exact", path);
+void check_problem(const Problem& p) {
+  const int64_t d = p.dim();
+  SG_REQUIRE(d >= 1 && d <= kMaxJetDim, "problem.coordinates: expected 1 to ", kMaxJetDim, " names, got ", d);
+  SG_REQUIRE(p.domain.size() == p.coords.size(), "problem.domain: expected one [low, high] per coordinate (", d,
+             "), got ", p.domain.size());
+  SG_REQUIRE(!p.outputs.empty(), "problem.outputs: expected at least one name");
+  SG_REQUIRE(!p.terms.empty(), "problem.residual: missing (the PDE residual is the first term)");
+  std::map<std::string, std::string> kind_of;  // name -> what it names
+  auto declare = [&](const std::string& name, const std::string& kind, const std::string& where) {
+    SG_REQUIRE(!name.empty() && name.rfind("__", 0) != 0, where, ": '", name,
+               "' is not a usable name (names must not be empty or start with two underscores)");
+    const auto [it, fresh] = kind_of.insert({name, kind});
+    SG_REQUIRE(fresh, where, ": '", name, "' names both a ", it->second, " and a ", kind);
+  };
+  for (const std::string& c : p.coords) declare(c, "coordinate", "problem.coordinates");
+  for (const std::string& o : p.outputs) declare(o, "output", "problem.outputs");
+  for (const auto& c : p.constants) declare(c.first, "constant", "problem.constants");
+  std::set<std::string> coefficient_names;
+  for (const auto& [name, init] : p.coefficients) {
+    const std::string where = "problem.coefficients." + name;
+    SG_REQUIRE(std::isfinite(init), where, ": the initial value must be finite, got ", init);
+    SG_REQUIRE(coefficient_names.insert(name).second, where, ": given twice");
+    const auto it = kind_of.find(name);
+    // A coefficient may take a constant's place in the expressions (the constant stays the truth).
+    if (it == kind_of.end() || it->second != "constant") declare(name, "coefficient", where);
   }
-  p.resample_every = j.contains("resample_every") ? count_at(j, "resample_every", 1, path) : 0;
-  p.seed = static_cast<uint64_t>(number_at(j, "seed", 0, path));
-  p.eval_points = count_at(j, "eval_points", p.eval_points, path);
-  // Compile every expression now, so errors show before anything runs.
-  for (size_t k = 0; k < p.terms.size(); ++k)
-    compile_term(p, p.terms[k], k == 0 ? "problem.residual" : cat("problem.conditions[", k - 1, "].residual"));
+  std::set<std::string> labels;
+  for (size_t k = 0; k < p.terms.size(); ++k) {
+    const std::string where = k == 0 ? std::string("problem.residual") : cat("problem.conditions[", k - 1, "].residual");
+    SG_REQUIRE(std::isfinite(p.terms[k].weight) && p.terms[k].weight >= 0, where, ": the weight must be finite and >= 0, got ",
+               p.terms[k].weight);
+    compile_term(p, p.terms[k], where);
+    labels.insert(p.terms[k].label);
+  }
+  for (size_t i = 0; i < p.observations.size(); ++i) {
+    const Observation& ob = p.observations[i];
+    const std::string where = cat("problem.observations[", i, "]");
+    const Shape &ps = ob.points.shape(), &vs = ob.values.shape();
+    SG_REQUIRE(ob.points.dtype() == DType::F32 && ps.size() == 2 && ps[0] >= 1 && ps[1] == d, where,
+               ".points: expected f32 [N, ", d, "] (one row of ", d, " coordinates per observation), got ",
+               dtype_name(ob.points.dtype()), " ", shape_str(ps));
+    const std::vector<std::string>& outs = observed_outputs(p, ob);
+    SG_REQUIRE(ob.values.dtype() == DType::F32 && vs.size() == 2 && vs[0] == ps[0] &&
+                   vs[1] == static_cast<int64_t>(outs.size()),
+               where, ".values: expected f32 [", ps[0], ", ", outs.size(), "] (a value of ", join_names(outs),
+               " at each point), got ", dtype_name(ob.values.dtype()), " ", shape_str(vs));
+    std::set<std::string> seen;
+    for (const std::string& o : outs) {
+      SG_REQUIRE(std::find(p.outputs.begin(), p.outputs.end(), o) != p.outputs.end(), where, ".outputs: '", o,
+                 "' is not an output of the problem (", join_names(p.outputs), ")");
+      SG_REQUIRE(seen.insert(o).second, where, ".outputs: '", o, "' is given twice");
+    }
+    for (const HostArray* a : {&ob.points, &ob.values})
+      for (int64_t e = 0; e < a->numel(); ++e)
+        SG_REQUIRE(std::isfinite(a->data<float>()[e]), where, a == &ob.points ? ".points" : ".values", ": row ",
+                   e / a->shape()[1], " holds ", a->data<float>()[e], " (observations must be finite)");
+    SG_REQUIRE(std::isfinite(ob.weight) && ob.weight >= 0, where, ".weight: expected a finite number >= 0, got ",
+               ob.weight);
+  }
+  for (const StepTerm& s : step_terms(p)) {
+    if (s.observation < 0) continue;
+    SG_REQUIRE(labels.insert(s.data.label).second, "problem.observations[", s.observation, "]: the term label '",
+               s.data.label, "' is taken (give the observation another \"label\")");
+    compile_term(p, s.data, cat("problem.observations[", s.observation, "]"), s.columns);
+  }
   if (!p.exact.empty()) {
     std::vector<std::string> names = p.coords;
     for (const auto& c : p.constants) names.push_back(c.first);
     compile_expression(p.exact, names, "problem.exact");
   }
-  return p;
 }
 
-StepBuilder make_step(const Problem& prob) {
-  return [prob](GraphBuilder& g, Layer& model) {
+std::vector<std::string> term_labels(const Problem& p) {
+  std::vector<std::string> out;
+  for (const StepTerm& s : step_terms(p)) out.push_back(s.t().label);
+  return out;
+}
+
+Observation exact_observations(const Problem& p, int64_t count, uint64_t seed) {
+  SG_REQUIRE(count >= 1, "exact observations: the count must be positive, got ", count);
+  SG_REQUIRE(p.outputs.size() == 1, "exact observations: the exact solution gives one output, the problem has ",
+             p.outputs.size());
+  const int64_t d = p.dim();
+  HostArray points(DType::F32, {count, d});
+  Rng rng(mix_seed(seed, "observations"));
+  for (int64_t n = 0; n < count; ++n)
+    for (int64_t i = 0; i < d; ++i)
+      points.data<float>()[n * d + i] = static_cast<float>(rng.uniform(p.domain[i].first, p.domain[i].second));
+  Observation ob;
+  ob.values = exact_solution(p, points);
+  ob.points = std::move(points);
+  return ob;
+}
+
+StepBuilder make_step(const Problem& problem) {
+  check_problem(problem);
+  return [prob = problem](GraphBuilder& g, Layer& model) {
     Program& pr = g.program();
     const int64_t d = prob.dim();
     CustomStep cs;
     cs.input_dim = d;
     TensorId step = g.tensor(kStepTensor, {1}, Role::StepScalar, DType::I32);
+    const std::vector<StepTerm> terms = step_terms(prob);
     struct Set {
-      TensorId X = kNone, U = kNone, dU = kNone;
+      TensorId X = kNone;   // the points the network takes
+      TensorId LX = kNone;  // the points the loss reads (an observation's: with its values)
+      TensorId U = kNone, dU = kNone;
       CompiledTerm c;
       int64_t row0 = 0;  // the term's first row of U
     };
-    std::vector<Set> sets(prob.terms.size());
-    for (size_t k = 0; k < prob.terms.size(); ++k) {
-      const Term& t = prob.terms[k];
+    std::vector<Set> sets(terms.size());
+    std::vector<std::pair<TensorId, TensorId>> observed(prob.observations.size(), {kNone, kNone});
+    // The observations' tables first: fixed, they are part of the step-invariant prefix (ir.h).
+    for (size_t i = 0; i < prob.observations.size(); ++i) {
+      const Observation& ob = prob.observations[i];
+      const int64_t N = ob.points.shape()[0], w = d + ob.values.shape()[1];
+      auto table = std::make_shared<std::vector<float>>(static_cast<size_t>(N * w));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < w; ++c)
+          (*table)[n * w + c] = c < d ? ob.points.data<float>()[n * d + c] : ob.values.data<float>()[n * (w - d) + c - d];
+      observed[i] = {g.tensor(cat("observed.", i), {N, d}, Role::Activation),
+                     g.tensor(cat("observed.", i, ".values"), {N, w}, Role::Activation)};
+      Op op;
+      op.kind = OpKind::ObservedPoints;
+      op.name = "observations " + observation_label(prob, i);
+      op.out = {observed[i].first, observed[i].second};
+      op.attrs = ObservedAttrs{table};
+      pr.add_op(std::move(op));
+    }
+    for (size_t k = 0; k < terms.size(); ++k) {
+      const Term& t = terms[k].t();
       Set& s = sets[k];
-      s.c = compile_term(prob, t, k == 0 ? "problem.residual" : "problem.conditions");
-      s.X = g.tensor(cat("points.", k), {t.points, d}, Role::Activation);
+      s.c = compile_term(prob, t, term_where(terms[k], k), terms[k].columns);
+      if (const int i = terms[k].observation; i >= 0) {  // one table per observation, read by each of its terms
+        s.X = observed[i].first;
+        s.LX = observed[i].second;
+        continue;
+      }
+      s.X = s.LX = g.tensor(cat("points.", k), {t.points, d}, Role::Activation);
       SampleAttrs sa;
       sa.seed = mix_seed(prob.seed, cat("points ", k));
       sa.every = prob.resample_every;
@@ -369,17 +440,21 @@ StepBuilder make_step(const Problem& prob) {
       // Kept to the end of the step (small): what the loss saw can be read back and plotted.
       pr.tensor(s.X).live_out = true;
     }
-    // One network pass per jet term. Terms that need no derivatives (boundary and initial values)
-    // ride along in the first jet term's pass as its head rows: one chain of larger kernels
-    // instead of a second chain of small ones (on an H200 the Poisson step's 1024 boundary points
-    // cost ~60 us as a concurrent chain). Without a jet term each term has its own plain pass.
+    std::vector<TensorId> coefficients;
+    for (const auto& [name, init] : prob.coefficients)
+      coefficients.push_back(g.parameter(&prob, name, "coefficient." + name, {1, 1}, Init::constant(init), 1, 1));
+    // One network pass per jet term. Terms that need no derivatives (boundary and initial values,
+    // observations) ride along in the first jet term's pass as its head rows: one chain of larger
+    // kernels instead of a second chain of small ones. Without a jet term each set of points has
+    // its own plain pass. (An observation of several outputs has a term per output, each with
+    // its own rows: a loss op writes the whole of its rows of dU.)
     int host = -1;
     for (size_t k = 0; k < sets.size() && host < 0; ++k)
       if (sets[k].c.needs_jet) host = static_cast<int>(k);
     for (size_t k = 0; k < sets.size(); ++k) {
       Set& s = sets[k];
       if (host >= 0 && !s.c.needs_jet) continue;  // in the host's pass
-      const Term& t = prob.terms[k];
+      const Term& t = terms[k].t();
       TensorId input = s.X;
       std::vector<size_t> riders;
       if (s.c.needs_jet) {
@@ -393,7 +468,7 @@ StepBuilder make_step(const Problem& prob) {
             if (sets[r].c.needs_jet) continue;
             riders.push_back(r);
             sets[r].row0 = head;
-            head += prob.terms[r].points;
+            head += terms[r].t().points;
             j.in.push_back(sets[r].X);
           }
         }
@@ -412,7 +487,8 @@ StepBuilder make_step(const Problem& prob) {
       const Shape us = pr.tensor(s.U).shape;
       SG_REQUIRE(us[1] == static_cast<int64_t>(prob.outputs.size()), "the model has ", us[1],
                  " outputs but the problem names ", prob.outputs.size());
-      s.dU = g.tensor("d.u." + std::to_string(k), us, Role::Temporary);
+      if (!coefficients.empty()) s.U = with_coefficients(g, prob, s.U, input, coefficients);
+      s.dU = g.tensor("d.u." + std::to_string(k), pr.tensor(s.U).shape, Role::Temporary);
       cs.seeds.push_back({s.U, s.dU});
       for (size_t r : riders) sets[r].U = s.U, sets[r].dU = s.dU;
     }
@@ -425,7 +501,7 @@ StepBuilder make_step(const Problem& prob) {
     const bool one = sets.size() == 1;
     TensorId sum = kNone;  // loss = term 0 + term 1 + ... in order (partial sums in their own scalars)
     for (size_t k = 0; k < sets.size(); ++k) {
-      const Term& t = prob.terms[k];
+      const Term& t = terms[k].t();
       TensorId term = g.tensor("loss." + t.label, {1}, Role::Activation);
       ExprLossAttrs a;
       a.expr = sets[k].c.expr;
@@ -437,7 +513,7 @@ StepBuilder make_step(const Problem& prob) {
       Op op;
       op.kind = OpKind::ExpressionLoss;
       op.name = "loss " + t.label;
-      op.in = {sets[k].U, sets[k].X};
+      op.in = {sets[k].U, sets[k].LX};
       op.out = {one ? cs.loss : kNone, term, sets[k].dU};
       op.attrs = a;
       pr.add_op(std::move(op));
@@ -455,6 +531,7 @@ StepBuilder make_step(const Problem& prob) {
       pr.add_op(std::move(add));
       sum = out;
     }
+    for (size_t k = 0; k < coefficients.size(); ++k) cs.coefficients.push_back({prob.coefficients[k].first, coefficients[k]});
     return cs;
   };
 }

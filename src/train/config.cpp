@@ -423,7 +423,7 @@ std::string resolve(const std::string& p, const std::filesystem::path& base) {
 
 }  // namespace
 
-RunConfig parse_config(const json& j) {
+RunConfig parse_config(const json& j, const std::string& base_dir) {
   Node root(j, "");
   root.only({"model", "loss", "optimizer", "data", "train", "problem"});
   RunConfig rc;
@@ -452,7 +452,7 @@ RunConfig parse_config(const json& j) {
     SG_REQUIRE(!root.has("data") && !root.has("loss"), "problem: a physics-informed problem defines its own points ",
                "and loss; remove the \"data\" and \"loss\" sections");
     try {
-      rc.problem = pinn::parse_problem(j.at("problem"));
+      rc.problem = pinn::parse_problem(j.at("problem"), base_dir);
     } catch (const Error& e) {
       throw Error(e.what());
     }
@@ -515,7 +515,7 @@ RunConfig parse_config_text(const std::string& text, const std::string& source) 
   const std::string who = source.empty() ? "config" : cat("config '", source, "'");
   const json j = parse_json_text<json>(text, who);
   try {
-    return parse_config(j);
+    return parse_config(j, source.empty() ? std::string() : std::filesystem::path(source).parent_path().string());
   } catch (const Error& e) {
     throw Error(cat(who, ": ", e.what()));
   }

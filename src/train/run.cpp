@@ -33,6 +33,7 @@ json RunSummary::to_json() const {
   if (!loss_terms.empty()) j["loss_terms"] = loss_terms;
   if (!val_terms.empty()) j["val_terms"] = val_terms;
   if (!amax.empty()) j["amax"] = amax;
+  if (!coefficients.empty()) j["coefficients"] = coefficients;
   return j;
 }
 
@@ -205,6 +206,12 @@ std::string fixed(double v, int digits) {
 
 namespace {
 
+std::string coefficients_text(const std::map<std::string, float>& c) {
+  std::string out;
+  for (const auto& [name, value] : c) out += cat(out.empty() ? ", learned " : ", ", name, " = ", value);
+  return out;
+}
+
 // Physics-informed training: the step draws its own points; progress reports each loss term and
 // the relative L2 error against the known solution.
 RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
@@ -229,7 +236,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   Reporter rep(opt, files.metrics);
   if (!note.empty()) rep.info(note);
   rep.info(cat("stepgraph: physics-informed training of '", prob.name, "' on ", device_name(device), ": ",
-               cfg.model->describe(), "; ", prob.terms.size(), " loss terms; ", total - start, " steps"));
+               cfg.model->describe(), "; ", pinn::term_labels(prob).size(), " loss terms; ", total - start, " steps"));
   const bool has_exact = !prob.exact.empty() || static_cast<bool>(prob.exact_fn);
   RunSummary sum;
   sum.task = "physics-informed";
@@ -256,6 +263,11 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
                 {"eta_s", eta}, {"loss_terms", t.loss_terms()}};
       const std::string timing = cat("  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s");
       std::string text = cat("step ", done, "/", total, "  loss ", loss);
+      if (!prob.coefficients.empty()) {  // the learned coefficients, by name (a few bytes read back)
+        const auto coefficients = t.coefficients();
+        j["coefficients"] = coefficients;
+        for (const auto& [name, value] : coefficients) text += cat("  ", name, " ", value);
+      }
       if (report && has_exact) {  // a heartbeat stays cheap: no error evaluation
         const double err = pinn::relative_l2_error(t, prob);
         j["rel_l2_error"] = err;
@@ -272,6 +284,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   sum.amax = t.amax();
   sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
   sum.loss_terms = t.loss_terms();
+  sum.coefficients = t.coefficients();
   sum.rel_l2_error = has_exact ? pinn::relative_l2_error(t, prob) : -1;
   if (!ckpt_path.empty()) {
     ckpt.save(t);
@@ -288,6 +301,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
   rep.record(summary, cat("done: ", sum.steps, " steps, final loss ", sum.final_loss, ", ",
                                 fixed(sum.us_per_step, 1), " us/step on ", sum.device,
                                 has_exact ? cat(", relative L2 error ", sum.rel_l2_error) : std::string(),
+                                coefficients_text(sum.coefficients),
                                 sum.checkpoint.empty() ? "" : "; checkpoint " + sum.checkpoint));
   if (opt.keep_trainer) *opt.keep_trainer = std::move(owned);
   return sum;
@@ -589,9 +603,13 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
     sum.task = "physics-informed";
     sum.device = device_name(device);
     sum.steps = t.step();
-    sum.rel_l2_error = pinn::relative_l2_error(t, *cfg.problem);
-    rep.record(sum.to_json(), cat("eval of '", checkpoint, "' (step ", sum.steps, "): relative L2 error ",
-                                  sum.rel_l2_error));
+    const bool has_exact = !cfg.problem->exact.empty() || static_cast<bool>(cfg.problem->exact_fn);
+    if (has_exact) sum.rel_l2_error = pinn::relative_l2_error(t, *cfg.problem);
+    sum.coefficients = t.coefficients();
+    const std::string learned = coefficients_text(sum.coefficients);
+    rep.record(sum.to_json(), cat("eval of '", checkpoint, "' (step ", sum.steps, ")",
+                                  has_exact ? cat(": relative L2 error ", sum.rel_l2_error) : std::string(),
+                                  learned.empty() ? "" : (has_exact ? learned : ": " + learned.substr(2))));
     return sum;
   }
   std::string note;

@@ -109,6 +109,18 @@ std::map<std::string, float> Trainer::loss_terms() const {
   return out;
 }
 
+std::map<std::string, float> Trainer::coefficients() const {
+  settle();
+  SG_REQUIRE(current_, "coefficients: the trainer is not compiled");
+  std::map<std::string, float> out;
+  for (const auto& [name, t] : current_->coefficients) {
+    float v = 0;
+    backend_->download(&v, current_->ptrs[t], sizeof(v));
+    out[name] = v;
+  }
+  return out;
+}
+
 std::map<std::string, float> Trainer::amax() const {
   settle();
   SG_REQUIRE(current_, "amax: the trainer is not compiled");
@@ -168,6 +180,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
     v->program.tensor(cs.loss).live_out = true;
     for (const auto& t : cs.terms) v->program.tensor(t.second).live_out = true;
     v->terms = cs.terms;
+    v->coefficients = cs.coefficients;
     v->input_shape = {0, cs.input_dim};
     optimizer_->build(g, append_backward(v->program, cs.seeds, cs.num_forward_ops));
   } else if (resident) {

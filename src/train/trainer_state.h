@@ -23,6 +23,7 @@ struct Trainer::Variant {
   TensorId X = kNone, y = kNone, valid = kNone, pred = kNone, loss = kNone;
   std::vector<void*> ptrs;
   std::vector<std::pair<std::string, TensorId>> terms;  // custom steps' and graph models' named loss terms
+  std::vector<std::pair<std::string, TensorId>> coefficients;  // a custom step's (CustomStep::coefficients)
   // Graph models: the inputs (model order), the outputs (model order) and the targets (term order).
   std::vector<TensorId> inputs, outputs, targets;
   int64_t last_used = 0;  // for the bounded shape cache

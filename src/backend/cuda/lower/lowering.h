@@ -71,6 +71,7 @@ class Lowering {
   void jet_activation_op(int i, const Op& op);  // JetActivation, FourierFeatures
   void jet_activation_backward_op(int i, const Op& op);  // JetActivationBackward, FourierFeaturesBackward
   void sample_points_op(int i, const Op& op);  // SamplePoints
+  void observed_points_op(int i, const Op& op);  // ObservedPoints
   void dense_op(int i, const Op& op);  // Dense
   void add_op(int i, const Op& op);  // Add
   void add_backward_op(int i, const Op& op);  // AddBackward

@@ -34,6 +34,7 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::FourierFeaturesBackward, [](L& l, int i, const Op& op) { l.jet_activation_backward_op(i, op); }},
     {OpKind::ExpressionLoss, [](L& l, int i, const Op& op) { l.expression_loss_op(i, op); }},
     {OpKind::SamplePoints, [](L& l, int i, const Op& op) { l.sample_points_op(i, op); }},
+    {OpKind::ObservedPoints, [](L& l, int i, const Op& op) { l.observed_points_op(i, op); }},
     {OpKind::Dense, [](L& l, int i, const Op& op) { l.dense_op(i, op); }},
     {OpKind::DenseBackward, [](L& l, int i, const Op& op) { l.dense_backward(i, op); }},
     // Same shapes: the add kernels and their fusions (dense.cpp); broadcasting: tensor.cpp.

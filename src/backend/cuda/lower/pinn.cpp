@@ -1,6 +1,7 @@
 // Physics-informed ops: jets, Fourier features, collocation points and expression losses, with
 // the jet fusions of fusion_plan.h.
 #include "backend/cuda/lower/lowering.h"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace sg::cuda {
 
@@ -204,6 +205,23 @@ void Lowering::sample_points_op(int, const Op& op) {
   const int64_t M = dim(out[0], 0), d = dim(out[0], 1);
   notes_ << "counter-based sampling kernel (the CPU's draws, bit for bit)";
   return add_step(op, [=](cudaStream_t s) { sample_points(step, X, M, d, a, s); });
+}
+
+void Lowering::observed_points_op(int, const Op& op) {
+  const std::vector<float>& table = *op.attr<ObservedAttrs>().table;
+  const size_t bytes = table.size() * sizeof(float);
+  float* src = reinterpret_cast<float*>(own(bytes));
+  be_.upload(src, table.data(), bytes);
+  be_.synchronize();
+  float *X = f(op.out[0]), *XV = f(op.out[1]);
+  const size_t N = static_cast<size_t>(dim(op.out[0], 0)), d = static_cast<size_t>(dim(op.out[0], 1)),
+               w = static_cast<size_t>(dim(op.out[1], 1));
+  notes_ << "two copies from the table uploaded at lowering";
+  add_step(op, [=](cudaStream_t s) {
+    CUDA_CHECK(cudaMemcpyAsync(XV, src, bytes, cudaMemcpyDeviceToDevice, s));
+    CUDA_CHECK(cudaMemcpy2DAsync(X, d * sizeof(float), src, w * sizeof(float), d * sizeof(float), N,
+                                 cudaMemcpyDeviceToDevice, s));
+  });
 }
 
 }  // namespace sg::cuda
