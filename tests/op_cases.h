@@ -19,6 +19,7 @@
 #include "custom_test_ops.h"
 #include "jet_reference.h"
 #include "ops/custom_ops.h"
+#include "optim/update_rules.h"
 #include "pinn/expression.h"
 
 namespace sg::test {
@@ -537,6 +538,13 @@ inline std::vector<OpCase> adam_cases() {
           update_case(OpKind::AdamUpdate, "AdamW, first step", 1302, adam(true), 2, 1)};
 }
 
+// Lion, the built-in written as a user-defined update rule (custom_optimizer.h).
+inline std::vector<OpCase> custom_update_cases() {
+  const Lion lion(1e-3);  // registers its rule
+  CustomUpdateAttrs a{update_rule_id("lion"), 3, {0.9, 0.99}};
+  return {update_case(OpKind::CustomUpdate, "lion at step 3", 1320, a, 1, 3)};
+}
+
 // Gradients over several chunks of the CUDA launch (512 elements each), clipped or not.
 inline std::vector<OpCase> clip_grad_norm_cases() {
   std::vector<OpCase> v;
@@ -738,7 +746,7 @@ inline std::vector<OpCase> all_op_cases() {
   for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, observed_points_cases, dense_cases,
                      add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, pointwise_loss_cases,
                      schedule_cases, sgd_cases,
-                     adam_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
+                     adam_cases, custom_update_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
                      layer_norm_cases, embedding_cases, attention_cases, abs_max_cases, custom_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})

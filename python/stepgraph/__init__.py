@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional, Union
 from ._stepgraph import (
     Adam,
     AdamW,
+    Lion,
     BatchNorm,
     Dense,
     Dropout,
@@ -124,6 +125,7 @@ __all__ = [
     "silu",
     "Adam",
     "AdamW",
+    "Lion",
     "BatchNorm",
     "Dense",
     "Dropout",

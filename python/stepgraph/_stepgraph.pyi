@@ -483,6 +483,13 @@ class AdamW(Adam):
 
     def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.01, schedule: Schedule | None = None, clip_norm: float = 0.0) -> None: ...
 
+class Lion(Optimizer):
+    """
+    Lion (Chen et al. 2023) as lion-pytorch: c = beta1 m + (1 - beta1) g; p *= 1 - lr*wd; p -= lr sign(c); m = beta2 m + (1 - beta2) g. Use a learning rate 3-10x smaller than AdamW's and a larger weight decay. Written as a user-defined update rule (docs/extending.md).
+    """
+
+    def __init__(self, lr: float = 0.0001, beta1: float = 0.9, beta2: float = 0.99, weight_decay: float = 0.0, schedule: Schedule | None = None, clip_norm: float = 0.0) -> None: ...
+
 class Timer:
     """
     Times a region: CUDA events on `stream` when one is given (an int cudaStream_t, 0 for the legacy default stream, or a torch/cupy stream object), else the host clock. ms() ends the region (waiting for the stream) and returns its length in milliseconds. As a context manager it restarts on entry and sets .elapsed_ms on exit.

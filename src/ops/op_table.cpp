@@ -37,7 +37,7 @@ constexpr const OpDef* kRows[] = {
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
     &kClipGradNorm,  &kMatMul,           &kTranspose,
-    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference, &kCustom,
+    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference, &kCustom, &kCustomUpdate,
 };
 
 constexpr bool rows_in_kind_order() {
