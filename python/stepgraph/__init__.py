@@ -80,7 +80,7 @@ from ._stepgraph import (
 )
 from . import _stepgraph
 from . import pinn
-from ._custom import CustomOp
+from ._custom import CustomLoss, CustomOp, infer_grad_scale
 
 
 # Standalone activations of symbolic tensors: sg.relu(x) is sg.activation(x, "relu").
@@ -104,7 +104,9 @@ def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
     return activation(x, "silu", name=name)
 
 __all__ = [
+    "CustomLoss",
     "CustomOp",
+    "infer_grad_scale",
     "pinn",
     "L1Loss",
     "HuberLoss",

@@ -570,8 +570,10 @@ std::string Trainer::explain() const {
     const double scale = loss_->grad_scale(pred);
     os << "loss: " << loss_->describe() << "; gradient scale " << scale << " ("
        << reduction_name(loss_->reduction()) << (loss_->reduction() == Reduction::Mean
-                                                      ? cat(" over ", static_cast<int64_t>(std::llround(1 / scale)), " ",
-                                                            loss_->target_dtype() == DType::I32 ? "rows" : "elements")
+                                                      ? cat(" over ", std::llround(1 / scale), " ",
+                                                            loss_->target_dtype() == DType::I32 || std::llround(1 / scale) == pred[0]
+                                                                ? "rows"
+                                                                : "elements")
                                                       : std::string())
        << ")\n";
     os << "input: " << shape_str(current_->input_shape) << ", output: " << shape_str(pred) << "\n";

@@ -1,6 +1,7 @@
 // Lowering of user-defined ops (OpKind::Custom): the registered CUDA launcher, called once per
 // step while the step is run op by op and once at capture; replays re-run what it launched.
 #include "backend/cuda/lower/lowering.h"
+#include "ops/custom_loss_ops.h"
 #include "ops/custom_ops.h"
 #include "optim/update_rules.h"
 
@@ -51,6 +52,20 @@ void Lowering::custom_update_op(const Op& op) {
   add_step(op, [args, k, who](cudaStream_t s) mutable {
     args.stream = s;
     run_update_kernel(*k, args, who);
+    check_user_launch(s, who);
+  });
+}
+
+void Lowering::custom_loss_op(const Op& op) {
+  const CustomLossDef& d = custom_loss_def(op.attr<CustomLossAttrs>().id);  // entries never move
+  const std::string who = cat("user-defined loss '", d.name, "'");
+  SG_REQUIRE(d.cuda, who, ": no CUDA kernel is registered (cuda); train it on the CPU backend, or register one");
+  LossArgs args = custom_loss_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
+  const LossKernel* k = &d.cuda;
+  notes_ << "user-defined loss '" << d.name << "'";
+  add_step(op, [args, k, who](cudaStream_t s) mutable {
+    args.stream = s;
+    run_loss_kernel(*k, args, who);
     check_user_launch(s, who);
   });
 }
