@@ -3,7 +3,9 @@
 //              compiler (custom_test_ops.cu), counting their launcher calls;
 //   test_mix:  two inputs, two outputs: (a b, a + 2 b); CPU only;
 //   test_nograd: y = 2 x without a backward;
-//   test_syncs: y = x whose CUDA forward synchronizes its stream (refused inside a capture).
+//   test_syncs: y = x whose CUDA forward synchronizes its stream (refused inside a capture);
+//   test_log_cosh: a user loss, the mean over valid rows' elements of log(cosh(pred - target)),
+//              CPU and (with a CUDA compiler) CUDA kernels.
 // Their float64 references (for the op-table cases) are test_op_reference below.
 #pragma once
 
@@ -11,6 +13,9 @@
 #include <atomic>
 #include <vector>
 
+#include <cmath>
+
+#include "stepgraph/custom_loss.h"
 #include "stepgraph/custom_op.h"
 
 namespace sg::test {
@@ -19,6 +24,7 @@ namespace sg::test {
 void cube_cuda(const float* x, float* y, int64_t n, void* stream);
 void cube_backward_cuda(const float* dy, const float* x, float* dx, int64_t n, void* stream);
 void copy_then_sync_cuda(const float* x, float* y, int64_t n, void* stream);
+void log_cosh_cuda(const LossArgs& a);
 #endif
 
 inline std::atomic<int>& cube_cuda_calls() {
@@ -34,7 +40,29 @@ inline bool test_ops_have_cuda() {
 #endif
 }
 
+inline void register_test_loss() {
+  if (is_registered_loss("test_log_cosh")) return;
+  CustomLossDef d;
+  d.name = "test_log_cosh";
+  d.cpu = [](const LossArgs& a) {
+    const int64_t B = a.pred_shape[0], per = numel(a.pred_shape) / B, rows = a.valid_rows ? *a.valid_rows : B;
+    double sum = 0;
+    for (int64_t i = 0; i < B * per; ++i) {
+      const double e = static_cast<double>(a.pred[i]) - a.target[i];
+      const bool pad = i / per >= rows;
+      if (!pad) sum += std::log(std::cosh(e));
+      a.dpred[i] = pad ? 0.0f : static_cast<float>(std::tanh(e) / static_cast<double>(rows * per));
+    }
+    *a.loss = static_cast<float>(sum / static_cast<double>(rows * per));
+  };
+#ifdef SG_TEST_CUSTOM_CUDA
+  d.cuda = log_cosh_cuda;
+#endif
+  register_loss(d);
+}
+
 inline void register_test_ops() {
+  register_test_loss();
   if (is_registered_op("test_cube")) return;
   auto same = [](const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; };
   CustomOpDef cube;

@@ -18,7 +18,9 @@
 
 #include "custom_test_ops.h"
 #include "jet_reference.h"
+#include "ops/custom_loss_ops.h"
 #include "ops/custom_ops.h"
+#include "optim/update_rules.h"
 #include "pinn/expression.h"
 
 namespace sg::test {
@@ -537,6 +539,13 @@ inline std::vector<OpCase> adam_cases() {
           update_case(OpKind::AdamUpdate, "AdamW, first step", 1302, adam(true), 2, 1)};
 }
 
+// Lion, the built-in written as a user-defined update rule (custom_optimizer.h).
+inline std::vector<OpCase> custom_update_cases() {
+  const Lion lion(1e-3);  // registers its rule
+  CustomUpdateAttrs a{update_rule_id("lion"), 3, {0.9, 0.99}};
+  return {update_case(OpKind::CustomUpdate, "lion at step 3", 1320, a, 1, 3)};
+}
+
 // Gradients over several chunks of the CUDA launch (512 elements each), clipped or not.
 inline std::vector<OpCase> clip_grad_norm_cases() {
   std::vector<OpCase> v;
@@ -718,6 +727,19 @@ inline std::vector<OpCase> custom_cases() {
   return v;
 }
 
+// A user-defined loss (custom_loss.h): log cosh, a padded batch.
+inline std::vector<OpCase> custom_loss_cases() {
+  register_test_loss();
+  CaseBuilder b(OpKind::CustomLoss, "test_log_cosh [5, 3], 4 valid rows", 3200);
+  const TensorId pred = b.random("pred", {5, 3}, Role::Input), target = b.random("target", {5, 3}, Role::Input);
+  const TensorId valid = b.i32("valid", {1}, {4});
+  const TensorId loss = b.output("loss", {1}), dp = b.output("dpred", {5, 3});
+  b.op({pred, target, valid}, {loss, dp}, CustomLossAttrs{custom_loss_id("test_log_cosh")});
+  std::vector<OpCase> v;
+  v.push_back(b.loss({loss}, {{pred, dp}}));
+  return v;
+}
+
 inline void eval_custom_double(const Program& p, const Op& op, Values& v) {
   std::vector<std::vector<double>> in;
   for (TensorId t : op.in) in.push_back(v.at(p.tensor(t).name));
@@ -738,8 +760,8 @@ inline std::vector<OpCase> all_op_cases() {
   for (auto* make : {gather_batch_cases, jet_input_cases, expression_loss_cases, sample_points_cases, observed_points_cases, dense_cases,
                      add_cases, softmax_cross_entropy_cases, mean_squared_error_cases, pointwise_loss_cases,
                      schedule_cases, sgd_cases,
-                     adam_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
-                     layer_norm_cases, embedding_cases, attention_cases, abs_max_cases, custom_cases})
+                     adam_cases, custom_update_cases, clip_grad_norm_cases, conv2d_cases, max_pool2d_cases, global_avg_pool_cases, reshape_cases,
+                     layer_norm_cases, embedding_cases, attention_cases, abs_max_cases, custom_cases, custom_loss_cases})
     for (OpCase& c : make()) all.push_back(std::move(c));
   for (OpKind k : {OpKind::JetActivation, OpKind::FourierFeatures})
     for (OpCase& c : jet_elementwise_cases(k)) all.push_back(std::move(c));

@@ -448,6 +448,15 @@ inline bool eval_op_double(const Program& p, const Op& op, std::map<std::string,
       *loss = a.reduction == Reduction::Mean ? total / std::max<int64_t>(n, 1) : total;
       return true;
     }
+    case OpKind::CustomLoss: {  // the tests' user loss, test_log_cosh (custom_test_ops.h)
+      const auto& pr = val(op.in[0]);
+      const auto& tg = val(op.in[1]);
+      const int64_t B = p.tensor(op.in[0]).shape[0], n = valid_rows(B) * static_cast<int64_t>(pr.size()) / B;
+      double total = 0;
+      for (int64_t k = 0; k < n; ++k) total += std::log(std::cosh(pr[k] - tg[k]));
+      *loss = total / static_cast<double>(std::max<int64_t>(n, 1));
+      return true;
+    }
     default: throw Error(cat("eval_double: unexpected op ", op_kind_name(op.kind)));
   }
   return false;

@@ -189,9 +189,16 @@ enum class OpKind : uint8_t {
   // A user-defined op (custom_op.h): its kernels, shapes and backward from the registry entry
   // CustomAttrs::id. The backward is the same kind with backward = true.
   Custom,               // in {X...}  out {Y...};  backward: in {dY..., X..., Y...}  out {dX|-...}
+  // A user-defined optimizer's update (custom_optimizer.h): the registered rule
+  // CustomUpdateAttrs::rule over every parameter, in place, as SgdUpdate's slots with the rule's
+  // state lists.
+  CustomUpdate,         // in {hyper, sched, P..., G..., S...}  out {P..., S...}
+  // A user-defined loss (custom_loss.h): the registered kernel CustomLossAttrs::id writes the
+  // loss and d loss / d pred; valid rows as the built-in losses.
+  CustomLoss,           // in {pred, target, valid|-}  out {loss[1], dpred}
 };
 // How many kinds there are; each has its row in the op table (src/ir/op_table.h).
-constexpr int kNumOpKinds = static_cast<int>(OpKind::Custom) + 1;
+constexpr int kNumOpKinds = static_cast<int>(OpKind::CustomLoss) + 1;
 const char* op_kind_name(OpKind k);
 
 struct DenseAttrs {
@@ -314,6 +321,14 @@ struct SgdAttrs {
   double dampening = 0;
   bool nesterov = false;
 };
+struct CustomLossAttrs {
+  int32_t id = -1;  // the registry entry (src/ops/custom_loss_ops.h)
+};
+struct CustomUpdateAttrs {
+  int32_t rule = -1;              // the registry entry (src/optim/update_rules.h)
+  int64_t num_params = 0;
+  std::vector<double> constants;  // UpdateArgs::constants
+};
 struct AdamAttrs {
   int64_t num_params = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -369,7 +384,7 @@ using OpAttrs = std::variant<std::monostate, DenseAttrs, LossAttrs, ScheduleAttr
                              GatherAttrs, JetAttrs, ExprLossAttrs, SampleAttrs, ObservedAttrs, ConvAttrs, PoolAttrs,
                              NormAttrs, AttentionAttrs, ScaleShiftAttrs, ActivationAttrs, ConcatAttrs, SplitAttrs,
                              SliceAttrs, ReduceAttrs, DropoutAttrs, ClipAttrs, MatMulAttrs, TransposeAttrs,
-                             BatchNormAttrs, CustomAttrs>;
+                             BatchNormAttrs, CustomAttrs, CustomUpdateAttrs, CustomLossAttrs>;
 // Rows of batch `step` for a device-resident data set (the GatherBatch rule, host side).
 int64_t gather_batches_per_epoch(int64_t n, int64_t batch, bool partial_last);
 

@@ -84,11 +84,15 @@ class GraphBuilder {
   std::string unique_name(const std::string& base) const;
 
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
+  // A persistent tensor (an optimizer's state) that starts at `value` instead of zero.
+  void fill(TensorId t, double value) { fills_.push_back({p_.tensor(t).name, value}); }
+  const std::vector<std::pair<std::string, double>>& fills() const { return fills_; }
 
  private:
   Program& p_;
   std::map<std::pair<const void*, std::string>, TensorId> owned_;
   std::vector<ParamSpec> specs_;
+  std::vector<std::pair<std::string, double>> fills_;
   JetSpec jet_;
   bool jet_on_ = false;
   int64_t points_ = 0;

@@ -223,7 +223,8 @@ class Trainer {
   std::unique_ptr<Variant> build_variant(const Shape& input_shape, bool training,
                                          const Resident* resident = nullptr);
   Variant& eval_variant(int64_t batch);
-  void init_persistent(const Program& p, const MemoryPlan& plan, const std::vector<ParamSpec>& specs);
+  void init_persistent(const Program& p, const MemoryPlan& plan, const std::vector<ParamSpec>& specs,
+                       const std::vector<std::pair<std::string, double>>& fills);
   void check_batch(const Variant& v, const HostArray& X, const HostArray& y, const std::string& what) const;
   void upload_batch(Variant& v, const HostArray& X, const HostArray& y, int64_t row0, int64_t rows);
   HostArray read_tensor(const std::string& name) const;

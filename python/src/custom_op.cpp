@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
+#include "stepgraph/custom_loss.h"
 #include "stepgraph/custom_op.h"
 
 namespace sgpy {
@@ -129,9 +130,70 @@ std::string register_python_op(nb::handle obj, const std::string& name, bool has
   return key;
 }
 
+// A stepgraph.CustomLoss object as a registered user loss: forward(pred, target, valid_rows,
+// loss, dpred, stream) on views of the step's buffers (valid_rows an int32 [1] view).
+std::string register_python_loss(nb::handle obj, const std::string& name, bool has_target_shape) {
+  std::string key = name;
+  for (int k = 2; sg::is_registered_loss(key); ++k) key = sg::cat(name, "-", k);
+  Py_INCREF(obj.ptr());
+  auto op = std::make_shared<const PyOp>(PyOp{obj.ptr(), name});
+  auto kernel = [op](bool cuda) {
+    return [op, cuda](const sg::LossArgs& a) {
+      with_python(*op, "forward", [&](nb::handle self) {
+        const int device = cuda ? current_cuda_device() : 0;
+        nb::object valid = nb::none();
+        if (a.valid_rows) {
+          size_t one = 1;
+          auto* v = const_cast<int32_t*>(a.valid_rows);
+          valid = cuda ? nb::ndarray<int32_t>(v, 1, &one, nb::handle(), nullptr, nb::dtype<int32_t>(),
+                                              nb::device::cuda::value, device)
+                             .cast(nb::rv_policy::reference)
+                       : nb::ndarray<nb::numpy, int32_t>(v, 1, &one, nb::handle()).cast(nb::rv_policy::reference);
+        }
+        self.attr("forward")(device_view(const_cast<float*>(a.pred), a.pred_shape, cuda, device),
+                             device_view(const_cast<float*>(a.target), a.target_shape, cuda, device), valid,
+                             device_view(a.loss, {1}, cuda, device), device_view(a.dpred, a.pred_shape, cuda, device),
+                             cuda ? nb::object(nb::int_(reinterpret_cast<uintptr_t>(a.stream))) : nb::none());
+      });
+    };
+  };
+  sg::CustomLossDef d;
+  d.name = key;
+  d.cpu = kernel(false);
+  d.cuda = kernel(true);
+  if (has_target_shape)
+    d.target_shape = [op](const sg::Shape& pred) {
+      sg::Shape out;
+      with_python(*op, "target_shape", [&](nb::handle self) {
+        out = shape_from(self.attr("target_shape")(shape_tuple(pred)), op->name);
+      });
+      return out;
+    };
+  sg::register_loss(std::move(d));
+  return key;
+}
+
 }  // namespace
 
 void bind_custom_ops(nb::module_& m) {
+  nb::class_<sg::CustomLoss, sg::Loss>(m, "_RegisteredLoss", "A registered user-defined loss (stepgraph.CustomLoss makes one).")
+      .def("__init__",
+           [](sg::CustomLoss* self, const std::string& name) { as_input_error([&] { new (self) sg::CustomLoss(name); }); },
+           "name"_a);
+  m.def("_register_python_loss",
+        [](nb::handle obj, const std::string& name, bool has_target_shape) {
+          return as_input_error([&] { return register_python_loss(obj, name, has_target_shape); });
+        },
+        "loss"_a, "name"_a, "has_target_shape"_a,
+        "Registers a stepgraph.CustomLoss object as a user-defined loss; returns its registry name.");
+  m.def("_infer_grad_scale",
+        [](const sg::Loss& loss, nb::handle pred_shape) {
+          sg::Shape s;
+          for (nb::handle d : pred_shape) s.push_back(nb::cast<int64_t>(d));
+          const sg::GradScale g = as_input_error([&] { return sg::infer_grad_scale(loss, s); });
+          return nb::make_tuple(g.scale, sg::reduction_name(g.reduction));
+        },
+        "loss"_a, "pred_shape"_a, "(scale, 'mean' | 'sum') of a loss for predictions of pred_shape (stepgraph.infer_grad_scale).");
   m.def("_register_python_op",
         [](nb::handle obj, const std::string& name, bool has_backward) {
           return as_input_error([&] { return register_python_op(obj, name, has_backward); });

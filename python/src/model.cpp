@@ -76,6 +76,8 @@ std::vector<sg::LossTerm> loss_terms_of(nb::handle losses, const sg::Model& mode
       loss = tup[0];
       t.weight = nb::cast<double>(tup[1]);
     }
+    nb::object user_loss;  // a stepgraph.CustomLoss: its registered engine loss
+    if (nb::hasattr(loss, "_stepgraph_loss")) loss = user_loss = loss.attr("_stepgraph_loss");
     if (!nb::isinstance<sg::Loss>(loss))
       throw InputError("Trainer: loss '" + t.output + "': expected a stepgraph loss, got " + py_type_name(loss));
     t.loss = nb::cast<sg::LossPtr>(loss);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "common.h"
+#include "stepgraph/custom_optimizer.h"
 #include "stepgraph/graph.h"
 #include "stepgraph/loss.h"
 #include "stepgraph/nn.h"
@@ -507,6 +508,21 @@ NB_MODULE(_stepgraph, m) {
            },
            "lr"_a = 1e-3, "beta1"_a = 0.9, "beta2"_a = 0.999, "eps"_a = 1e-8, "weight_decay"_a = 1e-2,
            "schedule"_a = nb::none(), "clip_norm"_a = 0.0);
+  nb::class_<sg::Lion, sg::Optimizer>(
+      m, "Lion",
+      "Lion (Chen et al. 2023) as lion-pytorch: c = beta1 m + (1 - beta1) g; p *= 1 - lr*wd; "
+      "p -= lr sign(c); m = beta2 m + (1 - beta2) g. Use a learning rate 3-10x smaller than AdamW's "
+      "and a larger weight decay. Written as a user-defined update rule (docs/extending.md).")
+      .def("__init__",
+           [](sg::Lion* self, double lr, double beta1, double beta2, double wd, std::optional<sg::Schedule> s,
+              double clip) {
+             as_input_error([&] {
+               new (self) sg::Lion(lr, beta1, beta2, wd, schedule_or_constant(s));
+               self->set_clip_norm(clip);
+             });
+           },
+           "lr"_a = 1e-4, "beta1"_a = 0.9, "beta2"_a = 0.99, "weight_decay"_a = 0.0, "schedule"_a = nb::none(),
+           "clip_norm"_a = 0.0);
 
   // ---- timing ----
   nb::class_<PyTimer>(

@@ -227,6 +227,8 @@ void bind_trainer(nb::module_& m) {
              if (!model) throw InputError("Trainer: model is None");
              if (loss.is_none()) throw InputError("Trainer: loss is None");
              const bool problem = nb::hasattr(loss, "_stepgraph_problem_json");
+             nb::object user_loss;  // a stepgraph.CustomLoss: its registered engine loss
+             if (nb::hasattr(loss, "_stepgraph_loss")) loss = user_loss = loss.attr("_stepgraph_loss");
              auto graph = std::dynamic_pointer_cast<sg::Model>(model);
              const bool named = !problem && (nb::isinstance<nb::dict>(loss) ||
                                 (graph && (graph->input_names().size() > 1 || graph->output_names().size() > 1)));

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional, Union
 from ._stepgraph import (
     Adam,
     AdamW,
+    Lion,
     BatchNorm,
     Dense,
     Dropout,
@@ -79,7 +80,7 @@ from ._stepgraph import (
 )
 from . import _stepgraph
 from . import pinn
-from ._custom import CustomOp
+from ._custom import CustomLoss, CustomOp, infer_grad_scale
 
 
 # Standalone activations of symbolic tensors: sg.relu(x) is sg.activation(x, "relu").
@@ -103,7 +104,9 @@ def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
     return activation(x, "silu", name=name)
 
 __all__ = [
+    "CustomLoss",
     "CustomOp",
+    "infer_grad_scale",
     "pinn",
     "L1Loss",
     "HuberLoss",
@@ -124,6 +127,7 @@ __all__ = [
     "silu",
     "Adam",
     "AdamW",
+    "Lion",
     "BatchNorm",
     "Dense",
     "Dropout",

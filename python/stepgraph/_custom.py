@@ -66,3 +66,58 @@ class CustomOp:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+class CustomLoss:
+    """Base class of user-defined losses, as the framework stepgraph grew from has them: given the
+    predictions and the targets, write the loss and its gradient.
+
+        class LogCosh(sg.CustomLoss):
+            def forward(self, pred, target, valid_rows, loss, dpred, stream):
+                n = int(valid_rows[0])                     # rows at or beyond it are padding
+                e = pred[:n] - target[:n]
+                loss[0] = np.log(np.cosh(e)).mean()
+                dpred[...] = 0
+                dpred[:n] = np.tanh(e) / e.size
+
+        t = sg.Trainer(model, LogCosh(), sg.Adam(1e-3))
+        sg.infer_grad_scale(LogCosh(), (16, 3))            # (0.0625, 'mean')
+
+    The arrays are views of the step's buffers, as CustomOp's: numpy on the CPU backend; DLPack
+    device views and the cudaStream_t as an int on CUDA (valid_rows is then a device int32 [1]:
+    use it in device code, e.g. a mask ``torch.arange(B, device='cuda') < valid``, never read it
+    on the host). Write every element of dpred. Optional: ``target_shape(self, pred_shape)``
+    returning the target's shape (default: pred's). The engine infers how the loss reduces over
+    the batch from its CPU forward (infer_grad_scale) and explain reports it.
+    """
+
+    def __init__(self, name: Optional[str] = None) -> None:
+        self.name = name if name is not None else type(self).__name__
+        self._loss: Optional[Any] = None
+
+    def forward(self, pred: Any, target: Any, valid_rows: Any, loss: Any, dpred: Any, stream: Optional[int]) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.forward: write loss[0] and every element of dpred")
+
+    @property
+    def _stepgraph_loss(self) -> Any:
+        """The engine's loss object (registered on first use)."""
+        if self._loss is None:
+            has_target_shape = callable(getattr(self, "target_shape", None))
+            key = _stepgraph._register_python_loss(self, self.name, has_target_shape)
+            self._loss = _stepgraph._RegisteredLoss(key)
+        return self._loss
+
+    def describe(self) -> str:
+        return self._stepgraph_loss.describe()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def infer_grad_scale(loss: Any, pred_shape: Sequence[int]) -> tuple:
+    """The factor a loss puts on each element's gradient for predictions of ``pred_shape`` (with
+    the batch axis), and "mean" or "sum": a built-in loss knows it (1/(B*T) for a mean squared
+    error); a CustomLoss's is found by running its CPU forward on B copies of one row and on that
+    row alone (1/B for a mean over the batch, 1 for a sum)."""
+    engine = loss._stepgraph_loss if hasattr(loss, "_stepgraph_loss") else loss
+    return _stepgraph._infer_grad_scale(engine, tuple(pred_shape))

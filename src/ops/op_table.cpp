@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "autodiff/grad_builder.h"
+#include "ops/custom_loss_ops.h"
 #include "ops/custom_ops.h"
 #include "ops/data_ops.h"
 #include "ops/dense_ops.h"
@@ -37,7 +38,7 @@ constexpr const OpDef* kRows[] = {
     &kSlice,         &kSliceBackward,    &kSum,               &kSumBackward,
     &kMean,          &kMeanBackward,     &kPointwiseLoss,     &kDropout,
     &kClipGradNorm,  &kMatMul,           &kTranspose,
-    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference, &kCustom,
+    &kBatchNorm,     &kBatchNormBackward, &kBatchNormInference, &kCustom, &kCustomUpdate, &kCustomLoss,
 };
 
 constexpr bool rows_in_kind_order() {

@@ -4,16 +4,21 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "optim/update_rules.h"
 
 namespace sg::ops {
 
 namespace {
 
 int64_t num_params(const Op& op) {
+  if (op.kind == OpKind::CustomUpdate) return op.attr<CustomUpdateAttrs>().num_params;
   return op.kind == OpKind::AdamUpdate ? op.attr<AdamAttrs>().num_params : op.attr<SgdAttrs>().num_params;
 }
-// State tensors per parameter: Adam's two moments, SGD's momentum buffer when it has one.
+// State tensors per parameter: Adam's two moments, SGD's momentum buffer when it has one, a
+// user rule's declared ones.
 int64_t num_states(const Op& op) {
+  if (op.kind == OpKind::CustomUpdate)
+    return static_cast<int64_t>(update_rule(op.attr<CustomUpdateAttrs>().rule).state.size());
   return op.kind == OpKind::AdamUpdate ? 2 : op.attr<SgdAttrs>().momentum != 0.0 ? 1 : 0;
 }
 
@@ -101,6 +106,19 @@ std::function<void()> cpu_clip(const CpuBind& b) {
 
 std::string clip_attrs_text(const Op& op) { return cat("(max_norm ", op.attr<ClipAttrs>().max_norm, ")"); }
 
-std::string update_summary(const Op& op) { return cat(num_params(op), " parameters in one launch"); }
+std::string update_summary(const Op& op) {
+  if (op.kind == OpKind::CustomUpdate)
+    return cat(num_params(op), " parameters, update rule '", update_rule(op.attr<CustomUpdateAttrs>().rule).name, "'");
+  return cat(num_params(op), " parameters in one launch");
+}
+
+std::function<void()> cpu_custom_update(const CpuBind& b) {
+  const Op& op = b.op();
+  const UpdateRuleDef& rule = update_rule(op.attr<CustomUpdateAttrs>().rule);  // entries never move
+  const UpdateArgs args = update_args(b.program(), op, [&](TensorId t) -> void* { return b.f(t); });
+  const UpdateKernel* k = &rule.cpu;
+  const std::string who = cat("optimizer '", rule.name, "' (op '", op.name, "')");
+  return [=] { run_update_kernel(*k, args, who); };
+}
 
 }  // namespace sg::ops

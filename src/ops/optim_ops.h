@@ -21,6 +21,10 @@ inline constexpr OpDef kSgdUpdate{OpKind::SgdUpdate, "sgd_update", "hyper sched 
 // in {hyper, sched, P..., G..., M..., V...} out {P..., M..., V...}, in place.
 inline constexpr OpDef kAdamUpdate{OpKind::AdamUpdate, "adam_update", "hyper sched tensors...", "tensors...",
                                    check_update, no_gradient, cpu_update, nullptr, nullptr, update_summary};
+// A user-defined rule's update (custom_optimizer.h): SgdUpdate's slots, the rule's states.
+std::function<void()> cpu_custom_update(const CpuBind& b);
+inline constexpr OpDef kCustomUpdate{OpKind::CustomUpdate, "custom_update", "hyper sched tensors...", "tensors...",
+                                     check_update, no_gradient, cpu_custom_update, nullptr, nullptr, update_summary};
 // in {G...} out {norm[2], G...}: the gradients rescaled in place.
 void check_clip(const OpCheck& c);
 std::function<void()> cpu_clip(const CpuBind& b);

@@ -1,4 +1,5 @@
 #include "stepgraph/config.h"
+#include "stepgraph/custom_optimizer.h"
 
 #include "core/host_memory.h"
 #include "core/json_text.h"
@@ -267,8 +268,8 @@ OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
 }
 
 OptimizerPtr parse_optimizer_kind(const Node& n, int64_t total_steps) {
-  std::string type = n.string("type", "adamw", {"sgd", "adam", "adamw"});
-  double lr = n.number("lr", type == "sgd" ? 0.01 : 1e-3, 1e-12, 1e6);
+  std::string type = n.string("type", "adamw", {"sgd", "adam", "adamw", "lion"});
+  double lr = n.number("lr", type == "sgd" ? 0.01 : type == "lion" ? 1e-4 : 1e-3, 1e-12, 1e6);
   Schedule s = n.has("schedule") ? parse_schedule(n.object("schedule"), total_steps) : Schedule::constant();
   if (type == "sgd") {
     for (const char* k : {"beta1", "beta2", "eps"})
@@ -283,7 +284,11 @@ OptimizerPtr parse_optimizer_kind(const Node& n, int64_t total_steps) {
   for (const char* k : {"momentum", "nesterov", "dampening"})
     SG_REQUIRE(!n.has(k), n.at(k), ": \"", k, "\" is an SGD setting (momentum, nesterov, dampening); "
                "optimizer \"", type, "\" takes lr, beta1, beta2, eps, weight_decay, schedule");
-  double b1 = n.number("beta1", 0.9, 0.0, 0.999999), b2 = n.number("beta2", 0.999, 0.0, 0.999999);
+  double b1 = n.number("beta1", 0.9, 0.0, 0.999999), b2 = n.number("beta2", type == "lion" ? 0.99 : 0.999, 0.0, 0.999999);
+  if (type == "lion") {
+    SG_REQUIRE(!n.has("eps"), n.at("eps"), ": optimizer \"lion\" has no eps (it takes lr, beta1, beta2, weight_decay, schedule)");
+    return std::make_shared<Lion>(lr, b1, b2, n.number("weight_decay", 0.0, 0.0, 1e6), s);
+  }
   double eps = n.number("eps", 1e-8, 1e-30, 1.0);
   if (type == "adam") return std::make_shared<Adam>(lr, b1, b2, eps, n.number("weight_decay", 0.0, 0.0, 1e6), s);
   return std::make_shared<AdamW>(lr, b1, b2, eps, n.number("weight_decay", 1e-2, 0.0, 1e6), s);

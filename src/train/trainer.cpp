@@ -224,7 +224,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   v->plan = plan_memory(v->program, backend_->lifetime_hints(v->program, options_.lower));
   if (!persistent_) {
     SG_ASSERT(training && !resident);
-    init_persistent(v->program, v->plan, g.param_specs());
+    init_persistent(v->program, v->plan, g.param_specs(), g.fills());
   }
   v->transient = DeviceBuffer(*backend_, v->plan.transient_bytes);
   v->ptrs.resize(v->program.num_tensors());
@@ -245,8 +245,8 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
   return v;
 }
 
-void Trainer::init_persistent(const Program& p, const MemoryPlan& plan,
-                              const std::vector<ParamSpec>& specs) {
+void Trainer::init_persistent(const Program& p, const MemoryPlan& plan, const std::vector<ParamSpec>& specs,
+                              const std::vector<std::pair<std::string, double>>& fills) {
   auto ps = std::make_unique<Persistent>();
   ps->buffer = DeviceBuffer(*backend_, plan.persistent_bytes);
   for (size_t t = 0; t < p.num_tensors(); ++t) {
@@ -259,6 +259,10 @@ void Trainer::init_persistent(const Program& p, const MemoryPlan& plan,
   persistent_ = std::move(ps);
   // Everything starts at zero (allocate zero-fills); parameters from their init rule.
   for (const ParamSpec& s : specs) write_tensor(s.name, init_parameter(s, seed_));
+  for (const auto& [name, value] : fills) {  // optimizer state declared with another start
+    const Shape& shape = persistent_->slots.at(name).info.shape;
+    write_tensor(name, HostArray::f32(shape, std::vector<float>(static_cast<size_t>(numel(shape)), static_cast<float>(value))));
+  }
   write_tensor(kHyperTensor, HostArray::f32({hyper::kSize}, {static_cast<float>(optimizer_->lr()),
                                                             static_cast<float>(optimizer_->weight_decay())}));
 }
@@ -566,8 +570,10 @@ std::string Trainer::explain() const {
     const double scale = loss_->grad_scale(pred);
     os << "loss: " << loss_->describe() << "; gradient scale " << scale << " ("
        << reduction_name(loss_->reduction()) << (loss_->reduction() == Reduction::Mean
-                                                      ? cat(" over ", static_cast<int64_t>(std::llround(1 / scale)), " ",
-                                                            loss_->target_dtype() == DType::I32 ? "rows" : "elements")
+                                                      ? cat(" over ", std::llround(1 / scale), " ",
+                                                            loss_->target_dtype() == DType::I32 || std::llround(1 / scale) == pred[0]
+                                                                ? "rows"
+                                                                : "elements")
                                                       : std::string())
        << ")\n";
     os << "input: " << shape_str(current_->input_shape) << ", output: " << shape_str(pred) << "\n";

@@ -1,9 +1,29 @@
 // Lowering of user-defined ops (OpKind::Custom): the registered CUDA launcher, called once per
 // step while the step is run op by op and once at capture; replays re-run what it launched.
 #include "backend/cuda/lower/lowering.h"
+#include "ops/custom_loss_ops.h"
 #include "ops/custom_ops.h"
+#include "optim/update_rules.h"
 
 namespace sg::cuda {
+
+namespace {
+
+// After a user's launcher: inside a capture, a synchronize, an allocation or work on another
+// stream invalidates it; outside, a bad launch leaves its error. Either way the user's code is
+// named here, not later.
+void check_user_launch(cudaStream_t s, const std::string& who) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const cudaError_t q = cudaStreamIsCapturing(s, &st);
+  const cudaError_t e = cudaGetLastError();
+  SG_REQUIRE(st != cudaStreamCaptureStatusInvalidated && q == cudaSuccess, who,
+             ": its CUDA function did something graph capture forbids (a synchronize, an allocation, a copy to "
+             "pageable memory or work on another stream; launch on the given stream only): ",
+             cudaGetErrorString(e != cudaSuccess ? e : q));
+  SG_REQUIRE(e == cudaSuccess, who, ": its CUDA function left an error: ", cudaGetErrorString(e));
+}
+
+}  // namespace
 
 void Lowering::custom_op(const Op& op) {
   const CustomAttrs a = op.attr<CustomAttrs>();
@@ -17,16 +37,36 @@ void Lowering::custom_op(const Op& op) {
   add_step(op, [args, k, who](cudaStream_t s) mutable {
     args.stream = s;
     run_custom_kernel(*k, args, who);
-    // Inside a capture, a synchronize, an allocation or work on another stream invalidates it;
-    // outside, a bad launch leaves its error: either way the op is named here, not later.
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    const cudaError_t q = cudaStreamIsCapturing(s, &st);
-    const cudaError_t e = cudaGetLastError();
-    SG_REQUIRE(st != cudaStreamCaptureStatusInvalidated && q == cudaSuccess, who,
-               ": its CUDA function did something graph capture forbids (a synchronize, an allocation, a copy to "
-               "pageable memory or work on another stream; launch on the given stream only): ",
-               cudaGetErrorString(e != cudaSuccess ? e : q));
-    SG_REQUIRE(e == cudaSuccess, who, ": its CUDA function left an error: ", cudaGetErrorString(e));
+    check_user_launch(s, who);
+  });
+}
+
+void Lowering::custom_update_op(const Op& op) {
+  const UpdateRuleDef& rule = update_rule(op.attr<CustomUpdateAttrs>().rule);  // entries never move
+  const std::string who = cat("optimizer '", rule.name, "' (op '", op.name, "')");
+  SG_REQUIRE(rule.cuda, who, ": no CUDA kernel is registered for the update rule (cuda); train on the CPU backend, ",
+             "or register one");
+  UpdateArgs args = update_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
+  const UpdateKernel* k = &rule.cuda;
+  notes_ << "update rule '" << rule.name << "'";
+  add_step(op, [args, k, who](cudaStream_t s) mutable {
+    args.stream = s;
+    run_update_kernel(*k, args, who);
+    check_user_launch(s, who);
+  });
+}
+
+void Lowering::custom_loss_op(const Op& op) {
+  const CustomLossDef& d = custom_loss_def(op.attr<CustomLossAttrs>().id);  // entries never move
+  const std::string who = cat("user-defined loss '", d.name, "'");
+  SG_REQUIRE(d.cuda, who, ": no CUDA kernel is registered (cuda); train it on the CPU backend, or register one");
+  LossArgs args = custom_loss_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
+  const LossKernel* k = &d.cuda;
+  notes_ << "user-defined loss '" << d.name << "'";
+  add_step(op, [args, k, who](cudaStream_t s) mutable {
+    args.stream = s;
+    run_loss_kernel(*k, args, who);
+    check_user_launch(s, who);
   });
 }
 

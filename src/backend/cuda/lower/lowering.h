@@ -83,6 +83,8 @@ class Lowering {
   void clip_op(const Op& op);           // ClipGradNorm
   void matmul_op(const Op& op);         // MatMul (matmul.cpp)
   void custom_op(const Op& op);         // Custom: a user-defined op's launcher (custom.cpp)
+  void custom_update_op(const Op& op);  // CustomUpdate
+  void custom_loss_op(const Op& op);    // CustomLoss
 
   // Convolution, pooling and reshape ops (image_lowering.h).
   ImageLowering& image();

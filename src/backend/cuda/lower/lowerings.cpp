@@ -93,6 +93,8 @@ constexpr CudaLowering kLowerings[] = {
     {OpKind::BatchNormBackward, [](L& l, int, const Op& op) { l.tensor().batch_norm_backward(op); }},
     {OpKind::BatchNormInference, [](L& l, int, const Op& op) { l.tensor().batch_norm_inference(op); }},
     {OpKind::Custom, [](L& l, int, const Op& op) { l.custom_op(op); }},
+    {OpKind::CustomUpdate, [](L& l, int, const Op& op) { l.custom_update_op(op); }},
+    {OpKind::CustomLoss, [](L& l, int, const Op& op) { l.custom_loss_op(op); }},
 };
 
 constexpr bool rows_in_kind_order() {
