@@ -67,20 +67,22 @@ struct GradScale {
 };
 GradScale infer_grad_scale(const Loss& loss, const Shape& pred);
 
-// A registered loss as a Loss: one CustomLoss op writing the loss and dY.
+// A registered loss as a Loss: one CustomLoss op writing the loss and dY. `label` (default: the
+// registered name) is what describe() says, so that two registrations of one loss (a Python
+// class registered per object) read each other's checkpoints.
 class CustomLoss : public Loss {
  public:
-  explicit CustomLoss(std::string name);
+  explicit CustomLoss(std::string name, std::string label = "");
   LossOutputs build(GraphBuilder& g, TensorId pred, TensorId target, TensorId valid) const override;
   Shape target_shape(const Shape& pred) const override;
   DType target_dtype() const override { return DType::F32; }
   Task task() const override { return Task::Regression; }
-  std::string describe() const override;  // "user loss 'log_cosh'"
+  std::string describe() const override;  // "user loss 'log_cosh'" (the label)
   double grad_scale(const Shape& pred) const override;  // infer_grad_scale (also sets reduction())
   const std::string& name() const { return name_; }
 
  private:
-  std::string name_;
+  std::string name_, label_;
 };
 
 }  // namespace sg

@@ -69,18 +69,21 @@ bool is_registered_update_rule(const std::string& name);
 
 // An optimizer running a registered rule: the schedule op, then one update op over every
 // parameter whose kernels are the rule's. `constants` reach the kernels as UpdateArgs::constants.
+// `label` (default: the rule's name) names it in describe() and its state tensors, so that two
+// registrations of one rule (a Python class registered per object) read each other's checkpoints.
 class CustomOptimizer : public Optimizer {
  public:
   CustomOptimizer(std::string rule, double lr, double weight_decay = 0.0, Schedule s = {},
-                  std::vector<double> constants = {});
+                  std::vector<double> constants = {}, std::string label = "");
   void build(GraphBuilder& g, const std::vector<ParamGrad>& params) const override;
   // "<rule>(lr=..., constants=[...], weight_decay=..., schedule=...)"; checkpoints compare it.
   std::string describe() const override;
   const std::string& rule() const { return rule_; }
+  const std::string& label() const { return label_.empty() ? rule_ : label_; }
   const std::vector<double>& constants() const { return constants_; }
 
  private:
-  std::string rule_;
+  std::string rule_, label_;
   std::vector<double> constants_;
 };
 

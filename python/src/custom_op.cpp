@@ -2,6 +2,8 @@
 // object's output_shapes / forward / backward with views of the plan's buffers: writable numpy
 // arrays on the CPU backend, DLPack-capable device views and the cudaStream_t on CUDA. On CUDA
 // they run at warm-up and capture only; replays re-run the kernels they launched.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -9,6 +11,7 @@
 #include "common.h"
 #include "stepgraph/custom_loss.h"
 #include "stepgraph/custom_op.h"
+#include "stepgraph/custom_optimizer.h"
 
 namespace sgpy {
 
@@ -145,10 +148,12 @@ std::string register_python_loss(nb::handle obj, const std::string& name, bool h
         if (a.valid_rows) {
           size_t one = 1;
           auto* v = const_cast<int32_t*>(a.valid_rows);
-          valid = cuda ? nb::ndarray<int32_t>(v, 1, &one, nb::handle(), nullptr, nb::dtype<int32_t>(),
-                                              nb::device::cuda::value, device)
-                             .cast(nb::rv_policy::reference)
-                       : nb::ndarray<nb::numpy, int32_t>(v, 1, &one, nb::handle()).cast(nb::rv_policy::reference);
+          if (cuda)
+            valid = nb::ndarray<int32_t>(v, 1, &one, nb::handle(), nullptr, nb::dtype<int32_t>(), nb::device::cuda::value,
+                                         device)
+                        .cast(nb::rv_policy::reference);
+          else
+            valid = nb::ndarray<nb::numpy, int32_t>(v, 1, &one, nb::handle()).cast(nb::rv_policy::reference);
         }
         self.attr("forward")(device_view(const_cast<float*>(a.pred), a.pred_shape, cuda, device),
                              device_view(const_cast<float*>(a.target), a.target_shape, cuda, device), valid,
@@ -173,13 +178,67 @@ std::string register_python_loss(nb::handle obj, const std::string& name, bool h
   return key;
 }
 
+// A stepgraph.CustomOptimizer object as a registered update rule: update(params, grads, states,
+// hyper, sched, stream) on views of every parameter, its gradient and its states.
+std::string register_python_rule(nb::handle obj, const std::string& name,
+                                 const std::vector<std::pair<std::string, double>>& state) {
+  std::string key = name;
+  for (int k = 2; sg::is_registered_update_rule(key); ++k) key = sg::cat(name, "-", k);
+  Py_INCREF(obj.ptr());
+  auto op = std::make_shared<const PyOp>(PyOp{obj.ptr(), name});
+  auto kernel = [op](bool cuda) {
+    return [op, cuda](const sg::UpdateArgs& a) {
+      with_python(*op, "update", [&](nb::handle self) {
+        const int device = cuda ? current_cuda_device() : 0;
+        nb::list params, grads, states;
+        for (const sg::UpdateTensor& t : a.tensors) {
+          params.append(device_view(t.param, {t.size}, cuda, device));
+          grads.append(device_view(const_cast<float*>(t.grad), {t.size}, cuda, device));
+          nb::list st;
+          for (float* s : t.state) st.append(device_view(s, {t.size}, cuda, device));
+          states.append(st);
+        }
+        self.attr("update")(params, grads, states, device_view(const_cast<float*>(a.hyper), {sg::hyper::kSize}, cuda, device),
+                            device_view(const_cast<float*>(a.sched), {sg::sched::kSize}, cuda, device),
+                            cuda ? nb::object(nb::int_(reinterpret_cast<uintptr_t>(a.stream))) : nb::none());
+      });
+    };
+  };
+  sg::UpdateRuleDef d;
+  d.name = key;
+  for (const auto& [n, v] : state) d.state.push_back({n, v});
+  d.cpu = kernel(false);
+  d.cuda = kernel(true);
+  sg::register_update_rule(std::move(d));
+  return key;
+}
+
 }  // namespace
 
 void bind_custom_ops(nb::module_& m) {
+  nb::class_<sg::CustomOptimizer, sg::Optimizer>(m, "_RegisteredOptimizer",
+                                                 "A registered update rule as an optimizer (stepgraph.CustomOptimizer makes one).")
+      .def("__init__",
+           [](sg::CustomOptimizer* self, const std::string& rule, double lr, double wd, std::optional<sg::Schedule> s,
+              double clip, const std::string& label) {
+             as_input_error([&] {
+               new (self) sg::CustomOptimizer(rule, lr, wd, s ? *s : sg::Schedule{}, {}, label);
+               self->set_clip_norm(clip);
+             });
+           },
+           "rule"_a, "lr"_a, "weight_decay"_a = 0.0, "schedule"_a = nb::none(), "clip_norm"_a = 0.0, "label"_a = "");
+  m.def("_register_python_rule",
+        [](nb::handle obj, const std::string& name, const std::vector<std::pair<std::string, double>>& state) {
+          return as_input_error([&] { return register_python_rule(obj, name, state); });
+        },
+        "optimizer"_a, "name"_a, "state"_a,
+        "Registers a stepgraph.CustomOptimizer object's update rule; returns its registry name.");
   nb::class_<sg::CustomLoss, sg::Loss>(m, "_RegisteredLoss", "A registered user-defined loss (stepgraph.CustomLoss makes one).")
       .def("__init__",
-           [](sg::CustomLoss* self, const std::string& name) { as_input_error([&] { new (self) sg::CustomLoss(name); }); },
-           "name"_a);
+           [](sg::CustomLoss* self, const std::string& name, const std::string& label) {
+             as_input_error([&] { new (self) sg::CustomLoss(name, label); });
+           },
+           "name"_a, "label"_a = "");
   m.def("_register_python_loss",
         [](nb::handle obj, const std::string& name, bool has_target_shape) {
           return as_input_error([&] { return register_python_loss(obj, name, has_target_shape); });

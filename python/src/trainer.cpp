@@ -220,7 +220,7 @@ void bind_trainer(nb::module_& m) {
       "stepgraph.InputError (a ValueError); engine errors raise stepgraph.Error.\n"
       "Calls release the GIL; one trainer runs one call at a time.")
       .def("__init__",
-           [](PyTrainer* self, sg::LayerPtr model, nb::handle loss, sg::OptimizerPtr opt, const std::string& device,
+           [](PyTrainer* self, sg::LayerPtr model, nb::handle loss, nb::handle optimizer, const std::string& device,
               uint64_t seed, const std::string& mode, const std::string& shape_policy, int max_shapes,
               const std::string& autotune, const std::string& precision, const std::string& attention,
               bool deterministic, bool fusion, bool concurrent, const std::string& plan_cache) {
@@ -237,11 +237,20 @@ void bind_trainer(nb::module_& m) {
                if (!graph) throw InputError("Trainer: losses by output name need a stepgraph.Model, got " + model->describe());
                terms = loss_terms_of(loss, *graph);
              } else if (!problem && !nb::isinstance<sg::Loss>(loss)) {
-               throw InputError("Trainer: loss must be a stepgraph loss (or a dict of them by output, or a "
-                                "stepgraph.pinn.Problem), got " +
-                                py_type_name(loss));
+               throw nb::type_error(("Trainer: loss must be a stepgraph loss (or a dict of them by output, or a "
+                                     "stepgraph.pinn.Problem), got " +
+                                     py_type_name(loss))
+                                        .c_str());
              }
-             if (!opt) throw InputError("Trainer: optimizer is None");
+             // A stepgraph.CustomOptimizer stands for its registered engine optimizer.
+             nb::object engine_opt = nb::hasattr(optimizer, "_stepgraph_optimizer")
+                                         ? nb::object(optimizer.attr("_stepgraph_optimizer"))
+                                         : nb::borrow(optimizer);
+             if (engine_opt.is_none()) throw InputError("Trainer: optimizer is None");
+             if (!nb::isinstance<sg::Optimizer>(engine_opt))
+               throw nb::type_error(("Trainer: optimizer must be a stepgraph optimizer (or a stepgraph.CustomOptimizer), "
+                                     "got " + py_type_name(engine_opt)).c_str());
+             const sg::OptimizerPtr opt = nb::cast<sg::OptimizerPtr>(engine_opt);
              sg::TrainerOptions o;
              sg::Device d = sg::Device::CPU;
              as_input_error([&] {

@@ -80,7 +80,7 @@ from ._stepgraph import (
 )
 from . import _stepgraph
 from . import pinn
-from ._custom import CustomLoss, CustomOp, infer_grad_scale
+from ._custom import CustomLoss, CustomOp, CustomOptimizer, infer_grad_scale
 
 
 # Standalone activations of symbolic tensors: sg.relu(x) is sg.activation(x, "relu").
@@ -106,6 +106,7 @@ def silu(x: SymbolicTensor, name: str = "") -> SymbolicTensor:
 __all__ = [
     "CustomLoss",
     "CustomOp",
+    "CustomOptimizer",
     "infer_grad_scale",
     "pinn",
     "L1Loss",

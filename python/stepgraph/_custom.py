@@ -104,7 +104,7 @@ class CustomLoss:
         if self._loss is None:
             has_target_shape = callable(getattr(self, "target_shape", None))
             key = _stepgraph._register_python_loss(self, self.name, has_target_shape)
-            self._loss = _stepgraph._RegisteredLoss(key)
+            self._loss = _stepgraph._RegisteredLoss(key, self.name)
         return self._loss
 
     def describe(self) -> str:
@@ -121,3 +121,58 @@ def infer_grad_scale(loss: Any, pred_shape: Sequence[int]) -> tuple:
     row alone (1/B for a mean over the batch, 1 for a sum)."""
     engine = loss._stepgraph_loss if hasattr(loss, "_stepgraph_loss") else loss
     return _stepgraph._infer_grad_scale(engine, tuple(pred_shape))
+
+
+class CustomOptimizer:
+    """Base class of user-defined optimizers: an in-place update rule over every (parameter,
+    gradient, state...), its state declared so that it is planned with the step, saved in
+    checkpoints and restored.
+
+        class Signum(sg.CustomOptimizer):
+            state = {"momentum": 0.0}                  # per parameter, shaped as it: initial values
+            def __init__(self, lr, beta=0.9, **kw):
+                super().__init__(lr, **kw)
+                self.beta = beta
+            def update(self, params, grads, states, hyper, sched, stream):
+                lr = sched[0]                          # this step's learning rate (after the schedule)
+                for p, g, (m,) in zip(params, grads, states):
+                    m[...] = self.beta * m + (1 - self.beta) * g
+                    p -= lr * np.sign(m)
+
+        t = sg.Trainer(model, sg.MeanSquaredError(), Signum(1e-3, schedule=sg.Schedule.cosine(100, 5000)))
+
+    params, grads and each parameter's states are flat views of the step's buffers (numpy on the
+    CPU; DLPack device views on CUDA, with ``stream`` the cudaStream_t as an int). ``hyper`` is
+    [base lr, weight decay] and ``sched`` [lr, 1, 1, step] as float32 views: on CUDA they are device
+    memory, so read them in device code (``torch.from_dlpack(sched)[0]`` in a torch expression),
+    never on the host; that is how a schedule or set_lr reaches a replayed step without a
+    recapture. As for CustomOp, on CUDA ``update`` runs at warm-up and capture only.
+    Checkpoint names: ``optim.<name>.<state>.<parameter>``.
+    """
+
+    state: dict = {}
+
+    def __init__(self, lr: float, *, weight_decay: float = 0.0, schedule: Any = None, clip_norm: float = 0.0,
+                 name: Optional[str] = None) -> None:
+        self.name = name if name is not None else type(self).__name__
+        self.lr, self.weight_decay, self.schedule, self.clip_norm = lr, weight_decay, schedule, clip_norm
+        self._optimizer: Optional[Any] = None
+
+    def update(self, params: list, grads: list, states: list, hyper: Any, sched: Any, stream: Optional[int]) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.update: update every parameter (and its states) in place")
+
+    @property
+    def _stepgraph_optimizer(self) -> Any:
+        """The engine's optimizer (the rule registered on first use)."""
+        if self._optimizer is None:
+            state = [(str(k), float(v)) for k, v in dict(self.state).items()]
+            rule = _stepgraph._register_python_rule(self, self.name, state)
+            self._optimizer = _stepgraph._RegisteredOptimizer(rule, self.lr, self.weight_decay, self.schedule,
+                                                              self.clip_norm, self.name)
+        return self._optimizer
+
+    def describe(self) -> str:
+        return self._stepgraph_optimizer.describe()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, lr={self.lr})"

@@ -131,7 +131,8 @@ GradScale infer_grad_scale(const Loss& loss, const Shape& pred) {
   return g;
 }
 
-CustomLoss::CustomLoss(std::string name) : Loss(Reduction::Mean), name_(std::move(name)) {
+CustomLoss::CustomLoss(std::string name, std::string label)
+    : Loss(Reduction::Mean), name_(std::move(name)), label_(std::move(label)) {
   custom_loss_id(name_);  // registered, or an Error listing the registered ones
 }
 
@@ -152,7 +153,7 @@ LossOutputs CustomLoss::build(GraphBuilder& g, TensorId pred, TensorId target, T
 
 Shape CustomLoss::target_shape(const Shape& pred) const { return target_of(custom_loss_def(custom_loss_id(name_)), pred); }
 
-std::string CustomLoss::describe() const { return cat("user loss '", name_, "'"); }
+std::string CustomLoss::describe() const { return cat("user loss '", label_.empty() ? name_ : label_, "'"); }
 
 double CustomLoss::grad_scale(const Shape& pred) const {
   const GradScale g = probe_grad_scale(custom_loss_def(custom_loss_id(name_)), pred);

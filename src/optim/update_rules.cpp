@@ -103,8 +103,8 @@ void run_update_kernel(const UpdateKernel& k, const UpdateArgs& args, const std:
 }
 
 CustomOptimizer::CustomOptimizer(std::string rule, double lr, double weight_decay, Schedule s,
-                                 std::vector<double> constants)
-    : Optimizer(lr, weight_decay, s), rule_(std::move(rule)), constants_(std::move(constants)) {
+                                 std::vector<double> constants, std::string label)
+    : Optimizer(lr, weight_decay, s), rule_(std::move(rule)), label_(std::move(label)), constants_(std::move(constants)) {
   update_rule_id(rule_);  // registered, or an Error listing the registered ones
   for (double c : constants_)
     SG_REQUIRE(std::isfinite(c), "optimizer '", rule_, "': constants must be finite, got ", c);
@@ -119,7 +119,7 @@ void CustomOptimizer::build(GraphBuilder& g, const std::vector<ParamGrad>& param
   Program& p = g.program();
   Op op;
   op.kind = OpKind::CustomUpdate;
-  op.name = "optim." + rule_;
+  op.name = "optim." + label();
   op.in = {hyper, sched};
   for (const ParamGrad& pg : params) op.in.push_back(pg.param);
   for (const ParamGrad& pg : params) op.in.push_back(pg.grad);
@@ -127,7 +127,7 @@ void CustomOptimizer::build(GraphBuilder& g, const std::vector<ParamGrad>& param
   for (const StateSpec& s : rule.state)
     for (const ParamGrad& pg : params) {
       const TensorInfo info = p.tensor(pg.param);
-      const TensorId st = p.add_tensor({cat("optim.", rule_, ".", s.name, ".", info.name), info.shape, DType::F32,
+      const TensorId st = p.add_tensor({cat("optim.", label(), ".", s.name, ".", info.name), info.shape, DType::F32,
                                         Role::OptimizerState});
       if (s.initial != 0.0) g.fill(st, s.initial);
       op.in.push_back(st);
@@ -141,7 +141,7 @@ void CustomOptimizer::build(GraphBuilder& g, const std::vector<ParamGrad>& param
 std::string CustomOptimizer::describe() const {
   std::vector<std::string> c;
   for (double v : constants_) c.push_back(cat(v));
-  return cat(rule_, "(lr=", lr_, c.empty() ? "" : ", constants=[" + joined(c) + "]", ", weight_decay=", weight_decay_,
+  return cat(label(), "(lr=", lr_, c.empty() ? "" : ", constants=[" + joined(c) + "]", ", weight_decay=", weight_decay_,
              ", schedule=", schedule_.describe(), clip_text(), ")");
 }
 
