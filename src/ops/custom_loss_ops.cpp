@@ -2,25 +2,17 @@
 // the Loss that emits one.
 #include "ops/custom_loss_ops.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <deque>
-#include <mutex>
 
+#include "core/named_registry.h"
 #include "stepgraph/rng.h"
 
 namespace sg {
 
 namespace {
 
-// A deque: entries never move, so references stay valid while others register.
-struct Registry {
-  std::mutex mu;
-  std::deque<CustomLossDef> defs;
-};
-Registry& registry() {
-  static Registry r;
+NamedRegistry<CustomLossDef>& registry() {
+  static NamedRegistry<CustomLossDef> r("user-defined loss", "sg::register_loss");
   return r;
 }
 
@@ -29,42 +21,17 @@ Shape target_of(const CustomLossDef& d, const Shape& pred) { return d.target_sha
 }  // namespace
 
 void register_loss(CustomLossDef def) {
-  SG_REQUIRE(!def.name.empty() && std::all_of(def.name.begin(), def.name.end(), [](char c) {
-               return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-             }),
-             "register_loss: the name '", def.name, "' must be letters, digits, '_' and '-'");
+  SG_REQUIRE(is_registry_name(def.name), "register_loss: the name '", def.name, "' must be letters, digits, '_' and '-'");
   SG_REQUIRE(def.cpu, "register_loss '", def.name, "': the CPU kernel (cpu) is missing; it is the reference");
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  for (const CustomLossDef& d : r.defs)
-    SG_REQUIRE(d.name != def.name, "register_loss: a loss named '", def.name, "' is already registered");
-  r.defs.push_back(std::move(def));
+  const std::string taken = cat("register_loss: a loss named '", def.name, "' is already registered");
+  registry().add(std::move(def), taken);
 }
 
-int32_t custom_loss_id(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  std::vector<std::string> names;
-  for (size_t i = 0; i < r.defs.size(); ++i) {
-    if (r.defs[i].name == name) return static_cast<int32_t>(i);
-    names.push_back(r.defs[i].name);
-  }
-  throw Error(cat("no user-defined loss named '", name, "' is registered (registered: ",
-                  names.empty() ? std::string("none") : joined(names), "); call sg::register_loss first"));
-}
+int32_t custom_loss_id(const std::string& name) { return registry().id(name); }
 
-bool is_registered_loss(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return std::any_of(r.defs.begin(), r.defs.end(), [&](const CustomLossDef& d) { return d.name == name; });
-}
+bool is_registered_loss(const std::string& name) { return registry().has(name); }
 
-const CustomLossDef& custom_loss_def(int32_t id) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  SG_REQUIRE(id >= 0 && static_cast<size_t>(id) < r.defs.size(), "custom loss id ", id, " is not registered");
-  return r.defs[static_cast<size_t>(id)];
-}
+const CustomLossDef& custom_loss_def(int32_t id) { return registry().at(id, "custom loss"); }
 
 LossArgs custom_loss_args(const Program& p, const Op& op, const std::function<void*(TensorId)>& address) {
   LossArgs a;
@@ -78,15 +45,7 @@ LossArgs custom_loss_args(const Program& p, const Op& op, const std::function<vo
   return a;
 }
 
-void run_loss_kernel(const LossKernel& k, const LossArgs& args, const std::string& who) {
-  try {
-    k(args);
-  } catch (const std::exception& e) {
-    throw Error(cat(who, ": ", e.what()));
-  } catch (...) {
-    throw Error(cat(who, ": its kernel threw something that is not a std::exception"));
-  }
-}
+void run_loss_kernel(const LossKernel& k, const LossArgs& args, const std::string& who) { run_user_kernel(k, args, who); }
 
 GradScale probe_grad_scale(const CustomLossDef& d, const Shape& pred) {
   SG_REQUIRE(pred.size() >= 1 && pred[0] >= 1, "infer_grad_scale of '", d.name, "': a prediction shape with a batch ",

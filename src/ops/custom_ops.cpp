@@ -2,29 +2,17 @@
 #include "ops/custom_ops.h"
 
 #include <algorithm>
-#include <deque>
-#include <mutex>
 
 #include "autodiff/grad_builder.h"
+#include "core/named_registry.h"
 
 namespace sg {
 
 namespace {
 
-// A deque: entries never move, so references stay valid while others register.
-struct Registry {
-  std::mutex mu;
-  std::deque<CustomOpDef> defs;
-};
-Registry& registry() {
-  static Registry r;
+NamedRegistry<CustomOpDef>& registry() {
+  static NamedRegistry<CustomOpDef> r("user-defined op", "sg::register_op");
   return r;
-}
-
-std::vector<std::string> registered_names() {
-  std::vector<std::string> names;
-  for (const CustomOpDef& d : registry().defs) names.push_back(d.name);
-  return names;
 }
 
 Shape per_sample(const Shape& s) { return Shape(s.begin() + (s.empty() ? 0 : 1), s.end()); }
@@ -32,47 +20,24 @@ Shape per_sample(const Shape& s) { return Shape(s.begin() + (s.empty() ? 0 : 1),
 }  // namespace
 
 void register_op(CustomOpDef def) {
-  SG_REQUIRE(!def.name.empty() && std::all_of(def.name.begin(), def.name.end(), [](char c) {
-               return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-             }),
-             "register_op: the name '", def.name, "' must be letters, digits, '_' and '-'");
+  SG_REQUIRE(is_registry_name(def.name), "register_op: the name '", def.name, "' must be letters, digits, '_' and '-'");
   SG_REQUIRE(def.output_shapes, "register_op '", def.name, "': output_shapes is missing");
   SG_REQUIRE(def.cpu, "register_op '", def.name, "': the CPU forward (cpu) is missing; it is the reference");
   SG_REQUIRE(!def.cuda_backward || def.cpu_backward, "register_op '", def.name,
              "': cuda_backward without cpu_backward (the CPU backward is the reference)");
   SG_REQUIRE(!def.cpu_backward || !def.cuda || def.cuda_backward, "register_op '", def.name,
              "': a CUDA forward and a CPU backward but no cuda_backward; give both backwards or neither");
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  for (const CustomOpDef& d : r.defs)
-    SG_REQUIRE(d.name != def.name, "register_op: an op named '", def.name, "' is already registered");
-  r.defs.push_back(std::move(def));
+  const std::string taken = cat("register_op: an op named '", def.name, "' is already registered");
+  registry().add(std::move(def), taken);
 }
 
-int32_t custom_op_id(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  for (size_t i = 0; i < r.defs.size(); ++i)
-    if (r.defs[i].name == name) return static_cast<int32_t>(i);
-  const std::vector<std::string> names = registered_names();
-  throw Error(cat("no user-defined op named '", name, "' is registered (registered: ",
-                  names.empty() ? std::string("none") : joined(names), "); call sg::register_op first"));
-}
+int32_t custom_op_id(const std::string& name) { return registry().id(name); }
 
-bool is_registered_op(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return std::any_of(r.defs.begin(), r.defs.end(), [&](const CustomOpDef& d) { return d.name == name; });
-}
+bool is_registered_op(const std::string& name) { return registry().has(name); }
 
 const CustomOpDef& registered_op(const std::string& name) { return custom_op_def(custom_op_id(name)); }
 
-const CustomOpDef& custom_op_def(int32_t id) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  SG_REQUIRE(id >= 0 && static_cast<size_t>(id) < r.defs.size(), "custom op id ", id, " is not registered");
-  return r.defs[static_cast<size_t>(id)];
-}
+const CustomOpDef& custom_op_def(int32_t id) { return registry().at(id, "custom op"); }
 
 CustomOpArgs custom_op_args(const Program& p, const Op& op, const std::function<void*(TensorId)>& address) {
   CustomOpArgs a;
@@ -98,15 +63,7 @@ std::vector<Shape> custom_output_shapes(const CustomOpDef& d, const std::vector<
   return out;
 }
 
-void run_custom_kernel(const CustomKernel& k, const CustomOpArgs& args, const std::string& who) {
-  try {
-    k(args);
-  } catch (const std::exception& e) {
-    throw Error(cat(who, ": ", e.what()));
-  } catch (...) {
-    throw Error(cat(who, ": its function threw something that is not a std::exception"));
-  }
-}
+void run_custom_kernel(const CustomKernel& k, const CustomOpArgs& args, const std::string& who) { run_user_kernel(k, args, who); }
 
 namespace ops {
 

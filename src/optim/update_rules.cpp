@@ -2,39 +2,26 @@
 // schedule op and one CustomUpdate op over every parameter.
 #include "optim/update_rules.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <deque>
-#include <mutex>
+
+#include "core/named_registry.h"
 
 namespace sg {
 
 namespace {
 
-// A deque: entries never move, so references stay valid while others register.
-struct Registry {
-  std::mutex mu;
-  std::deque<UpdateRuleDef> defs;
-};
-Registry& registry() {
-  static Registry r;
+NamedRegistry<UpdateRuleDef>& registry() {
+  static NamedRegistry<UpdateRuleDef> r("update rule", "sg::register_update_rule");
   return r;
-}
-
-bool word(const std::string& s, bool dash) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (dash && c == '-');
-  });
 }
 
 }  // namespace
 
 void register_update_rule(UpdateRuleDef def) {
-  SG_REQUIRE(word(def.name, true), "register_update_rule: the name '", def.name, "' must be letters, digits, '_' and '-'");
+  SG_REQUIRE(is_registry_name(def.name), "register_update_rule: the name '", def.name, "' must be letters, digits, '_' and '-'");
   SG_REQUIRE(def.cpu, "register_update_rule '", def.name, "': the CPU kernel (cpu) is missing; it is the reference");
   for (size_t i = 0; i < def.state.size(); ++i) {
-    SG_REQUIRE(word(def.state[i].name, false), "register_update_rule '", def.name, "': state ", i, " is named '",
+    SG_REQUIRE(is_registry_name(def.state[i].name, false), "register_update_rule '", def.name, "': state ", i, " is named '",
                def.state[i].name, "'; use letters, digits and '_'");
     SG_REQUIRE(std::isfinite(def.state[i].initial), "register_update_rule '", def.name, "': state '", def.state[i].name,
                "' starts at ", def.state[i].initial, "; expected a finite value");
@@ -42,37 +29,15 @@ void register_update_rule(UpdateRuleDef def) {
       SG_REQUIRE(def.state[j].name != def.state[i].name, "register_update_rule '", def.name, "': state '",
                  def.state[i].name, "' is declared twice");
   }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  for (const UpdateRuleDef& d : r.defs)
-    SG_REQUIRE(d.name != def.name, "register_update_rule: a rule named '", def.name, "' is already registered");
-  r.defs.push_back(std::move(def));
+  const std::string taken = cat("register_update_rule: a rule named '", def.name, "' is already registered");
+  registry().add(std::move(def), taken);
 }
 
-int32_t update_rule_id(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  std::vector<std::string> names;
-  for (size_t i = 0; i < r.defs.size(); ++i) {
-    if (r.defs[i].name == name) return static_cast<int32_t>(i);
-    names.push_back(r.defs[i].name);
-  }
-  throw Error(cat("no update rule named '", name, "' is registered (registered: ",
-                  names.empty() ? std::string("none") : joined(names), "); call sg::register_update_rule first"));
-}
+int32_t update_rule_id(const std::string& name) { return registry().id(name); }
 
-bool is_registered_update_rule(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return std::any_of(r.defs.begin(), r.defs.end(), [&](const UpdateRuleDef& d) { return d.name == name; });
-}
+bool is_registered_update_rule(const std::string& name) { return registry().has(name); }
 
-const UpdateRuleDef& update_rule(int32_t id) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  SG_REQUIRE(id >= 0 && static_cast<size_t>(id) < r.defs.size(), "update rule id ", id, " is not registered");
-  return r.defs[static_cast<size_t>(id)];
-}
+const UpdateRuleDef& update_rule(int32_t id) { return registry().at(id, "update rule"); }
 
 UpdateArgs update_args(const Program& p, const Op& op, const std::function<void*(TensorId)>& address) {
   const CustomUpdateAttrs& a = op.attr<CustomUpdateAttrs>();
@@ -92,15 +57,7 @@ UpdateArgs update_args(const Program& p, const Op& op, const std::function<void*
   return args;
 }
 
-void run_update_kernel(const UpdateKernel& k, const UpdateArgs& args, const std::string& who) {
-  try {
-    k(args);
-  } catch (const std::exception& e) {
-    throw Error(cat(who, ": ", e.what()));
-  } catch (...) {
-    throw Error(cat(who, ": its kernel threw something that is not a std::exception"));
-  }
-}
+void run_update_kernel(const UpdateKernel& k, const UpdateArgs& args, const std::string& who) { run_user_kernel(k, args, who); }
 
 CustomOptimizer::CustomOptimizer(std::string rule, double lr, double weight_decay, Schedule s,
                                  std::vector<double> constants, std::string label)

@@ -219,12 +219,6 @@ const std::vector<std::string>& observed_outputs(const Problem& p, const Observa
   return ob.outputs.empty() ? p.outputs : ob.outputs;
 }
 
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 std::vector<StepTerm> step_terms(const Problem& p) {
   std::vector<StepTerm> out;
   for (const Term& t : p.terms) out.push_back(StepTerm{&t, {}, -1, 0});
@@ -329,12 +323,12 @@ void check_problem(const Problem& p) {
     const std::vector<std::string>& outs = observed_outputs(p, ob);
     SG_REQUIRE(ob.values.dtype() == DType::F32 && vs.size() == 2 && vs[0] == ps[0] &&
                    vs[1] == static_cast<int64_t>(outs.size()),
-               where, ".values: expected f32 [", ps[0], ", ", outs.size(), "] (a value of ", join_names(outs),
+               where, ".values: expected f32 [", ps[0], ", ", outs.size(), "] (a value of ", joined(outs),
                " at each point), got ", dtype_name(ob.values.dtype()), " ", shape_str(vs));
     std::set<std::string> seen;
     for (const std::string& o : outs) {
       SG_REQUIRE(std::find(p.outputs.begin(), p.outputs.end(), o) != p.outputs.end(), where, ".outputs: '", o,
-                 "' is not an output of the problem (", join_names(p.outputs), ")");
+                 "' is not an output of the problem (", joined(p.outputs), ")");
       SG_REQUIRE(seen.insert(o).second, where, ".outputs: '", o, "' is given twice");
     }
     for (const HostArray* a : {&ob.points, &ob.values})

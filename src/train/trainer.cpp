@@ -97,28 +97,32 @@ void Trainer::compile_custom() {
   train_variants_[-1] = std::move(v);
 }
 
-std::map<std::string, float> Trainer::loss_terms() const {
-  settle();
-  SG_REQUIRE(current_, "loss_terms: the trainer is not compiled");
+namespace {
+
+// The one-element tensors `named` of the current step, read from the device.
+std::map<std::string, float> read_scalars(Backend& be, const std::vector<void*>& ptrs,
+                                          const std::vector<std::pair<std::string, TensorId>>& named) {
   std::map<std::string, float> out;
-  for (const auto& [name, t] : current_->terms) {
+  for (const auto& [name, t] : named) {
     float v = 0;
-    backend_->download(&v, current_->ptrs[t], sizeof(v));
+    be.download(&v, ptrs[t], sizeof(v));
     out[name] = v;
   }
   return out;
 }
 
+}  // namespace
+
+std::map<std::string, float> Trainer::loss_terms() const {
+  settle();
+  SG_REQUIRE(current_, "loss_terms: the trainer is not compiled");
+  return read_scalars(*backend_, current_->ptrs, current_->terms);
+}
+
 std::map<std::string, float> Trainer::coefficients() const {
   settle();
   SG_REQUIRE(current_, "coefficients: the trainer is not compiled");
-  std::map<std::string, float> out;
-  for (const auto& [name, t] : current_->coefficients) {
-    float v = 0;
-    backend_->download(&v, current_->ptrs[t], sizeof(v));
-    out[name] = v;
-  }
-  return out;
+  return read_scalars(*backend_, current_->ptrs, current_->coefficients);
 }
 
 std::map<std::string, float> Trainer::amax() const {
