@@ -52,6 +52,9 @@ fi
 if ! "$PY" -c "import matplotlib" >/dev/null 2>&1; then
   "$PY" -m pip install -q matplotlib >/dev/null 2>&1 || say "matplotlib not installed: the plot test will skip"
 fi
+if ! "$PY" -c "import tensorboard" >/dev/null 2>&1; then  # reads the --tensorboard event files back
+  "$PY" -m pip install -q tensorboard >/dev/null 2>&1 || say "tensorboard not installed: its read-back test will skip"
+fi
 
 mkdir -p build
 say "pip install . (build log: build/pip-install.log)"

@@ -610,6 +610,7 @@ sg_cli_ok(cli_pinn_burgers_inverse_reports_its_coefficient
   TIMEOUT 300)
 sg_cli_ok(cli_pinn_burgers_inverse_progress_names_the_coefficient
   ARGS train "${SG_CONFIGS}/burgers_inverse.json" --steps 2 --device cpu
+  OUT "${SG_RUNS}/burgers_inverse"
   STDOUT "step 2/2  loss [^ ]+  nu 0\\.0[0-9]+.*learned nu = 0\\.0"
   TIMEOUT 300)
 # The boundary term's points ride in the residual's network pass: 256 value rows, then the jets.

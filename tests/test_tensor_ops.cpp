@@ -174,8 +174,9 @@ TEST(TensorOps, NewActivationsHandChecked) {
   EXPECT_DOUBLE_EQ(act_forward<double>(Activation::Square, -3.0), 9.0);
   EXPECT_DOUBLE_EQ(act_derivative<double>(Activation::Square, 9.0, -3.0), -6.0);
   EXPECT_DOUBLE_EQ(act_derivative<double>(Activation::LeakyReLU, -0.4, -2.0, 0.2), 0.2);
-  // relu keeps its NaN behaviour (0); the new ones propagate NaN.
-  EXPECT_EQ(act_forward<float>(Activation::ReLU, NAN), 0.0f);
+  // Every activation propagates NaN, relu too (as PyTorch), and relu' passes its gradient.
+  EXPECT_TRUE(std::isnan(act_forward<float>(Activation::ReLU, NAN)));
+  EXPECT_EQ(act_derivative<float>(Activation::ReLU, NAN, NAN), 1.0f);
   EXPECT_TRUE(std::isnan(act_forward<float>(Activation::LeakyReLU, NAN)));
   EXPECT_TRUE(std::isnan(act_forward<float>(Activation::SiLU, NAN)));
   for (const char* name : {"silu", "leaky_relu", "elu", "exp", "square"})

@@ -43,6 +43,18 @@ struct DataConfig {
   int64_t functions = 1000, sensors = 100, points = 10;  // antiderivative (make_antiderivative)
 };
 
+// train.early_stopping: stop when the validation metric (at train.eval_every) has not improved
+// by more than min_delta for `patience` evaluations in a row, as Keras's EarlyStopping; with
+// restore_best, the run ends with the best evaluation's parameters (and its checkpoint).
+struct EarlyStopping {
+  bool on = false;
+  std::string metric = "val_loss";  // val_loss | val_accuracy (classification) | a graph model's term "val_<output>"
+  std::string mode = "min";         // min | max (the default: max for val_accuracy, else min)
+  int64_t patience = 5;
+  double min_delta = 0.0;
+  bool restore_best = true;
+};
+
 struct TrainConfig {
   int64_t steps = 1000;
   int64_t batch_size = 64;
@@ -56,6 +68,7 @@ struct TrainConfig {
   std::string distributed = "auto";
   double bucket_mb = 25;         // gradient all-reduce bucket size (MiB)
   int64_t check_params = 0;      // compare the ranks' parameter checksums every N steps (0: at start and end)
+  EarlyStopping early_stopping;
 };
 
 struct RunConfig {

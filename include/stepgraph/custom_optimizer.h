@@ -42,8 +42,9 @@ struct UpdateArgs {
   std::vector<UpdateTensor> tensors;  // every trained parameter
   // Step scalars (ir.h): hyper[hyper::kBaseLr], hyper[hyper::kWeightDecay]; sched[sched::kLr] the
   // learning rate of this step (after the schedule), sched[sched::kStep] the step t = 1, 2, ...
-  // (bias corrections, if the rule has any, come from it and the constants). Device memory on
-  // CUDA: read them in the kernel, never on the host.
+  // (bias corrections, if the rule has any, come from it and the constants); sched[sched::kSkip]
+  // is 1 on a step to be skipped (train.on_nan skip: see UpdateRuleDef::honours_skip). Device
+  // memory on CUDA: read them in the kernel, never on the host.
   const float* hyper = nullptr;
   const float* sched = nullptr;
   std::vector<double> constants;  // the optimizer's own hyperparameters (CustomOptimizer)
@@ -61,6 +62,9 @@ struct UpdateRuleDef {
   std::vector<StateSpec> state;
   UpdateKernel cpu;   // required: the reference
   UpdateKernel cuda;  // optional: without it, CUDA trainers refuse the optimizer
+  // The CUDA kernel writes nothing when sched[sched::kSkip] is set, so a trainer may skip
+  // non-finite steps with this rule (NanPolicy::Skip; the CPU skips them before the kernel runs).
+  bool honours_skip = false;
 };
 
 // Registers the rule for this process; an Error when the name is taken or the CPU kernel is missing.

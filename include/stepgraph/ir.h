@@ -97,7 +97,9 @@ enum class OpKind : uint8_t {
   // counts batch rows B. A mean divides by the counted labels.
   SoftmaxCrossEntropy,  // in {logits[B,C], labels i32[B], valid|-}  out {loss[1], dlogits[B,C]}
   MeanSquaredError,     // in {pred[B,T], target[B,T], valid|-}      out {loss[1], dpred[B,T]}
-  Schedule,             // in {step i32[1], hyper[2]}   out {step, sched[4]}   (step += 1, then lr)
+  // step += 1, then lr. With the loss (and the clipped gradients' norm) it also watches them:
+  // watch = {first step whose value was NaN or inf, how many such steps} (train.on_nan).
+  Schedule,             // in {step i32[1], hyper[2], loss[1]|-, norm[2]|-}  out {step, sched[5], watch i32[2]|-}
   SgdUpdate,            // in {hyper, sched, P..., G..., M...}  out {P..., M...}   in place
   AdamUpdate,           // in {hyper, sched, P..., G..., M..., V...}  out {P..., M..., V...}
   // Images are NHWC (channels last); filters KRSC (cuDNN's filter layout for NHWC): both keep
@@ -271,6 +273,12 @@ struct LossAttrs {
   std::vector<float> class_weights = {};  // [C] or empty
 };
 enum class ScheduleKind : uint8_t { Constant, Step, Cosine };
+// What a step whose loss or gradient norm is NaN or inf does (train.on_nan): stop the run at the
+// next check (the default), skip its update (sched[kSkip] = 1: parameters and optimizer state
+// keep their values), or continue as if nothing happened. All three record it in the watch.
+enum class NanPolicy : uint8_t { Stop, Skip, Continue };
+const char* nan_policy_name(NanPolicy p);  // "stop" | "skip" | "continue"
+NanPolicy parse_nan_policy(const std::string& name);  // an Error naming the three otherwise
 struct ScheduleAttrs {
   ScheduleKind kind = ScheduleKind::Constant;
   int64_t warmup_steps = 0;  // cosine: linear ramp from 0 over the first warmup_steps
@@ -279,6 +287,7 @@ struct ScheduleAttrs {
   int64_t step_size = 1;     // step: lr *= gamma every step_size steps
   double gamma = 0.1;
   double beta1 = 0, beta2 = 0;  // Adam bias corrections 1 - beta^t (0 for SGD)
+  NanPolicy on_nan = NanPolicy::Stop;
 };
 struct GatherAttrs {
   uint64_t seed = 0;
@@ -393,7 +402,8 @@ namespace hyper {
 constexpr int kBaseLr = 0, kWeightDecay = 1, kSize = 2;
 }
 namespace sched {
-constexpr int kLr = 0, kBias1 = 1, kBias2 = 2, kStep = 3, kSize = 4;
+// kSkip: 1 when this step's update is skipped (NanPolicy::Skip and a non-finite loss or norm).
+constexpr int kLr = 0, kBias1 = 1, kBias2 = 2, kStep = 3, kSkip = 4, kSize = 5;
 }
 
 struct Op {

@@ -87,6 +87,14 @@ class GraphBuilder {
   // A persistent tensor (an optimizer's state) that starts at `value` instead of zero.
   void fill(TensorId t, double value) { fills_.push_back({p_.tensor(t).name, value}); }
   const std::vector<std::pair<std::string, double>>& fills() const { return fills_; }
+  // The step's total loss, which the optimizer's schedule op watches for NaN and inf (ir.h
+  // NanPolicy); set by the trainer before the optimizer is built. kNone: nothing watched.
+  void watch_loss(TensorId loss, NanPolicy on_nan) {
+    watched_loss_ = loss;
+    on_nan_ = on_nan;
+  }
+  TensorId watched_loss() const { return watched_loss_; }
+  NanPolicy on_nan() const { return on_nan_; }
 
  private:
   Program& p_;
@@ -99,6 +107,8 @@ class GraphBuilder {
   int64_t head_ = 0;
   bool training_ = true;
   uint64_t seed_ = 0;
+  TensorId watched_loss_ = kNone;
+  NanPolicy on_nan_ = NanPolicy::Stop;
 };
 
 inline std::string join_name(const std::string& prefix, const std::string& local) {

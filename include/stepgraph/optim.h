@@ -35,7 +35,11 @@ struct Schedule {
 // Names of the StepScalar tensors every optimizer creates.
 inline constexpr const char* kStepTensor = "optim.step";    // i32 [1]
 inline constexpr const char* kHyperTensor = "optim.hyper";  // f32 [2]: base lr, weight decay
-inline constexpr const char* kSchedTensor = "optim.sched";  // f32 [4]: lr, bias1, bias2, step
+inline constexpr const char* kSchedTensor = "optim.sched";  // f32 [5]: lr, bias1, bias2, step, skip
+// i32 [2]: the first step whose loss or gradient norm was NaN or inf, and how many (NonFiniteSteps).
+inline constexpr const char* kWatchTensor = "optim.nonfinite";
+// The schedule and the watch are the step's own: recomputed or run status, not in checkpoints.
+inline bool is_step_status(const std::string& name) { return name == kSchedTensor || name == kWatchTensor; }
 
 class Optimizer {
  public:

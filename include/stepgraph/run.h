@@ -38,6 +38,13 @@ struct RunOptions {
   double progress_seconds = 10;
   // Where the trained Trainer goes when the run ends (null: it is destroyed with the run).
   std::unique_ptr<Trainer>* keep_trainer = nullptr;
+  // TensorBoard scalars (the event-file format its reader takes) into this folder: each progress
+  // and eval record's numbers, by name ("loss", "val_loss", "loss_terms/u", ...). Empty: none.
+  std::string tensorboard;
+  // Called with every progress and eval record (as metrics.jsonl holds it); returning false
+  // stops the run after that step, which then ends as a finished run does (final evaluation,
+  // checkpoint, summary). Not in data-parallel runs.
+  std::function<bool(const nlohmann::json& record)> callback;
 };
 
 // The run's result; also the last line printed (as JSON with --json).
@@ -58,6 +65,9 @@ struct RunSummary {
   std::map<std::string, double> val_terms;  // graph models: each term over the validation split
   std::map<std::string, float> amax;        // dense layers with amax: max |output| of the last step
   std::map<std::string, float> coefficients;  // physics-informed problems: the learned coefficients
+  std::string stopped_by;     // empty: every step ran; "early_stopping" | "callback"
+  int64_t best_step = 0;      // train.early_stopping: the best evaluation's step (its parameters with restore_best)
+  NonFiniteSteps nonfinite;   // steps whose loss or gradient norm was NaN or inf (train.on_nan skip | continue)
   nlohmann::json to_json() const;
 };
 

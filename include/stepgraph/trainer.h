@@ -47,6 +47,16 @@ struct TrainerOptions {
   ShapePolicy shape_policy = ShapePolicy::Recapture;
   int max_shapes = 8;
   LowerOptions lower;  // autotune, precision, attention; comm: data-parallel training (distributed.h)
+  // A step whose loss (or, with clip_norm, gradient norm) is NaN or inf: recorded on the device
+  // without a host sync (nonfinite_steps()); Skip also leaves that step's update out. What a run
+  // does about it at its next check is train_run's (train.on_nan).
+  NanPolicy on_nan = NanPolicy::Stop;
+};
+
+// The steps whose loss or gradient norm was NaN or inf, as the step recorded them on the device.
+struct NonFiniteSteps {
+  int64_t first = 0;  // the first such step (1-based, as step()); 0: none
+  int64_t count = 0;  // how many
 };
 
 // A loss on one named output of a Model, and its weight in the total loss
@@ -188,6 +198,7 @@ class Trainer {
   void set_lr(double lr);
   double lr() const;
   int64_t step() const;  // optimizer steps taken
+  NonFiniteSteps nonfinite_steps() const;  // {0, 0} before any such step (a few bytes read back)
   uint64_t seed() const { return seed_; }
 
   // Checkpoint (safetensors): parameters, optimizer state, step scalars and the seed, with the

@@ -166,5 +166,13 @@ NamedBatch named_batch(const PyTrainer& s, nb::handle X, nb::handle y, const std
 void feed_named(sg::Trainer& t, const NamedBatch& b);
 nb::dict to_dict(sg::NamedArrays arrays);
 void bind_run(nb::module_& m);
+// The Trainer's keyword options (trainer_options.cpp): parsed (an sg::Error on a bad one), as
+// repr shows them, and as Trainer.options returns them.
+sg::TrainerOptions trainer_options(const std::string& mode, const std::string& shape_policy, int max_shapes,
+                                   const std::string& autotune, const std::string& precision,
+                                   const std::string& attention, bool deterministic, bool fusion, bool concurrent,
+                                   const std::string& plan_cache, const std::string& on_nan);
+std::string options_repr(const sg::TrainerOptions& o);
+nb::dict options_dict(const sg::TrainerOptions& o);
 
 }  // namespace sgpy

@@ -116,8 +116,10 @@ void bind_run(nb::module_& m) {
   m.def("_train",
         [](std::optional<std::string> json_text, std::optional<std::string> path, std::optional<int64_t> steps,
            std::optional<std::string> device, std::optional<uint64_t> seed, std::string out_dir, std::string resume,
-           bool overwrite, bool weights_only, bool json, bool verbose) {
+           bool overwrite, bool weights_only, bool json, bool verbose, std::string tensorboard,
+           std::optional<nb::object> callback, std::optional<std::string> on_nan) {
           sg::RunConfig cfg = config_from(json_text, path);
+          if (on_nan) as_input_error([&] { cfg.trainer.on_nan = sg::parse_nan_policy(*on_nan); });
           if (device && *device != "auto" && *device != "cpu" && *device != "cuda")
             throw InputError("unknown device '" + *device + "': expected auto, cpu or cuda");
           if (steps && *steps <= 0) throw InputError(sg::cat("steps must be positive, got ", *steps));
@@ -130,6 +132,25 @@ void bind_run(nb::module_& m) {
           o.overwrite = overwrite;
           o.weights_only = weights_only;
           o.json = json;
+          o.tensorboard = std::move(tensorboard);
+          if (callback && !callback->is_none()) {
+            // Called with the GIL taken again; the record as a dict. A raising callback ends the
+            // run with an Error naming the exception (the run's folder keeps what it wrote).
+            nb::object fn = *callback;
+            o.callback = [fn](const nlohmann::json& record) {
+              nb::gil_scoped_acquire gil;
+              std::string failure;
+              try {
+                nb::object r = fn(nb::module_::import_("json").attr("loads")(record.dump()));
+                return r.is_none() || nb::cast<bool>(r);
+              } catch (nb::python_error& e) {
+                failure = sg::cat("callback raised ", py_type_name(e.value()), ": ", py_str(e.value()));
+              } catch (const nb::cast_error&) {
+                failure = "callback: expected it to return None, True or False";
+              }
+              throw sg::Error(failure);
+            };
+          }
           Output out(verbose);
           o.out = &out.os;
           std::unique_ptr<sg::Trainer> trained;
@@ -146,7 +167,7 @@ void bind_run(nb::module_& m) {
         },
         "json_text"_a.none(), "path"_a.none(), "steps"_a.none(), "device"_a.none(), "seed"_a.none(),
         "out_dir"_a = "", "resume"_a = "", "overwrite"_a = false, "weights_only"_a = false, "json"_a = false,
-        "verbose"_a = false,
+        "verbose"_a = false, "tensorboard"_a = "", "callback"_a.none() = nb::none(), "on_nan"_a.none() = nb::none(),
         "Trains from a configuration; returns (the summary as JSON text, the trained Trainer) (see "
         "stepgraph.train).");
 

@@ -179,17 +179,6 @@ nb::dict to_dict(std::map<std::string, sg::HostArray> m, const std::vector<std::
   return d;
 }
 
-std::string options_repr(const sg::TrainerOptions& o) {
-  return sg::cat("mode=", sg::exec_mode_name(o.mode), ", shape_policy=", sg::shape_policy_name(o.shape_policy),
-                 ", max_shapes=", o.max_shapes, ", autotune=", sg::autotune_name(o.lower.autotune),
-                 ", precision=", sg::precision_name(o.lower.precision),
-                 o.lower.attention == sg::AttentionMode::FP32
-                     ? ""
-                     : sg::cat(", attention=", sg::attention_mode_name(o.lower.attention)),
-                 o.lower.deterministic ? "" : ", deterministic=False", o.lower.fusion ? "" : ", fusion=False",
-                 o.lower.concurrent ? "" : ", concurrent=False",
-                 o.lower.plan_cache.empty() ? "" : sg::cat(", plan_cache=", o.lower.plan_cache));
-}
 
 }  // namespace
 
@@ -223,7 +212,8 @@ void bind_trainer(nb::module_& m) {
            [](PyTrainer* self, sg::LayerPtr model, nb::handle loss, nb::handle optimizer, const std::string& device,
               uint64_t seed, const std::string& mode, const std::string& shape_policy, int max_shapes,
               const std::string& autotune, const std::string& precision, const std::string& attention,
-              bool deterministic, bool fusion, bool concurrent, const std::string& plan_cache) {
+              bool deterministic, bool fusion, bool concurrent, const std::string& plan_cache,
+              const std::string& on_nan) {
              if (!model) throw InputError("Trainer: model is None");
              if (loss.is_none()) throw InputError("Trainer: loss is None");
              const bool problem = nb::hasattr(loss, "_stepgraph_problem_json");
@@ -254,17 +244,8 @@ void bind_trainer(nb::module_& m) {
              sg::TrainerOptions o;
              sg::Device d = sg::Device::CPU;
              as_input_error([&] {
-               o.mode = sg::parse_exec_mode(mode);
-               o.shape_policy = sg::parse_shape_policy(shape_policy);
-               o.lower.autotune = sg::parse_autotune(autotune);
-               o.lower.precision = sg::parse_precision(precision);
-               o.lower.attention = sg::parse_attention_mode(attention);
-               o.lower.deterministic = deterministic;
-               o.lower.fusion = fusion;
-               o.lower.concurrent = concurrent;
-               o.lower.plan_cache = plan_cache;
-               if (max_shapes < 1) throw sg::Error(sg::cat("max_shapes must be >= 1, got ", max_shapes));
-               o.max_shapes = max_shapes;
+               o = trainer_options(mode, shape_policy, max_shapes, autotune, precision, attention, deterministic, fusion,
+                                   concurrent, plan_cache, on_nan);
                if (device == "auto") d = sg::cuda_available(nullptr) ? sg::Device::CUDA : sg::Device::CPU;
                else d = sg::parse_device(device);
              });
@@ -284,7 +265,7 @@ void bind_trainer(nb::module_& m) {
            "model"_a, "loss"_a, "optimizer"_a, "device"_a = "auto", "seed"_a = 0, nb::kw_only(), "mode"_a = "graph",
            "shape_policy"_a = "recapture", "max_shapes"_a = 8, "autotune"_a = "off", "precision"_a = "fp32",
            "attention"_a = "fp32", "deterministic"_a = true, "fusion"_a = true, "concurrent"_a = true,
-           "plan_cache"_a = "",
+           "plan_cache"_a = "", "on_nan"_a = "stop",
            "model, loss, optimizer: the step's pieces.\n"
            "device: 'cpu', 'cuda', or 'auto' (CUDA when available, else the CPU).\n"
            "seed: fixes the initial parameters (per parameter name); kept in checkpoints.\n"
@@ -307,7 +288,11 @@ void bind_trainer(nb::module_& m) {
            "concurrent: True (default): independent branches of the step run on a second CUDA stream "
            "inside the graph (results bitwise the same); False: one stream.\n"
            "plan_cache: the folder of the on-disk cache of built cuDNN plans, or 'off'; '' (default): "
-           "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.")
+           "$SG_PLAN_CACHE, else ~/.cache/stepgraph/cudnn.\n"
+           "on_nan: a step whose loss (or clipped gradient norm) is NaN or inf is recorded on the device "
+           "(nonfinite_steps); 'skip' also leaves its update out (parameters and optimizer state keep "
+           "their values); 'stop' (default) and 'continue' apply it. stepgraph.train stops a run at its "
+           "next log point under 'stop'.")
 
       .def("compile",
            [](PyTrainer& s, nb::handle input_shape) {
@@ -650,23 +635,16 @@ void bind_trainer(nb::module_& m) {
       .def_prop_ro("allocated_bytes", [](PyTrainer& s) { return s.t.backend().allocated_bytes(); })
       .def_prop_ro("peak_allocated_bytes", [](PyTrainer& s) { return s.t.backend().peak_allocated_bytes(); })
       .def_prop_ro("options",
-                   [](PyTrainer& s) {
-                     const sg::TrainerOptions& o = s.t.options();
-                     nb::dict d;
-                     d["mode"] = sg::exec_mode_name(o.mode);
-                     d["shape_policy"] = sg::shape_policy_name(o.shape_policy);
-                     d["max_shapes"] = o.max_shapes;
-                     d["autotune"] = sg::autotune_name(o.lower.autotune);
-                     d["precision"] = sg::precision_name(o.lower.precision);
-                     d["attention"] = sg::attention_mode_name(o.lower.attention);
-                     d["deterministic"] = o.lower.deterministic;
-                     d["fusion"] = o.lower.fusion;
-                     d["concurrent"] = o.lower.concurrent;
-                     d["plan_cache"] = o.lower.plan_cache;
-                     return d;
-                   },
+                   [](PyTrainer& s) { return options_dict(s.t.options()); },
                    "mode, shape_policy, max_shapes, autotune, precision, attention, deterministic, fusion, concurrent "
-                   "and plan_cache.")
+                   "plan_cache and on_nan.")
+      .def_prop_ro("nonfinite_steps",
+                   [](PyTrainer& s) {
+                     const sg::NonFiniteSteps w = locked(s, [](sg::Trainer& t) { return t.nonfinite_steps(); });
+                     return nb::make_tuple(w.first, w.count);
+                   },
+                   "(first, count): the first step whose loss or gradient norm was NaN or inf (0: none) and "
+                   "how many were, as the step recorded them on the device.")
       .def_prop_ro("model", [](PyTrainer& s) { return s.t.model(); })
       .def_prop_ro("loss_fn", [](PyTrainer& s) { return s.t.loss_fn(); })
       .def_prop_ro("optimizer", [](PyTrainer& s) { return s.t.optimizer(); })

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json as _json
 import os as _os
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from ._stepgraph import (
     Adam,
@@ -262,6 +262,9 @@ def train(
     weights_only: bool = False,
     verbose: bool = False,
     json_lines: bool = False,
+    tensorboard: Union[str, "_os.PathLike[str]", None] = None,
+    callback: Optional[Callable[[dict], Optional[bool]]] = None,
+    on_nan: Optional[str] = None,
 ) -> TrainResult:
     """Trains from a configuration, as the CLI's ``stepgraph train``, and returns the summary with
     the trained Trainer (``result.trainer``).
@@ -279,6 +282,15 @@ def train(
         (unless resume is that folder's checkpoint), and a folder another run is writing is always
         refused.
     verbose: print progress lines to sys.stdout; json_lines: print them as JSON objects.
+    tensorboard: a folder for TensorBoard scalars of every progress and eval record (out_dir gets
+        metrics.jsonl and metrics.csv in any case).
+    callback: called with every progress and eval record (a dict, as metrics.jsonl holds it);
+        returning False stops training after that step, which ends as a finished run does
+        (evaluation, checkpoint, summary with ``stopped_by: 'callback'``). An exception in it ends
+        the run with a stepgraph.Error naming it.
+    on_nan: 'stop' | 'skip' | 'continue', overriding train.on_nan: what a step whose loss (or
+        gradient norm) is NaN or inf does. 'stop' (default) ends the run with an Error naming the
+        first such step and the last checkpoint (which is from before it).
 
     Returns a TrainResult: the summary (a dict: steps, final_loss, us_per_step, task, val_loss,
     val_size, device, and for classification accuracy (validation) and train_accuracy; checkpoint
@@ -297,6 +309,9 @@ def train(
         weights_only,
         json_lines,
         verbose or json_lines,
+        _os.fspath(tensorboard) if tensorboard is not None else "",
+        callback,
+        on_nan,
     )
     result = TrainResult(_json.loads(out))
     result.trainer = trainer

@@ -588,7 +588,7 @@ class Trainer:
         The Trainer a configuration describes (model, loss or physics problem, optimizer, train.* options) on device (default train.device) with seed (default train.seed); a physics-informed one is compiled, a supervised one is compiled by you for its batch shape.
         """
 
-    def __init__(self, model: Layer, loss: Union[Loss, Mapping[str, Union[Loss, tuple[Loss, float]]], Any], optimizer: Union[Optimizer, Any], device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '') -> None:
+    def __init__(self, model: Layer, loss: Union[Loss, Mapping[str, Union[Loss, tuple[Loss, float]]], Any], optimizer: Union[Optimizer, Any], device: DeviceName = 'auto', seed: int = 0, *, mode: Literal['graph', 'eager'] = 'graph', shape_policy: Literal['recapture', 'pad', 'error'] = 'recapture', max_shapes: int = 8, autotune: Literal['off', 'heuristic', 'exhaustive'] = 'off', precision: Literal['fp32', 'tf32', 'tf32x3'] = 'fp32', attention: Literal['fp32', 'cudnn_bf16'] = 'fp32', deterministic: bool = True, fusion: bool = True, concurrent: bool = True, plan_cache: str = '', on_nan: Literal['stop', 'skip', 'continue'] = 'stop') -> None:
         """
         model, loss, optimizer: the step's pieces. loss may be a stepgraph.pinn.Problem: a
         physics-informed trainer (compiled; its step draws its own points: train with launch()).
@@ -794,9 +794,12 @@ class Trainer:
     def peak_allocated_bytes(self) -> int: ...
 
     @property
+    def nonfinite_steps(self) -> tuple[int, int]:
+        """(first, count): the first step whose loss or gradient norm was NaN or inf (0: none) and how many were, as the step recorded them on the device."""
+    @property
     def options(self) -> dict[str, Any]:
         """
-        mode, shape_policy, max_shapes, autotune, precision, attention, deterministic, fusion, concurrent and plan_cache.
+        mode, shape_policy, max_shapes, autotune, precision, attention, deterministic, fusion, concurrent, plan_cache and on_nan.
         """
 
     @property
@@ -820,7 +823,7 @@ def make_antiderivative(functions: int = 1000, sensors: int = 100, points: int =
 def _default_config() -> str: ...
 def _activation_names() -> list[str]: ...
 def _parse_config(json_text: str | None, path: str | None) -> str: ...
-def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False) -> tuple[str, Trainer]: ...
+def _train(json_text: str | None, path: str | None, steps: int | None, device: str | None, seed: int | None, out_dir: str = '', resume: str = '', overwrite: bool = False, weights_only: bool = False, json: bool = False, verbose: bool = False, tensorboard: str = '', callback: Callable[[dict], bool | None] | None = None, on_nan: str | None = None) -> tuple[str, Trainer]: ...
 def _trainer_from_config(json_text: str | None, path: str | None, device: str | None, seed: int | None) -> Trainer: ...
 def _check_problem(problem_json: str) -> None: ...
 def _register_python_loss(loss: Any, name: str, has_target_shape: bool) -> str: ...

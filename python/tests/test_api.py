@@ -299,7 +299,7 @@ def test_explain_counts_invalidate_and_lr(data):
     assert t.device == "cpu" and "cpu" in t.backend
     assert t.options == {"mode": "graph", "shape_policy": "recapture", "max_shapes": 8, "autotune": "off",
                          "precision": "fp32", "attention": "fp32", "deterministic": True, "fusion": True,
-                         "concurrent": True, "plan_cache": ""}
+                         "concurrent": True, "plan_cache": "", "on_nan": "stop"}
     assert "deterministic, fusion on, concurrent branches on" in t.explain()
     t2 = trainer(compile=False, autotune="heuristic", plan_cache="off")
     assert (t2.options["autotune"], t2.options["plan_cache"]) == ("heuristic", "off")

@@ -2,8 +2,8 @@
 // code) the CUDA kernels. GELU is the tanh approximation, as cuBLASLt's GELU epilogue and
 // PyTorch's gelu(approximate="tanh"); GELUErf the exact erf form (PyTorch's default). leaky_relu and elu take a parameter p (the negative slope;
 // alpha); the two-argument forms use its default (dense layers), the Activation op passes its
-// attribute. NaN: relu and relu' give 0 (z > 0 is false), as they always have; the others
-// propagate it.
+// attribute. NaN propagates through every one, as in PyTorch: relu(NaN) is NaN, and relu' passes
+// the gradient where y is NaN (torch's threshold_backward zeroes it only where y <= 0).
 #pragma once
 
 #include <cmath>
@@ -23,7 +23,7 @@ template <class T>
 SG_HD T act_forward(Activation a, T z, T p) {
   switch (a) {
     case Activation::None: return z;
-    case Activation::ReLU: return z > T(0) ? z : T(0);
+    case Activation::ReLU: return z < T(0) ? T(0) : z;  // NaN stays NaN
     case Activation::GELU: {
       const T k = T(0.7978845608028654);  // sqrt(2 / pi)
       return T(0.5) * z * (T(1) + std::tanh(k * (z + T(0.044715) * z * z * z)));
@@ -53,7 +53,7 @@ template <class T>
 SG_HD T act_derivative(Activation a, T y, T z, T p) {
   switch (a) {
     case Activation::None: return T(1);
-    case Activation::ReLU: return y > T(0) ? T(1) : T(0);
+    case Activation::ReLU: return y <= T(0) ? T(0) : T(1);
     case Activation::GELU: {
       const T k = T(0.7978845608028654);
       T t = std::tanh(k * (z + T(0.044715) * z * z * z));

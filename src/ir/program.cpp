@@ -87,6 +87,21 @@ const char* pointwise_form_name(PointwiseForm f) {
 
 const char* reduction_name(Reduction r) { return r == Reduction::Mean ? "mean" : "sum"; }
 
+NanPolicy parse_nan_policy(const std::string& name) {
+  for (NanPolicy p : {NanPolicy::Stop, NanPolicy::Skip, NanPolicy::Continue})
+    if (name == nan_policy_name(p)) return p;
+  throw Error(cat("on_nan: expected 'stop', 'skip' or 'continue', got '", name, "'"));
+}
+
+const char* nan_policy_name(NanPolicy p) {
+  switch (p) {
+    case NanPolicy::Stop: return "stop";
+    case NanPolicy::Skip: return "skip";
+    case NanPolicy::Continue: return "continue";
+  }
+  return "?";
+}
+
 int32_t JetSpec::pair_index(int i, int j) const {
   if (i > j) std::swap(i, j);
   for (int p = 0; p < npairs; ++p)

@@ -29,6 +29,15 @@ void check_schedule(const OpCheck& c) {
   c.expect(c.out(0) == c.in(0), "writes the step counter it reads");
   c.expect(c.shape(c.in(1)) == Shape{hyper::kSize}, cat("hyperparameters ", c.desc(c.in(1)), " must be [", hyper::kSize, "]"));
   c.expect(c.shape(c.out(1)) == Shape{sched::kSize}, cat("schedule ", c.desc(c.out(1)), " must be [", sched::kSize, "]"));
+  // The watch: a loss [1] and its i32 [2] record come together; a norm [2] only with them.
+  const bool watched = c.in(2) != kNone;
+  c.expect(watched == (c.out(2) != kNone) && (watched || c.in(3) == kNone),
+           "watches a loss (input 2) into a watch (output 2): both or neither, and a norm only with them");
+  if (!watched) return;
+  c.expect(numel(c.shape(c.in(2))) == 1, cat("loss ", c.desc(c.in(2)), " must hold one value"));
+  if (c.in(3) != kNone) c.expect(c.shape(c.in(3)) == Shape{2}, cat("gradient norm ", c.desc(c.in(3)), " must be [2]"));
+  c.expect(c.shape(c.out(2)) == Shape{2} && c.dtype(c.out(2)) == DType::I32,
+           cat("watch ", c.desc(c.out(2)), " must be i32 [2]"));
 }
 
 std::function<void()> cpu_schedule(const CpuBind& b) {
@@ -36,7 +45,9 @@ std::function<void()> cpu_schedule(const CpuBind& b) {
   const float* hyper = b.f(b.in(1));
   float* sched = b.f(b.out(1));
   const ScheduleAttrs a = b.attr<ScheduleAttrs>();
-  return [=] { cpu::schedule(step, hyper, sched, a); };
+  const float *loss = b.f(b.in(2)), *norm = b.f(b.in(3));
+  int32_t* watch = b.i32(b.out(2));
+  return [=] { cpu::schedule(step, hyper, sched, a, loss, norm, watch); };
 }
 
 void check_update(const OpCheck& c) {
@@ -118,7 +129,9 @@ std::function<void()> cpu_custom_update(const CpuBind& b) {
   const UpdateArgs args = update_args(b.program(), op, [&](TensorId t) -> void* { return b.f(t); });
   const UpdateKernel* k = &rule.cpu;
   const std::string who = cat("optimizer '", rule.name, "' (op '", op.name, "')");
-  return [=] { run_update_kernel(*k, args, who); };
+  return [=] {
+    if (args.sched[sched::kSkip] == 0.0f) run_update_kernel(*k, args, who);  // else a skipped step
+  };
 }
 
 }  // namespace sg::ops

@@ -12,9 +12,10 @@ void check_update(const OpCheck& c);
 std::function<void()> cpu_update(const CpuBind& b);
 std::string update_summary(const Op& op);
 
-// step += 1, then sched = {lr, 1 - beta1^t, 1 - beta2^t, step} from the device step counter.
-inline constexpr OpDef kSchedule{OpKind::Schedule, "schedule", "step hyper", "step sched", check_schedule, no_gradient,
-                                 cpu_schedule};
+// step += 1, then sched = {lr, 1 - beta1^t, 1 - beta2^t, step, skip} from the device step counter;
+// with a loss (and norm), the watch of non-finite steps (optim/nan_watch.h) and skip from it.
+inline constexpr OpDef kSchedule{OpKind::Schedule, "schedule", "step hyper loss? norm?", "step sched watch?",
+                                 check_schedule, no_gradient, cpu_schedule};
 // in {hyper, sched, P..., G..., M...} out {P..., M...}, in place (M only with momentum).
 inline constexpr OpDef kSgdUpdate{OpKind::SgdUpdate, "sgd_update", "hyper sched tensors...", "tensors...",
                                   check_update, no_gradient, cpu_update, nullptr, nullptr, update_summary};

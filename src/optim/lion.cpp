@@ -12,6 +12,7 @@ namespace {
 
 // As lion_kernel: each product rounded on its own.
 void lion_cpu(const UpdateArgs& a) {
+  if (a.sched[sched::kSkip] != 0.0f) return;  // a skipped step (train.on_nan skip)
   const LionConstants c = lion_constants(a);
   const float lr = a.sched[sched::kLr], decay = 1.0f - lr * a.hyper[hyper::kWeightDecay];
   for (const UpdateTensor& t : a.tensors) {
@@ -36,6 +37,7 @@ const char* lion_rule() {
     d.name = "lion";
     d.state = {{"m", 0.0}};
     d.cpu = lion_cpu;
+    d.honours_skip = true;
 #ifdef STEPGRAPH_HAVE_CUDA
     d.cuda = cuda::lion_update;
 #endif

@@ -99,12 +99,15 @@ void Optimizer::build_schedule(GraphBuilder& g, double beta1, double beta2, Tens
   a.gamma = schedule_.gamma;
   a.beta1 = beta1;
   a.beta2 = beta2;
+  a.on_nan = g.on_nan();
   Op op;
   op.kind = OpKind::Schedule;
   op.name = "optim.schedule";
-  op.in = {step, *hyper};
-  op.out = {step, *sched};
-  op.accumulate = {1, 0};  // the step counter is read-modify-write
+  // The watch, when the trainer names the loss: it and the clipped gradients' norm (when clipped).
+  const bool watch = g.watched_loss() != kNone;
+  op.in = {step, *hyper, g.watched_loss(), watch ? g.program().find("optim.grad_norm") : kNone};
+  op.out = {step, *sched, watch ? g.tensor(kWatchTensor, {2}, Role::StepScalar, DType::I32) : kNone};
+  op.accumulate = {1, 0, 1};  // the step counter and the watch are read-modify-write
   op.attrs = a;
   g.program().add_op(std::move(op));
 }

@@ -24,7 +24,7 @@ void Trainer::save(const std::string& path) const {
   std::vector<std::pair<std::string, HostArray>> tensors;
   nlohmann::json weights = nlohmann::json::array();
   for (const TensorInfo& info : persistent_tensors()) {
-    if (info.role == Role::Gradient) continue;  // recomputed each step
+    if (info.role == Role::Gradient || is_step_status(info.name)) continue;  // recomputed each step
     if (is_weight(info.role)) weights.push_back(info.name);
     tensors.emplace_back(info.name, read_tensor(info.name));
   }
@@ -72,7 +72,7 @@ void Trainer::load(const std::string& path, LoadMode mode) {
   }
   // The tensors to take, each checked before anything is written: a bad file leaves the trainer as it was.
   auto wanted = [&](const TensorInfo& info) {
-    if (info.role == Role::Gradient) return false;
+    if (info.role == Role::Gradient || is_step_status(info.name)) return false;
     if (mode == LoadMode::Resume) return true;
     return is_weight(info.role) || (mode == LoadMode::Evaluate && info.name == kStepTensor);
   };
@@ -100,7 +100,7 @@ void Trainer::load(const std::string& path, LoadMode mode) {
     for (const auto& n : wl)
       if (n.is_string()) saved_weights.insert(n.get<std::string>());
   for (const auto& [name, a] : f.tensors) {
-    if (name == "rng.seed") continue;
+    if (name == "rng.seed" || is_step_status(name)) continue;  // older checkpoints hold the schedule
     const auto slot = slots.find(name);
     const bool known = slot != slots.end();
     const bool is_saved_weight = listed ? saved_weights.count(name) > 0 : !known;
@@ -118,7 +118,11 @@ void Trainer::load(const std::string& path, LoadMode mode) {
              mode == LoadMode::WeightsOnly ? "model's parameters" : "model and optimizer", ":\n  ",
              joined(problems, "\n  "));
   for (const auto& [name, a] : take) write_tensor(name, *a);
-  if (mode != LoadMode::WeightsOnly) seed_ = s->data<uint64_t>()[0];
+  if (mode != LoadMode::WeightsOnly) {
+    seed_ = s->data<uint64_t>()[0];
+    // The watch belongs to the steps since: the checkpoint's state starts it afresh.
+    if (slots.count(kWatchTensor)) write_tensor(kWatchTensor, HostArray::i32({2}, {0, 0}));
+  }
 }
 
 }  // namespace sg

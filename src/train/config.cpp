@@ -400,13 +400,14 @@ TrainerOptions parse_trainer_options(const Node& n) {
   o.lower.fusion = n.boolean("fusion", true);
   o.lower.concurrent = n.boolean("concurrent", true);
   o.lower.plan_cache = n.string("plan_cache", "");
+  o.on_nan = parse_nan_policy(n.string("on_nan", "stop", {"stop", "skip", "continue"}));
   return o;
 }
 
 TrainConfig parse_train(const Node& n) {
   n.only({"steps", "batch_size", "seed", "device", "log_every", "eval_every", "checkpoint_every", "mode",
           "shape_policy", "max_shapes", "autotune", "precision", "attention", "deterministic", "fusion", "concurrent", "plan_cache", "distributed",
-          "bucket_mb", "check_params"});
+          "bucket_mb", "check_params", "on_nan", "early_stopping"});
   TrainConfig t;
   t.steps = n.integer("steps", t.steps, 1);
   t.batch_size = n.integer("batch_size", t.batch_size, 1);
@@ -418,6 +419,17 @@ TrainConfig parse_train(const Node& n) {
   t.distributed = n.string("distributed", "auto", {"auto", "nccl"});
   t.bucket_mb = n.number("bucket_mb", t.bucket_mb, 1.0 / 1024, 1 << 20);
   t.check_params = n.integer("check_params", t.check_params, 0);
+  if (n.has("early_stopping")) {
+    const Node e = n.object("early_stopping");
+    e.only({"metric", "mode", "patience", "min_delta", "restore_best"});
+    EarlyStopping& es = t.early_stopping;
+    es.metric = e.string("metric", es.metric);
+    es.mode = e.string("mode", es.metric == "val_accuracy" ? "max" : "min", {"min", "max"});
+    es.patience = e.integer("patience", es.patience, 1);
+    es.min_delta = e.number("min_delta", es.min_delta, 0.0, 1e300);
+    es.restore_best = e.boolean("restore_best", es.restore_best);
+    es.on = true;
+  }
   return t;
 }
 

@@ -132,7 +132,10 @@ void Trainer::build_graph_step(Variant& v, GraphBuilder& g, int64_t batch, bool 
     seeds.emplace_back(pred, t.weight == 1 ? lo.dpred : scaled(g, lo.dpred, t.weight, "d." + t.output + ".weighted"));
   }
   v.program.tensor(v.loss).live_out = true;
-  if (training) optimizer_->build(g, append_backward(v.program, seeds, forward_ops));
+  if (training) {
+    g.watch_loss(v.loss, options_.on_nan);
+    optimizer_->build(g, append_backward(v.program, seeds, forward_ops));
+  }
 }
 
 int64_t Trainer::check_named(const Variant& v, const NamedArrays& inputs, const NamedArrays* targets,

@@ -15,6 +15,7 @@
 #include "stepgraph/rng.h"
 #include "train/run_data.h"
 #include "train/run_folder.h"
+#include "train/run_output.h"
 
 namespace sg {
 
@@ -34,6 +35,12 @@ json RunSummary::to_json() const {
   if (!val_terms.empty()) j["val_terms"] = val_terms;
   if (!amax.empty()) j["amax"] = amax;
   if (!coefficients.empty()) j["coefficients"] = coefficients;
+  if (!stopped_by.empty()) j["stopped_by"] = stopped_by;
+  if (best_step) j["best_step"] = best_step;
+  if (nonfinite.count) {
+    j["nonfinite_steps"] = nonfinite.count;
+    j["first_nonfinite_step"] = nonfinite.first;
+  }
   return j;
 }
 
@@ -51,67 +58,6 @@ Device choose_device(const std::string& requested, std::string* note) {
 }
 
 namespace {
-
-class Reporter {
- public:
-  // quiet: ranks other than 0 of a data-parallel run print nothing (errors still reach stderr).
-  Reporter(const RunOptions& opt, const std::string& metrics_path, bool quiet = false)
-      : os_(quiet ? null_ : opt.out ? *opt.out : std::cout), json_(opt.json), metrics_path_(metrics_path) {
-    if (metrics_path.empty()) return;
-    metrics_ = std::fopen(metrics_path.c_str(), "a");
-    SG_REQUIRE(metrics_, "cannot write metrics file '", metrics_path, "': ", errno_text(errno));
-  }
-  ~Reporter() {
-    if (metrics_) std::fclose(metrics_);
-  }
-  Reporter(const Reporter&) = delete;
-  Reporter& operator=(const Reporter&) = delete;
-
-  void info(const std::string& msg) {
-    if (json_) os_ << json{{"event", "info"}, {"message", msg}}.dump() << "\n";
-    else os_ << msg << "\n";
-    os_.flush();
-  }
-  // A progress line for the screen only (RunOptions::progress_seconds).
-  void screen(const json& j, const std::string& text) {
-    if (json_) os_ << j.dump() << "\n";
-    else os_ << text << "\n";
-    os_.flush();
-  }
-  // A record for the metrics file (flushed at once: a run killed later keeps it) and the screen.
-  void record(const json& j, const std::string& text) {
-    if (metrics_) {
-      const std::string line = j.dump() + "\n";
-      if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() || std::fflush(metrics_) != 0)
-        throw Error(cat("cannot write metrics file '", metrics_path_, "': ", errno_text(errno)));
-    }
-    if (json_) os_ << j.dump() << "\n";
-    else if (!text.empty()) os_ << text << "\n";
-    os_.flush();
-  }
-
- private:
-  std::ostream null_{nullptr};  // a stream without a buffer writes nothing
-  std::ostream& os_;
-  bool json_;
-  std::string metrics_path_;
-  FILE* metrics_ = nullptr;
-};
-
-// Whether a screen-only progress line is due: `seconds` since the last progress line (0: never).
-class Heartbeat {
- public:
-  using clock = std::chrono::steady_clock;
-  explicit Heartbeat(double seconds) : seconds_(seconds) {}
-  bool due() const {
-    return seconds_ > 0 && std::chrono::duration<double>(clock::now() - last_).count() >= seconds_;
-  }
-  void beat() { last_ = clock::now(); }
-
- private:
-  double seconds_;
-  clock::time_point last_ = clock::now();
-};
 
 // Data-parallel training: this process's rank, its NCCL communicator on device LOCAL_RANK, or
 // nothing for a plain single-process run.
@@ -155,156 +101,31 @@ double mean_over_ranks(dist::Communicator& comm, double v, const std::string& wh
   return sum / comm.size();
 }
 
-// The run's output files, in a folder taken (RunFolder) only once every input has been checked.
-struct OutputFiles {
-  std::unique_ptr<RunFolder> folder;
-  std::string metrics, checkpoint;
-};
-OutputFiles open_output(const RunConfig& cfg, const RunOptions& opt, int64_t start_step) {
-  OutputFiles f;
-  if (opt.out_dir.empty()) return f;
-  f.folder = std::make_unique<RunFolder>(opt, cfg.json, start_step);
-  f.metrics = f.folder->file("metrics.jsonl");
-  f.checkpoint = f.folder->file("checkpoint.safetensors");
-  return f;
+// train.early_stopping needs evaluations (train.eval_every, a validation split) of its metric.
+void check_early_stopping(const RunConfig& cfg, const RunData& data) {
+  const EarlyStopping& es = cfg.train.early_stopping;
+  SG_REQUIRE(cfg.train.eval_every > 0, "train.early_stopping: needs train.eval_every > 0 (the evaluations it watches)");
+  SG_REQUIRE(data.val_size() > 0, "train.early_stopping: needs a validation split (data.validation_split > 0)");
+  std::vector<std::string> metrics = {"val_loss"};
+  if (!data.named && data.train.task == Task::Classification) metrics.push_back("val_accuracy");
+  if (data.named)
+    for (const LossTerm& term : cfg.loss_terms) metrics.push_back("val_" + term.output);
+  SG_REQUIRE(std::find(metrics.begin(), metrics.end(), es.metric) != metrics.end(), "train.early_stopping.metric: \"",
+             es.metric, "\" is not a metric of this run; it has: ", joined(metrics));
 }
 
-// The checkpoints a run wrote, for the message when it fails later.
-class Checkpoints {
- public:
-  Checkpoints(const RunOptions& opt, std::string path, int64_t start) : path_(std::move(path)), start_(start) {
-    std::error_code ec;
-    resumed_here_ = !opt.resume.empty() && !opt.weights_only && !path_.empty() &&
-                    std::filesystem::equivalent(opt.resume, path_, ec);
+// Every rank's watch: the earliest first step and the most steps any rank saw (so that every
+// rank takes the same decision).
+NonFiniteSteps nonfinite_over_ranks(dist::Communicator& comm, const NonFiniteSteps& w, int64_t step) {
+  NonFiniteSteps all;
+  const std::vector<uint64_t> firsts = comm.all_gather(static_cast<uint64_t>(w.first), cat("the watch of step ", step));
+  const std::vector<uint64_t> counts = comm.all_gather(static_cast<uint64_t>(w.count), cat("the watch of step ", step));
+  for (size_t r = 0; r < firsts.size(); ++r) {
+    const auto first = static_cast<int64_t>(firsts[r]), count = static_cast<int64_t>(counts[r]);
+    if (count > 0 && (all.first == 0 || first < all.first)) all.first = first;
+    all.count = std::max(all.count, count);
   }
-  void save(Trainer& t) {
-    if (path_.empty()) return;
-    t.save(path_);
-    last_ = t.step();
-  }
-  // "the last checkpoint, 'runs/x/checkpoint.safetensors', is from step 300"
-  std::string status() const {
-    if (last_ >= 0) return cat("the last checkpoint, '", path_, "', is from step ", last_);
-    if (resumed_here_) return cat("the checkpoint '", path_, "' is still the one resumed from (step ", start_, ")");
-    return "no checkpoint was written";
-  }
-
- private:
-  std::string path_;
-  int64_t start_;
-  int64_t last_ = -1;
-  bool resumed_here_ = false;
-};
-
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
-
-}  // namespace
-
-namespace {
-
-std::string coefficients_text(const std::map<std::string, float>& c) {
-  std::string out;
-  for (const auto& [name, value] : c) out += cat(out.empty() ? ", learned " : ", ", name, " = ", value);
-  return out;
-}
-
-// Physics-informed training: the step draws its own points; progress reports each loss term and
-// the relative L2 error against the known solution.
-RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
-  using clock = std::chrono::steady_clock;
-  const pinn::Problem& prob = *cfg.problem;
-  start_data_parallel(cfg, "cuda", nullptr);  // refuses a data-parallel launch with a clear message
-  const int64_t total = opt.steps.value_or(cfg.train.steps);
-  SG_REQUIRE(total > 0, "--steps must be positive, got ", total);
-  check_run_folder(opt);
-  std::string note;
-  const std::string requested = opt.device.value_or(cfg.train.device);
-  const Device device = choose_device(requested, &note);
-  std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
-  Trainer& t = *owned;
-  if (!opt.resume.empty()) t.load(opt.resume, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Resume);
-  const int64_t start = t.step();
-  SG_REQUIRE(start <= total, "the checkpoint '", opt.resume, "' is at step ", start, ", beyond ", total, " steps");
-
-  const OutputFiles files = open_output(cfg, opt, start);
-  Checkpoints ckpt(opt, files.checkpoint, start);
-  const std::string& ckpt_path = files.checkpoint;
-  Reporter rep(opt, files.metrics);
-  if (!note.empty()) rep.info(note);
-  rep.info(cat("stepgraph: physics-informed training of '", prob.name, "' on ", device_name(device), ": ",
-               cfg.model->describe(), "; ", pinn::term_labels(prob).size(), " loss terms; ", total - start, " steps"));
-  const bool has_exact = !prob.exact.empty() || static_cast<bool>(prob.exact_fn);
-  RunSummary sum;
-  sum.task = "physics-informed";
-  sum.device = device_name(device);
-  const auto t0 = clock::now();
-  float loss = NAN;
-  Heartbeat heartbeat(opt.progress_seconds);
-  for (int64_t s = start; s < total; ++s) {
-    t.launch();
-    const int64_t done = s + 1;
-    const bool report = (cfg.train.log_every && done % cfg.train.log_every == 0) || done == total;
-    const bool save = cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0;
-    const bool beat = !report && heartbeat.due();
-    if (!report && !save && !beat) continue;
-    loss = t.loss();  // a checkpoint too is only written from a finite step
-    SG_REQUIRE(std::isfinite(loss), "loss became ", loss, " at step ", done,
-               ": training diverged (try a smaller learning rate); ", ckpt.status());
-    if (report || beat) {
-      heartbeat.beat();
-      const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-      const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
-      const double eta = static_cast<double>(total - done) / rate;
-      json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
-                {"eta_s", eta}, {"loss_terms", t.loss_terms()}};
-      const std::string timing = cat("  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s");
-      std::string text = cat("step ", done, "/", total, "  loss ", loss);
-      if (!prob.coefficients.empty()) {  // the learned coefficients, by name (a few bytes read back)
-        const auto coefficients = t.coefficients();
-        j["coefficients"] = coefficients;
-        for (const auto& [name, value] : coefficients) text += cat("  ", name, " ", value);
-      }
-      if (report && has_exact) {  // a heartbeat stays cheap: no error evaluation
-        const double err = pinn::relative_l2_error(t, prob);
-        j["rel_l2_error"] = err;
-        text += cat("  rel_l2_error ", err);
-      }
-      if (report) rep.record(j, text + timing);
-      else rep.screen(j, text + timing);
-    }
-    if (save) ckpt.save(t);
-  }
-  const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  sum.steps = t.step();
-  sum.final_loss = std::isfinite(loss) ? loss : t.loss();
-  sum.amax = t.amax();
-  sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
-  sum.loss_terms = t.loss_terms();
-  sum.coefficients = t.coefficients();
-  sum.rel_l2_error = has_exact ? pinn::relative_l2_error(t, prob) : -1;
-  if (!ckpt_path.empty()) {
-    ckpt.save(t);
-    sum.checkpoint = ckpt_path;
-    // The solution on the evaluation grid, for plots (stepgraph plot draws solution.png from it).
-    const auto dir = std::filesystem::path(opt.out_dir);
-    const HostArray grid = pinn::evaluation_grid(prob);
-    write_npy((dir / "eval_points.npy").string(), grid);
-    write_npy((dir / "prediction.npy").string(), t.predict(grid));
-    if (has_exact) write_npy((dir / "exact.npy").string(), pinn::exact_solution(prob, grid));
-  }
-  json summary = sum.to_json();
-  summary["coordinates"] = prob.coords;
-  rep.record(summary, cat("done: ", sum.steps, " steps, final loss ", sum.final_loss, ", ",
-                                fixed(sum.us_per_step, 1), " us/step on ", sum.device,
-                                has_exact ? cat(", relative L2 error ", sum.rel_l2_error) : std::string(),
-                                coefficients_text(sum.coefficients),
-                                sum.checkpoint.empty() ? "" : "; checkpoint " + sum.checkpoint));
-  if (opt.keep_trainer) *opt.keep_trainer = std::move(owned);
-  return sum;
+  return all;
 }
 
 }  // namespace
@@ -347,6 +168,9 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   // Every input (data, model fit, checkpoint to resume) is checked before anything in out_dir is
   // written: a bad input leaves a previous run's files there as they were.
   const RunData data = prepare_data(cfg);
+  SG_REQUIRE(!par.on() || (!opt.callback && !cfg.train.early_stopping.on),
+             "data-parallel training takes no callback and no train.early_stopping (every rank must stop at the same step)");
+  if (cfg.train.early_stopping.on) check_early_stopping(cfg, data);
   // B rows per rank; every rank draws the same global batch of ranks * B rows (dist::shard_of).
   const int64_t B = cfg.train.batch_size, G = B * ranks;
   SG_REQUIRE(G <= data.train_size(), "train.batch_size ", B, par.on() ? cat(" times ", ranks, " ranks") : "",
@@ -388,8 +212,8 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   RunSummary sum;
   sum.task = data.named ? "graph" : task_name(data.train.task);
   sum.device = device_name(device);
-  auto evaluate_val = [&](int64_t step) {
-    if (data.val_size() == 0 || !par.leader()) return;  // every rank holds the same parameters
+  auto evaluate_val = [&](int64_t step) -> EvalResult {
+    if (data.val_size() == 0 || !par.leader()) return {};  // every rank holds the same parameters
     EvalResult r = evaluate_split(t, data, true);
     sum.val_loss = r.loss;
     sum.val_accuracy = r.accuracy;
@@ -405,6 +229,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
       text += cat("  val_accuracy ", fixed(100 * r.accuracy, 2), "%");
     }
     rep.record(j, text);
+    return r;
   };
 
   const bool resident = cfg.data.device_resident;
@@ -417,6 +242,9 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
                   par.world.rank, ranks);
   const auto t0 = clock::now();
   float loss = NAN;
+  int64_t last = start;  // the last step taken (a callback or early stopping may end the run early)
+  std::optional<EarlyStopper> early;
+  if (cfg.train.early_stopping.on) early.emplace(cfg.train.early_stopping);
   Heartbeat heartbeat(par.on() ? 0.0 : opt.progress_seconds);
   for (int64_t s = start; s < total; ++s) {
     const int64_t done = s + 1;
@@ -434,9 +262,14 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     }
     if (par.on() && logged) loss = static_cast<float>(mean_over_ranks(*par.comm, loss, cat("the loss of step ", done)));
     if (par.on() && check_every && done % check_every == 0) check_same_params(t, *par.comm, done);
-    const bool have_loss = !resident || report;
-    SG_REQUIRE(!have_loss || std::isfinite(loss), "loss became ", loss, " at step ", s + 1,
-               ": training diverged (try a smaller learning rate); ", ckpt.status());
+    // The watch, where the loss is read: at report points (the same steps on every rank), and at
+    // once when a host-fed step's loss shows it.
+    NonFiniteSteps bad;
+    if (report || (!par.on() && !resident && !std::isfinite(loss))) {
+      bad = t.nonfinite_steps();
+      if (par.on()) bad = nonfinite_over_ranks(*par.comm, bad, done);
+      stop_if_nonfinite(cfg.trainer.on_nan, bad, done, ckpt);
+    }
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
     if (logged || beat) {
@@ -451,6 +284,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
         j["loss_terms"] = terms;
         text += terms_text({terms.begin(), terms.end()});
       }
+      report_nonfinite(cfg.trainer.on_nan, bad, j, text);
       const auto amax = t.amax();
       if (!amax.empty()) {
         j["amax"] = amax;
@@ -459,16 +293,36 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
       if (logged) rep.record(j, text);
       else rep.screen(j, text);
     }
-    if (cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) evaluate_val(done);
+    bool stop = rep.stop_requested();
+    if (!stop && cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) {  // else the final one
+      const EvalResult r = evaluate_val(done);
+      if (early && early->update(r, done, t)) {
+        sum.stopped_by = "early_stopping";
+        rep.info(cat("early stopping at step ", done, ": ", cfg.train.early_stopping.metric, " has not improved on ",
+                     early->best(), " (step ", early->best_step(), ") for ", cfg.train.early_stopping.patience,
+                     " evaluations"));
+      }
+      stop = stop || !sum.stopped_by.empty();
+    }
     if (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ckpt.save(t);
+    last = done;
+    if (stop) {
+      if (sum.stopped_by.empty()) sum.stopped_by = "callback";
+      break;
+    }
+  }
+  if (early) {
+    early->restore(t);
+    sum.best_step = early->best_step();
   }
   if (par.on()) t.loss();  // the last step has finished on this rank (bounded wait)
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   if (par.on()) check_same_params(t, *par.comm, total);
   sum.steps = t.step();
+  sum.nonfinite = t.nonfinite_steps();
   sum.final_loss = std::isfinite(loss) ? loss : t.loss();
   sum.amax = t.amax();
-  sum.us_per_step = total > start ? 1e6 * elapsed / static_cast<double>(total - start) : 0.0;
+  sum.us_per_step = last > start ? 1e6 * elapsed / static_cast<double>(last - start) : 0.0;
   if (data.named) sum.loss_terms = t.loss_terms();
   evaluate_val(sum.steps);
   sum.val_size = data.val_size();
@@ -515,131 +369,6 @@ std::string explain_run(const RunConfig& cfg, Device device, int64_t batch, int6
   compile_for(*t, cfg, data, batch ? batch : cfg.train.batch_size);
   if (then_batch) compile_for(*t, cfg, data, then_batch);
   return t->explain();
-}
-
-namespace {
-
-// A graph model by name: the inputs from an .npz (a member per model input), every output into
-// an .npz (a member per output).
-Shape predict_named(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
-                    const std::string& output, const RunOptions& opt) {
-  NamedArrays inputs = read_npz(input);
-  const std::vector<std::string>& names = cfg.graph->input_names();
-  for (const std::string& n : names)
-    SG_REQUIRE(inputs.count(n), "predict: the input '", input, "' has no array '", n, "' for the model's input '", n,
-               "' (it has: ", [&] {
-                 std::vector<std::string> have;
-                 for (const auto& kv : inputs) have.push_back(kv.first);
-                 return joined(have);
-               }(), "; the model's inputs: ", joined(names), ")");
-  for (auto it = inputs.begin(); it != inputs.end();)  // other members are not the model's
-    it = std::find(names.begin(), names.end(), it->first) == names.end() ? inputs.erase(it) : std::next(it);
-  const RunData data = prepare_data(cfg);  // with data.standardize, the training split's scaling
-  for (auto& [name, a] : inputs)
-    if (data.scaling.count(name) && a.dtype() == DType::F32) data.scaling.at(name).apply(a);
-  std::string note;
-  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
-  Reporter rep(opt, "");
-  if (!note.empty()) rep.info(note);
-  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
-  const int64_t rows = inputs.begin()->second.shape().empty() ? 0 : inputs.begin()->second.shape()[0];
-  SG_REQUIRE(rows > 0, "predict: the input '", input, "' has no rows");
-  t->compile({std::min<int64_t>(cfg.train.batch_size, rows)});
-  t->load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
-  const NamedArrays y = t->predict(inputs);
-  write_npz(output, y);
-  json shapes = json::object();
-  for (const auto& [name, a] : y) shapes[name] = a.shape();
-  rep.record({{"event", "predict"}, {"input", input}, {"output", output}, {"rows", rows}, {"outputs", shapes},
-              {"checkpoint", checkpoint}, {"steps", t->step()}},
-             cat("predicted ", y.size(), " output", y.size() == 1 ? "" : "s", " of ", rows, " rows from '", input,
-                 "' with '", checkpoint, "' (step ", t->step(), "): ", output));
-  return {rows};
-}
-
-}  // namespace
-
-Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
-                  const std::string& output, const RunOptions& opt) {
-  SG_REQUIRE(opt.overwrite || !std::filesystem::exists(output), "predict: the output '", output,
-             "' exists; choose another path or pass --overwrite");
-  if (cfg.named()) return predict_named(cfg, checkpoint, input, output, opt);
-  HostArray X = read_npy(input);
-  SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
-             "predict: the input '", input, "' must hold f32 or f64 [rows, features] (rows > 0), got ",
-             dtype_name(X.dtype()), " ", shape_str(X.shape()));
-  std::string note;
-  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
-  Reporter rep(opt, "");
-  if (!note.empty()) rep.info(note);
-  std::unique_ptr<Trainer> t = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
-  if (!cfg.problem) {
-    const RunData data = prepare_data(cfg);  // the features' count and, with data.standardize, their scaling
-    SG_REQUIRE(X.shape()[1] == data.train.features(), "predict: the input '", input, "' has ", X.shape()[1],
-               " features per row; the model was trained on ", data.train.features(), " (", data.train.name, ")");
-    if (data.scaling.count("X")) data.scaling.at("X").apply(X);
-    t->compile({std::min<int64_t>(cfg.train.batch_size, X.shape()[0]), X.shape()[1]});
-  }
-  t->load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
-  const HostArray y = t->predict(X);
-  write_npy(output, y);
-  json j = {{"event", "predict"}, {"input", input}, {"output", output}, {"rows", y.shape()[0]},
-            {"outputs", y.shape().size() > 1 ? y.shape()[1] : 1}, {"checkpoint", checkpoint}, {"steps", t->step()}};
-  rep.record(j, cat("predicted ", shape_str(y.shape()), " from '", input, "' with '", checkpoint, "' (step ",
-                    t->step(), "): ", output));
-  return y.shape();
-}
-
-RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt) {
-  if (cfg.problem) {
-    std::string note;
-    const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
-    Reporter rep(opt, "");
-    if (!note.empty()) rep.info(note);
-    std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
-    Trainer& t = *owned;
-    t.load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
-    RunSummary sum;
-    sum.task = "physics-informed";
-    sum.device = device_name(device);
-    sum.steps = t.step();
-    const bool has_exact = !cfg.problem->exact.empty() || static_cast<bool>(cfg.problem->exact_fn);
-    if (has_exact) sum.rel_l2_error = pinn::relative_l2_error(t, *cfg.problem);
-    sum.coefficients = t.coefficients();
-    const std::string learned = coefficients_text(sum.coefficients);
-    rep.record(sum.to_json(), cat("eval of '", checkpoint, "' (step ", sum.steps, ")",
-                                  has_exact ? cat(": relative L2 error ", sum.rel_l2_error) : std::string(),
-                                  learned.empty() ? "" : (has_exact ? learned : ": " + learned.substr(2))));
-    return sum;
-  }
-  std::string note;
-  const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
-  Reporter rep(opt, "");
-  if (!note.empty()) rep.info(note);
-  const RunData data = prepare_data(cfg);
-  const int64_t B = std::min<int64_t>(cfg.train.batch_size, std::max<int64_t>(data.train_size(), 1));
-  std::unique_ptr<Trainer> owned = trainer_from_config(cfg, device, opt.seed.value_or(cfg.train.seed), cfg.trainer);
-  Trainer& t = *owned;
-  compile_for(t, cfg, data, B);
-  t.load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
-  const bool classes = !data.named && data.train.task == Task::Classification;
-  const bool on_val = data.val_size() > 0;
-  RunSummary sum;
-  sum.task = data.named ? "graph" : task_name(data.train.task);
-  sum.device = device_name(device);
-  sum.steps = t.step();
-  EvalResult r = evaluate_split(t, data, on_val);
-  sum.val_loss = r.loss;
-  sum.final_loss = r.loss;
-  sum.val_accuracy = r.accuracy;
-  sum.val_terms = r.terms;
-  sum.val_size = on_val ? data.val_size() : data.train_size();
-  if (classes) sum.train_accuracy = evaluate_split(t, data, false).accuracy;
-  std::string text = cat("eval of '", checkpoint, "' (step ", sum.steps, ") on ", on_val ? "validation" : "training",
-                         " split of ", sum.val_size, ": loss ", fixed(r.loss, 4), terms_text(r.terms));
-  if (classes) text += cat(", accuracy ", fixed(100 * r.accuracy, 2), "%");
-  rep.record(sum.to_json(), text);
-  return sum;
 }
 
 }  // namespace sg

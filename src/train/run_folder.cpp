@@ -19,8 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // What runs write (`stepgraph plot` adds the pictures): --overwrite removes these and nothing else.
-const char* const kRunFiles[] = {"config.json",    "metrics.jsonl", "checkpoint.safetensors", "eval_points.npy",
-                                 "prediction.npy", "exact.npy",     "loss.png",               "solution.png"};
+const char* const kRunFiles[] = {"config.json",     "metrics.jsonl",  "metrics.csv", "checkpoint.safetensors",
+                                 "best.safetensors", "eval_points.npy", "prediction.npy", "exact.npy", "loss.png",
+                                 "solution.png"};
 // A folder with one of these holds a run.
 const char* const kRunMarks[] = {"config.json", "metrics.jsonl", "checkpoint.safetensors"};
 

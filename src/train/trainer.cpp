@@ -186,6 +186,7 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
     v->terms = cs.terms;
     v->coefficients = cs.coefficients;
     v->input_shape = {0, cs.input_dim};
+    g.watch_loss(cs.loss, options_.on_nan);
     optimizer_->build(g, append_backward(v->program, cs.seeds, cs.num_forward_ops));
   } else if (resident) {
     // The batch slots are written by the gather op at the start of the step.
@@ -220,7 +221,10 @@ std::unique_ptr<Trainer::Variant> Trainer::build_variant(const Shape& input_shap
     }
     LossOutputs lo = loss_->build(g, v->pred, v->y, v->valid);
     v->loss = lo.loss;
-    if (training) optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
+    if (training) {
+      g.watch_loss(v->loss, options_.on_nan);
+      optimizer_->build(g, append_backward(v->program, v->pred, lo.dpred));
+    }
   }
   check_batch_norm_batches(v->program,
                            training && (options_.shape_policy == ShapePolicy::Pad || (resident && resident->attrs.partial_last)),
@@ -546,6 +550,12 @@ void Trainer::set_lr(double lr) {
 double Trainer::lr() const {
   if (!persistent_) return optimizer_->lr();
   return read_tensor(kHyperTensor).data<float>()[hyper::kBaseLr];
+}
+
+NonFiniteSteps Trainer::nonfinite_steps() const {
+  if (!persistent_ || !persistent_->slots.count(kWatchTensor)) return {};
+  const HostArray w = read_tensor(kWatchTensor);
+  return {w.data<int32_t>()[0], w.data<int32_t>()[1]};
 }
 
 int64_t Trainer::step() const {

@@ -118,5 +118,5 @@ sg_cli_fail(hostile_second_run_into_a_run_folder
 sg_cli_fail(hostile_divergence_names_the_last_checkpoint
   ARGS train "${SG_HOSTILE}/diverges.json" --out "${SG_RUNS}/hostile_diverges" --overwrite
   EXIT 1
-  STDERR "^stepgraph: error: loss became [-a-z]+ at step ([2-9]|1[0-9]): training diverged \\(try a smaller learning rate\\); the last checkpoint, '[^']*hostile_diverges/checkpoint\\.safetensors', is from step [1-9]"
+  STDERR "^stepgraph: error: the loss or gradient norm became NaN or inf at step ([2-9]|1[0-9])( \\(seen at step [0-9]+\\))?: training diverged \\(try a smaller learning rate or optimizer\\.clip_norm; train\\.on_nan \"skip\" leaves such steps out\\); the last checkpoint, '[^']*hostile_diverges/checkpoint\\.safetensors', is from step [1-9]"
   REQUIRES hostile_inputs)

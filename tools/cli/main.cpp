@@ -18,6 +18,7 @@ namespace {
 struct Common {
   std::string config, device, out, resume, checkpoint, mode, autotune, precision, attention, plan_cache;
   std::string input, output;  // predict
+  std::string tensorboard, on_nan;  // train
   int64_t steps = 0, batch = 0, then_batch = 0, check_params = 0;
   uint64_t seed = 0;
   double tolerance = 1e-3;
@@ -37,6 +38,7 @@ void apply_overrides(const Common& c, sg::RunConfig& cfg) {
   if (c.nondeterministic) cfg.trainer.lower.deterministic = false;
   if (c.no_fusion) cfg.trainer.lower.fusion = false;
   if (c.no_concurrent) cfg.trainer.lower.concurrent = false;
+  if (!c.on_nan.empty()) cfg.trainer.on_nan = sg::parse_nan_policy(c.on_nan);
 }
 
 void add_tuning_options(CLI::App* cmd, Common& c) {
@@ -105,6 +107,7 @@ sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
   o.out_dir = c.out;
   o.overwrite = c.overwrite;
   o.weights_only = c.weights_only;
+  o.tensorboard = c.tensorboard;
   return o;
 }
 
@@ -141,6 +144,12 @@ int main(int argc, char** argv) {
                   "starts at step 0")
       ->needs("--resume");
   train->add_flag("--json", c.json, "Print every line as a JSON object; the last is the summary");
+  train->add_option("--tensorboard", c.tensorboard,
+                    "Also write the progress and eval records as TensorBoard scalars into this folder");
+  train->add_option("--on-nan", c.on_nan,
+                    "stop | skip | continue: what a step with a NaN or inf loss does (default: the config's "
+                    "train.on_nan, stop)")
+      ->check(CLI::IsMember({"stop", "skip", "continue"}));
   add_execution_options(train, c, true);
   train->add_option("--tolerance", c.tolerance, "--mode verify: largest allowed relative difference to the CPU");
   train->add_option("--check-params", c.check_params,

@@ -9,6 +9,7 @@
 #include "backend/jet_math.h"
 #include "backend/loss_math.h"
 #include "data/feistel.h"
+#include "optim/nan_watch.h"
 
 namespace sg::cpu {
 
@@ -290,7 +291,8 @@ void pointwise_loss(const float* pred, const float* target, const int32_t* valid
   *loss = static_cast<float>(total * scale);
 }
 
-void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a) {
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, const float* loss,
+              const float* norm, int32_t* watch) {
   const int32_t t = ++step[0];
   const double base = hyper[hyper::kBaseLr];
   double lr = base;
@@ -312,10 +314,12 @@ void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAtt
   sched[sched::kBias1] = static_cast<float>(1.0 - std::pow(a.beta1, t));
   sched[sched::kBias2] = static_cast<float>(1.0 - std::pow(a.beta2, t));
   sched[sched::kStep] = static_cast<float>(t);
+  sched[sched::kSkip] = watch_step(t, loss, norm, watch, a.on_nan);
 }
 
 void sgd_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
                 const SgdAttrs& a) {
+  if (sched[sched::kSkip] != 0.0f) return;
   const double lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
   const bool first = sched[sched::kStep] <= 1.0f;
   for (const ParamSlice& s : ps) {
@@ -347,6 +351,7 @@ void clip_grad_norm(const std::vector<std::pair<float*, int64_t>>& grads, float*
 
 void adam_update(const std::vector<ParamSlice>& ps, const float* hyper, const float* sched,
                  const AdamAttrs& a) {
+  if (sched[sched::kSkip] != 0.0f) return;
   const double lr = sched[sched::kLr], wd = hyper[hyper::kWeightDecay];
   const double bc1 = sched[sched::kBias1], bc2 = sched[sched::kBias2];
   const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);

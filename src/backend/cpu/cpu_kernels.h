@@ -58,7 +58,9 @@ void mean_squared_error(const float* pred, const float* target, const int32_t* v
                         float* dpred, int64_t B, int64_t T, Reduction r);
 void pointwise_loss(const float* pred, const float* target, const int32_t* valid, float* loss, float* dpred,
                     int64_t B, int64_t T, Reduction r, PointwiseForm form, double delta);
-void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a);
+// step += 1, sched at the new step; with `loss`, the watch (optim/nan_watch.h) sets sched[kSkip].
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, const float* loss = nullptr,
+              const float* norm = nullptr, int32_t* watch = nullptr);
 
 // Convolution and pooling (conv_kernels.cpp), NHWC images and KRSC filters as ir.h.
 struct ConvShape {

@@ -109,7 +109,9 @@ void pointwise_loss(const float* pred, const float* target, const int32_t* valid
                     int64_t B, int64_t T, Reduction r, PointwiseForm form, double delta, ReduceScratch scratch,
                     cudaStream_t s);
 
-void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, cudaStream_t s);
+// With `loss` (norm may be null), the watch of non-finite steps sets sched[kSkip] (optim/nan_watch.h).
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, const float* loss,
+              const float* norm, int32_t* watch, cudaStream_t s);
 
 // Multi-tensor optimizer updates: one launch over every parameter.
 struct ParamDesc {
@@ -133,6 +135,9 @@ struct FusedSchedule {
   float* sched = nullptr;
   unsigned* counter = nullptr;  // zero at rest
   ScheduleAttrs attrs;
+  const float* loss = nullptr;  // the watch (optim/nan_watch.h); null: nothing watched
+  const float* norm = nullptr;
+  int32_t* watch = nullptr;
 };
 // `fs` null: lr and bias corrections are read from `sched` (written by the schedule op).
 void sgd_update(const ChunkRef* chunks, int num_chunks, const float* hyper,

@@ -21,6 +21,7 @@ struct LionBatch {
 };
 
 __global__ void lion_kernel(LionBatch b, const float* hyper, const float* sched, LionConstants c) {
+  if (sched[sched::kSkip] != 0.0f) return;  // a skipped step (train.on_nan skip)
   const float lr = sched[sched::kLr], decay = __fsub_rn(1.0f, __fmul_rn(lr, hyper[hyper::kWeightDecay]));
   const int64_t total = b.end[b.count - 1];
   int k = 0;

@@ -7,6 +7,7 @@
 #include "backend/cuda/kernels/kernels.cuh"
 #include "backend/cuda/runtime/pdl.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
+#include "optim/nan_watch.h"
 
 namespace sg::cuda {
 
@@ -15,7 +16,7 @@ namespace {
 constexpr int kBlock = 256;
 
 struct SchedValues {
-  float lr, bias1, bias2, step;
+  float lr, bias1, bias2, step, skip;
 };
 
 // The learning-rate schedule and Adam bias corrections at step t (formulas as in optim.h).
@@ -35,7 +36,7 @@ __device__ SchedValues schedule_at(int32_t t, const float* hyper, const Schedule
     }
   }
   return {static_cast<float>(lr), static_cast<float>(1.0 - pow(a.beta1, static_cast<double>(t))),
-          static_cast<float>(1.0 - pow(a.beta2, static_cast<double>(t))), static_cast<float>(t)};
+          static_cast<float>(1.0 - pow(a.beta2, static_cast<double>(t))), static_cast<float>(t), 0.0f};
 }
 
 __device__ void store_sched(float* sched, const SchedValues& v) {
@@ -43,12 +44,16 @@ __device__ void store_sched(float* sched, const SchedValues& v) {
   sched[sched::kBias1] = v.bias1;
   sched[sched::kBias2] = v.bias2;
   sched[sched::kStep] = v.step;
+  sched[sched::kSkip] = v.skip;
 }
 
-__global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched, ScheduleAttrs a) {
+__global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched, ScheduleAttrs a, const float* loss,
+                                const float* norm, int32_t* watch) {
   PDL_PROLOGUE();
   const int32_t t = ++step[0];
-  store_sched(sched, schedule_at(t, hyper, a));
+  SchedValues v = schedule_at(t, hyper, a);
+  v.skip = watch_step(t, loss, norm, watch, a.on_nan);
+  store_sched(sched, v);
 }
 
 // This step's schedule values: computed here when fused, else read from the schedule op's output.
@@ -57,9 +62,15 @@ __global__ void schedule_kernel(int32_t* step, const float* hyper, float* sched,
 // (mlp_8x256's 909 blocks: IPC 2.2 for 13 MB of traffic). Every thread of the block must call it.
 __device__ SchedValues current_sched(const float* hyper, const float* sched, const FusedSchedule& fs, bool fused) {
   __shared__ SchedValues sv;
-  if (threadIdx.x == 0)
-    sv = fused ? schedule_at(*fs.step + 1, hyper, fs.attrs)
-               : SchedValues{sched[sched::kLr], sched[sched::kBias1], sched[sched::kBias2], sched[sched::kStep]};
+  if (threadIdx.x == 0) {
+    if (fused) {
+      sv = schedule_at(*fs.step + 1, hyper, fs.attrs);
+      sv.skip = skip_flag(fs.loss, fs.norm, fs.attrs.on_nan);  // the watch itself is the last block's
+    } else {
+      sv = SchedValues{sched[sched::kLr], sched[sched::kBias1], sched[sched::kBias2], sched[sched::kStep],
+                       sched[sched::kSkip]};
+    }
+  }
   __syncthreads();
   return sv;
 }
@@ -74,6 +85,7 @@ __device__ void finish_fused_schedule(const SchedValues& sv, const FusedSchedule
   if (atomicAdd(fs.counter, 1u) != gridDim.x - 1) return;
   store_sched(fs.sched, sv);
   *fs.step = *fs.step + 1;  // the step sv was derived from (no block writes it before this one)
+  watch_step(*fs.step, fs.loss, fs.norm, fs.watch, fs.attrs.on_nan);
   *fs.counter = 0u;
 }
 
@@ -83,6 +95,7 @@ __global__ void sgd_kernel(const ChunkRef* chunks, const float* hyper,
   const ChunkRef c = chunks[blockIdx.x];
   const ParamDesc& d = c.d;
   const SchedValues sv = current_sched(hyper, sched, fs, fused);
+  if (sv.skip != 0.0f) return finish_fused_schedule(sv, fs, fused);  // the whole block: sv is shared
   const float lr = sv.lr, wd = hyper[hyper::kWeightDecay];
   const bool first = sv.step <= 1.0f;
   const float mu = static_cast<float>(a.momentum), damp = static_cast<float>(a.dampening);
@@ -118,6 +131,7 @@ __global__ void adam_kernel(const ChunkRef* chunks, const float* hyper,
     p[k] = in ? d.p[i] : 0.0f, g[k] = in ? d.g[i] : 0.0f, m[k] = in ? d.m[i] : 0.0f, v[k] = in ? d.v[i] : 0.0f;
   }
   const SchedValues sv = current_sched(hyper, sched, fs, fused);
+  if (sv.skip != 0.0f) return finish_fused_schedule(sv, fs, fused);  // the whole block: sv is shared
   const float lr = sv.lr, wd = hyper[hyper::kWeightDecay];
   const float step_size = lr / sv.bias1, bc2_sqrt = sqrtf(sv.bias2);
   const float b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2), eps = static_cast<float>(a.eps);
@@ -139,8 +153,9 @@ __global__ void adam_kernel(const ChunkRef* chunks, const float* hyper,
 
 }  // namespace
 
-void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, cudaStream_t s) {
-  launch_pdl(schedule_kernel, 1, 1, 0, s, step, hyper, sched, a);
+void schedule(int32_t* step, const float* hyper, float* sched, const ScheduleAttrs& a, const float* loss,
+              const float* norm, int32_t* watch, cudaStream_t s) {
+  launch_pdl(schedule_kernel, 1, 1, 0, s, step, hyper, sched, a, loss, norm, watch);
   KERNEL_LAUNCH_CHECK();
 }
 

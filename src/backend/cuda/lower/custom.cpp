@@ -46,6 +46,10 @@ void Lowering::custom_update_op(const Op& op) {
   const std::string who = cat("optimizer '", rule.name, "' (op '", op.name, "')");
   SG_REQUIRE(rule.cuda, who, ": no CUDA kernel is registered for the update rule (cuda); train on the CPU backend, ",
              "or register one");
+  const int sc = p_.producer(op.in[1]);  // the schedule op
+  SG_REQUIRE(rule.honours_skip || sc < 0 || p_.ops()[sc].attr<ScheduleAttrs>().on_nan != NanPolicy::Skip, who,
+             ": train.on_nan skip needs a CUDA kernel that leaves a skipped step out (UpdateRuleDef::honours_skip), ",
+             "and this rule's does not say it does; use on_nan stop or continue, or train on the CPU backend");
   UpdateArgs args = update_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
   const UpdateKernel* k = &rule.cuda;
   notes_ << "update rule '" << rule.name << "'";

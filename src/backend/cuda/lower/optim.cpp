@@ -28,9 +28,10 @@ void Lowering::update_op(int i, const Op& op) {
   if (const auto it = fusions_.schedule_in_update.find(i - 1); it != fusions_.schedule_in_update.end() && it->second == i) {
     const Op& sc = p_.ops()[i - 1];
     fs = FusedSchedule{i32(sc.out[0]), f(sc.out[1]), reinterpret_cast<unsigned*>(own(sizeof(unsigned))),
-                       sc.attr<ScheduleAttrs>()};
+                       sc.attr<ScheduleAttrs>(), f(sc.in[2]), f(sc.in[3]), i32(sc.out[2])};
   }
-  notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks" << (fs ? ", schedule fused" : "");
+  notes_ << "one multi-tensor launch: " << n << " tensors, " << nchunks << " blocks"
+         << (fs ? fs->loss ? ", schedule fused (the loss watched for NaN and inf)" : ", schedule fused" : "");
   if (adam) {
     const AdamAttrs a = op.attr<AdamAttrs>();
     return add_step(op, [=](cudaStream_t s) { adam_update(dchunk, nchunks, hyper, sched, a, fs ? &*fs : nullptr, s); });
@@ -72,8 +73,11 @@ void Lowering::schedule_op(int i, const Op& op) {
   const float* hyper = f(in[1]);
   float* sched = f(out[1]);
   const ScheduleAttrs a = op.attr<ScheduleAttrs>();
-  notes_ << "1-thread kernel: step += 1, lr and bias corrections from the device step";
-  return add_step(op, [=](cudaStream_t s) { schedule(step, hyper, sched, a, s); });
+  const float *loss = f(in[2]), *norm = f(in[3]);
+  int32_t* watch = i32(out[2]);
+  notes_ << "1-thread kernel: step += 1, lr and bias corrections from the device step"
+         << (loss ? ", the loss watched for NaN and inf" : "");
+  return add_step(op, [=](cudaStream_t s) { schedule(step, hyper, sched, a, loss, norm, watch, s); });
 }
 
 }  // namespace sg::cuda
