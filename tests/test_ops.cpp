@@ -124,7 +124,7 @@ TEST(Ops, ScheduleFromTheStepCounter) {
   const float hyper[] = {0.1f, 0.0f};
   auto lr_after = [&](ScheduleAttrs a, int steps) {
     int32_t step = 0;
-    float sched[4];
+    float sched[sched::kSize];
     for (int i = 0; i < steps; ++i) cpu::schedule(&step, hyper, sched, a);
     EXPECT_EQ(step, steps);
     EXPECT_FLOAT_EQ(sched[sched::kStep], static_cast<float>(steps));
@@ -155,7 +155,7 @@ TEST(Ops, ScheduleFromTheStepCounter) {
   adam.beta1 = 0.9;
   adam.beta2 = 0.999;
   int32_t step = 2;
-  float sched[4];
+  float sched[sched::kSize];
   cpu::schedule(&step, hyper, sched, adam);
   EXPECT_NEAR(sched[sched::kBias1], 1 - std::pow(0.9, 3), 1e-7);
   EXPECT_NEAR(sched[sched::kBias2], 1 - std::pow(0.999, 3), 1e-7);
