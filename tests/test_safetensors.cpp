@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -411,6 +412,62 @@ TEST(Safetensors, InvalidJson) {
   expect_bytes_error(dir, make_file(std::string("{\"a\0\": 1}", 9), ""), "NUL byte");
 }
 
+// Weights saved by other tools (numpy float64, torch half and bfloat16, int64 ids) read as f32
+// and i32; a value the narrower type cannot hold is an error naming the tensor and the element.
+TEST(Safetensors, ConvertsOtherFloatAndIntegerTypes) {
+  const std::string dir = test_dir("convert");
+  auto bytes = [](const auto& values) {
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(values[0]));
+  };
+  const std::vector<double> f64 = {1.5, -2.25, 1e-40};
+  // f16: 1.0, -2.0, 65504 (largest), 2^-24 (smallest subnormal), inf; bf16: 1.0, -3.0, 1e38 (approximately)
+  const std::vector<uint16_t> f16 = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00};
+  const std::vector<uint16_t> bf16 = {0x3f80, 0xc040, 0x7e96};
+  const std::vector<int64_t> i64 = {-7, 2147483647};
+  const std::string data = bytes(f64) + bytes(f16) + bytes(bf16) + bytes(i64);
+  const std::string json =
+      "{\"a\": {\"dtype\": \"F64\", \"shape\": [3], \"data_offsets\": [0, 24]},"
+      " \"b\": {\"dtype\": \"F16\", \"shape\": [5], \"data_offsets\": [24, 34]},"
+      " \"c\": {\"dtype\": \"BF16\", \"shape\": [3], \"data_offsets\": [34, 40]},"
+      " \"d\": {\"dtype\": \"I64\", \"shape\": [2], \"data_offsets\": [40, 56]}}";
+  const std::string path = dir + "/mixed.safetensors";
+  spit(path, make_file(json, data));
+  const sg::SafetensorsFile f = sg::read_safetensors(path);
+  ASSERT_EQ(f.tensors.size(), 4u);
+  const float* a = f.find("a")->data<float>();
+  EXPECT_EQ(f.find("a")->dtype(), sg::DType::F32);
+  EXPECT_EQ(a[0], 1.5f);
+  EXPECT_EQ(a[1], -2.25f);
+  EXPECT_EQ(a[2], static_cast<float>(1e-40));  // an f32 subnormal
+  const float* b = f.find("b")->data<float>();
+  EXPECT_EQ(b[0], 1.0f);
+  EXPECT_EQ(b[1], -2.0f);
+  EXPECT_EQ(b[2], 65504.0f);
+  EXPECT_EQ(b[3], std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(b[4]) && b[4] > 0);
+  const float* c = f.find("c")->data<float>();
+  EXPECT_EQ(c[0], 1.0f);
+  EXPECT_EQ(c[1], -3.0f);
+  EXPECT_NEAR(c[2], 1e38f, 1e36f);
+  EXPECT_EQ(f.find("d")->dtype(), sg::DType::I32);
+  EXPECT_EQ(f.find("d")->data<int32_t>()[0], -7);
+  EXPECT_EQ(f.find("d")->data<int32_t>()[1], 2147483647);
+  EXPECT_EQ(f.converted_from.at("a"), "F64");
+  EXPECT_EQ(f.converted_from.at("c"), "BF16");
+  EXPECT_EQ(f.converted_from.count("e"), 0u);
+
+  const std::vector<double> too_big = {0.0, 1e39};
+  expect_bytes_error(dir,
+                     make_file("{\"w\": {\"dtype\": \"F64\", \"shape\": [2], \"data_offsets\": [0, 16]}}",
+                               bytes(too_big)),
+                     "tensor 'w' (F64) element 1: 1e+39 is outside the range of f32");
+  const std::vector<int64_t> wide = {1, -2147483649LL};
+  expect_bytes_error(dir,
+                     make_file("{\"ids\": {\"dtype\": \"I64\", \"shape\": [2], \"data_offsets\": [0, 16]}}",
+                               bytes(wide)),
+                     "tensor 'ids' (I64) element 1: -2147483649 does not fit in i32");
+}
+
 TEST(Safetensors, BadEntries) {
   const std::string dir = test_dir("bad_entries");
   const std::string f4(4, '\0');
@@ -453,13 +510,13 @@ TEST(Safetensors, BadEntries) {
       make_file(entry("{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4.0]}"), f4),
       "expected [begin, end]");
   // Unsupported dtypes.
-  for (const char* dt : {"BF16", "F16", "F64", "I64", "U8", "f32", ""}) {
+  for (const char* dt : {"U8", "F8_E4M3", "f32", ""}) {
     expect_bytes_error(
         dir,
         make_file(entry(std::string("{\"dtype\": \"") + dt +
                         "\", \"shape\": [1], \"data_offsets\": [0, 4]}"),
                   f4),
-        std::string("tensor 't': dtype '") + dt + "' is not supported (supported: F32, I32, U64)");
+        std::string("tensor 't': dtype '") + dt + "' is not supported (supported: F32, F64, F16, BF16 as f32; I32, I64 as i32; U64)");
   }
   // Shapes whose element count overflows.
   expect_bytes_error(dir,

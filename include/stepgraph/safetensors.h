@@ -15,6 +15,8 @@ namespace sg {
 struct SafetensorsFile {
   std::vector<std::pair<std::string, HostArray>> tensors;  // in file order
   std::map<std::string, std::string> metadata;
+  // Tensors stored in another type, converted on reading: name -> the file's dtype ("F64").
+  std::map<std::string, std::string> converted_from;
 
   const HostArray* find(const std::string& name) const;  // nullptr if absent
 };
@@ -25,8 +27,10 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, HostArray>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// Reads and validates the whole file (header JSON, dtypes F32/I32/U64, shapes, offsets within
-// the file and non-overlapping, no trailing garbage). Errors name the file and the tensor.
+// Reads and validates the whole file (header JSON, dtypes, shapes, offsets within the file and
+// non-overlapping, no trailing garbage). Errors name the file and the tensor. F32, I32 and U64
+// are read as they are; F64, F16 and BF16 become f32 and I64 becomes i32, an element out of the
+// new type's range being an Error (never clamped).
 SafetensorsFile read_safetensors(const std::string& path);
 
 }  // namespace sg

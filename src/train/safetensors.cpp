@@ -12,7 +12,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -44,14 +47,44 @@ const char* st_dtype_name(DType t) {
   return "?";
 }
 
-bool st_dtype_parse(const std::string& s, DType* out) {
-  for (DType t : {DType::F32, DType::I32, DType::U64}) {
-    if (s == st_dtype_name(t)) {
-      *out = t;
-      return true;
-    }
+// The element types a file may hold, and the host type each becomes: wider and narrower floats
+// are converted to f32 and I64 to i32 (range checked), so weights saved by other tools load.
+struct StoredType {
+  const char* name;
+  size_t size;
+  DType host;
+};
+constexpr StoredType kStoredTypes[] = {{"F32", 4, DType::F32}, {"I32", 4, DType::I32}, {"U64", 8, DType::U64},
+                                       {"F64", 8, DType::F32}, {"F16", 2, DType::F32}, {"BF16", 2, DType::F32},
+                                       {"I64", 8, DType::I32}};
+
+const StoredType* st_dtype_parse(const std::string& s) {
+  for (const StoredType& t : kStoredTypes)
+    if (s == t.name) return &t;
+  return nullptr;
+}
+
+// IEEE binary16 to binary32, exactly (subnormals, infinities and NaN included).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  if (exp == 0x1fu) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    do {
+      ++e;
+      man <<= 1;
+    } while ((man & 0x400u) == 0);
+    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((man & 0x3ffu) << 13);
   }
-  return false;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 bool host_is_little_endian() {
@@ -91,7 +124,7 @@ struct FileCloser {
 
 struct Entry {
   std::string name;
-  DType dtype = DType::F32;
+  const StoredType* stored = nullptr;
   Shape shape;
   uint64_t begin = 0, end = 0;
 };
@@ -131,8 +164,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
   e.name = name;
   const Json& dt = j.at("dtype");
   SG_REQUIRE(dt.is_string(), at, "'dtype' is ", dt.type_name(), ", expected a string");
-  SG_REQUIRE(st_dtype_parse(dt.get<std::string>(), &e.dtype), at, "dtype '",
-             dt.get<std::string>(), "' is not supported (supported: F32, I32, U64)");
+  e.stored = st_dtype_parse(dt.get<std::string>());
+  SG_REQUIRE(e.stored, at, "dtype '", dt.get<std::string>(),
+             "' is not supported (supported: F32, F64, F16, BF16 as f32; I32, I64 as i32; U64)");
 
   const Json& sh = j.at("shape");
   SG_REQUIRE(sh.is_array(), at, "'shape' is ", sh.type_name(), ", expected an array");
@@ -172,10 +206,12 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
     }
   }
   SG_REQUIRE(!overflow, at, "shape ", shape_str(e.shape), " has too many elements");
-  const uint64_t elem = dtype_size(e.dtype);
+  const uint64_t elem = e.stored->size;
   overflow = !zero && elems > std::numeric_limits<uint64_t>::max() / elem;
   const uint64_t need = zero || overflow ? 0 : elems * elem;
-  const std::string what = cat("shape ", shape_str(e.shape), " ", dtype_name(e.dtype));
+  std::string stored = e.stored->name;  // lower case, as dtype_name says f32
+  std::transform(stored.begin(), stored.end(), stored.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string what = cat("shape ", shape_str(e.shape), " ", stored);
   SG_REQUIRE(!overflow, at, "data_offsets ", offsets_str(e.begin, e.end), " do not match ", what,
              " (more than 2^64 bytes)");
   SG_REQUIRE(e.end - e.begin == need, at, "data_offsets ", offsets_str(e.begin, e.end),
@@ -184,6 +220,44 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
              " run past the end of the data buffer (", buffer_size,
              " bytes; is the file truncated?)");
   return e;
+}
+
+// Converts a tensor stored as F64/F16/BF16 (to f32) or I64 (to i32) into `out`; a value the
+// host type cannot hold is an Error naming the tensor and the element, never clamped.
+void convert_elements(const std::string& path, const Entry& e, const unsigned char* src, HostArray& out) {
+  const std::string kind = e.stored->name;
+  const int64_t n = out.numel();
+  auto at = [&](int64_t i) { return cat(where(path), "tensor '", e.name, "' (", kind, ") element ", i, ": "); };
+  if (kind == "I64") {
+    int32_t* dst = out.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, src + 8 * i, 8);
+      SG_REQUIRE(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(), at(i), v,
+                 " does not fit in i32");
+      dst[i] = static_cast<int32_t>(v);
+    }
+    return;
+  }
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (kind == "F64") {
+      double v;
+      std::memcpy(&v, src + 8 * i, 8);
+      SG_REQUIRE(!std::isfinite(v) || std::fabs(v) <= std::numeric_limits<float>::max(), at(i), v,
+                 " is outside the range of f32");
+      dst[i] = static_cast<float>(v);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      if (kind == "F16") {
+        dst[i] = half_to_float(h);
+      } else {  // BF16: the top half of an f32
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(&dst[i], &bits, 4);
+      }
+    }
+  }
 }
 
 // Sorts the entries by data offset and checks that they tile [0, buffer_size) exactly.
@@ -344,11 +418,21 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   // The entries now tile the data buffer in order: read them sequentially.
   out.tensors.reserve(entries.size());
+  std::vector<unsigned char> raw;
   for (const Entry& e : entries) {
-    HostArray arr(e.dtype, e.shape);
-    SG_ASSERT(arr.nbytes() == e.end - e.begin);
-    read_exact(arr.raw(), arr.nbytes(), cat("tensor '", e.name, "'").c_str());
-    swap_elements(arr.raw(), arr.nbytes(), dtype_size(e.dtype));
+    HostArray arr(e.stored->host, e.shape);
+    const std::string what = cat("tensor '", e.name, "'");
+    if (e.stored->size == dtype_size(e.stored->host)) {
+      SG_ASSERT(arr.nbytes() == e.end - e.begin);
+      read_exact(arr.raw(), arr.nbytes(), what.c_str());
+      swap_elements(arr.raw(), arr.nbytes(), e.stored->size);
+    } else {
+      raw.resize(static_cast<size_t>(e.end - e.begin));
+      read_exact(raw.data(), raw.size(), what.c_str());
+      swap_elements(raw.data(), raw.size(), e.stored->size);
+      convert_elements(path, e, raw.data(), arr);
+      out.converted_from[e.name] = e.stored->name;
+    }
     out.tensors.emplace_back(e.name, std::move(arr));
   }
   SG_REQUIRE(std::fgetc(f) == EOF, where(path), "file grew while it was being read");
