@@ -691,19 +691,6 @@ def test_cli_is_installed_and_forwarded():
 # ---- typing -------------------------------------------------------------------------------------
 
 
-def test_stubs_cover_the_extension():
-    stub = pathlib.Path(sg.__file__).with_name("_stepgraph.pyi")
-    assert stub.exists(), "stepgraph/_stepgraph.pyi is missing"
-    text = stub.read_text()
-    assert (pathlib.Path(sg.__file__).with_name("py.typed")).exists()
-    public = [n for n in dir(sg._stepgraph) if not n.startswith("__")]
-    missing = [n for n in public if not re.search(rf"\b{re.escape(n)}\b", text)]
-    assert not missing, f"not in the stubs: {missing}"
-    for name in ("one_step", "set_params", "logits_view", "param_views", "tensor_view"):
-        assert f"def {name}" in text
-    assert sg.Trainer.one_step.__doc__ and sg.Dense.__init__.__doc__
-
-
 def test_physics_informed_config_trains_through_python(tmp_path):
     """A custom problem (heat equation) from a dict: the summary carries the relative L2 error."""
     config = {
