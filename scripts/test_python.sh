@@ -55,6 +55,9 @@ fi
 if ! "$PY" -c "import tensorboard" >/dev/null 2>&1; then  # reads the --tensorboard event files back
   "$PY" -m pip install -q tensorboard >/dev/null 2>&1 || say "tensorboard not installed: its read-back test will skip"
 fi
+if ! "$PY" -c "import onnx, onnxruntime" >/dev/null 2>&1; then  # export(format="onnx") and its check
+  "$PY" -m pip install -q onnx onnxruntime >/dev/null 2>&1 || say "onnx/onnxruntime not installed: the ONNX tests will skip"
+fi
 
 mkdir -p build
 say "pip install . (build log: build/pip-install.log)"

@@ -327,6 +327,25 @@ sg_cli_fail(cli_predict_wrong_width
   ABSENT "${SG_RUNS}/never_written.npy"
   REQUIRES cli_run200)
 
+# export: the checkpoint's weights under torch.nn.Sequential's names; an existing file is kept.
+sg_cli_ok(cli_export_torch
+  ARGS export --checkpoint "${SG_RUNS}/steps200/checkpoint.safetensors" --output "${SG_RUNS}/steps200_torch.safetensors"
+       --overwrite --json
+  STDOUT "\"event\":\"export\".*\"format\":\"torch\".*\"torch_module\":\"torch\\.nn\\.Sequential\\(torch\\.nn\\.Linear\\(64, "
+  FILES "${SG_RUNS}/steps200_torch.safetensors"
+  REQUIRES cli_run200)
+
+sg_cli_fail(cli_export_keeps_an_existing_file
+  ARGS export --checkpoint "${SG_RUNS}/steps200/checkpoint.safetensors" --output "${SG_RUNS}/steps200/config.json"
+  EXIT 1
+  STDERR "^stepgraph: error: export: the output '[^']*config\\.json' exists; choose another path or pass --overwrite"
+  UNCHANGED "${SG_RUNS}/steps200/config.json"
+  REQUIRES cli_run200)
+
+sg_cli_ok(cli_completion_bash
+  ARGS completion bash
+  STDOUT "complete -o filenames -F _stepgraph stepgraph")
+
 # --- Usage errors: exit status 2, the nearest correct word named --------------------------------
 
 sg_cli_ok(cli_version

@@ -671,7 +671,7 @@ TEST(Config, BadResumeCheckpointLeavesTheOutputFolderAsItWas) {
                "--weights-only");
   o.weights_only = true;  // a new run from its weights: it replaces the folder's run, once checked
   o.overwrite = true;
-  EXPECT_ERROR(train_run(parse_config(other), o), cat("checkpoint '", ckpt, "' does not fit this model's parameters"),
+  EXPECT_ERROR(train_run(parse_config(other), o), cat("weights file '", ckpt, "' does not fit this model's parameters"),
                "'1.weight' is f32 [10, 32] there but f32 [12, 32] here", "'1.bias' is f32 [10] there but f32 [12] here");
   o.weights_only = false;
   o.overwrite = false;

@@ -187,7 +187,7 @@ TEST(Checkpoint, WeightsOnlyNamesEveryMissingMismatchedAndExtraTensor) {
   three.save(path);
   auto two_t = compiled({dense(16, Activation::ReLU), dense(10)}, std::make_shared<AdamW>(1e-3));
   Trainer& two = *two_t;
-  EXPECT_ERROR(two.load(path, LoadMode::WeightsOnly), "checkpoint '" + path + "' does not fit this model's parameters",
+  EXPECT_ERROR(two.load(path, LoadMode::WeightsOnly), "weights file '" + path + "' does not fit this model's parameters",
                "other shapes: '1.weight' is f32 [12, 16] there but f32 [10, 16] here",
                "'1.bias' is f32 [12] there but f32 [10] here", "not in this model: '2.weight', '2.bias'");
 }

@@ -143,6 +143,8 @@ class Dense : public Layer {
   TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
   std::string describe() const override;
   int64_t units() const { return units_; }
+  Activation activation() const { return act_; }
+  bool has_bias() const { return bias_; }
 
  private:
   int64_t units_;
@@ -291,6 +293,7 @@ class Embedding : public Layer {
   Embedding(int64_t vocab, int64_t dim, int64_t positions = 0);
   TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
   std::string describe() const override;
+  int64_t positions() const { return positions_; }
 
  private:
   int64_t vocab_, dim_, positions_;
@@ -303,6 +306,7 @@ class LayerNorm : public Layer {
   explicit LayerNorm(double eps = 1e-5);
   TensorId build(GraphBuilder& g, TensorId x, const std::string& prefix) override;
   std::string describe() const override;
+  double eps() const { return eps_; }
 
  private:
   double eps_;

@@ -107,6 +107,16 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt);
 Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& input,
                   const std::string& output, const RunOptions& opt);
 
+// A checkpoint's weights as a file for another tool (Trainer::export_weights): `format` safetensors
+// or torch; an existing output is refused unless opt.overwrite.
+void export_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& output,
+                ExportFormat format, const RunOptions& opt);
+// The trainer export reads: the config's, on the CPU, compiled for one row, holding the
+// checkpoint's weights (opt.weights_only: its parameters alone). With data.standardize,
+// *input_scaling receives {input: {mean, sd}} (the model expects standardized inputs).
+std::unique_ptr<Trainer> exportable_trainer(const RunConfig& cfg, const std::string& checkpoint,
+                                            const RunOptions& opt, nlohmann::json* input_scaling = nullptr);
+
 // Evaluates a checkpoint on the config's validation split (and training split).
 RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const RunOptions& opt);
 

@@ -88,6 +88,30 @@ struct EvalResult {
 //                     with the same names and shapes; the step stays where it is
 enum class LoadMode : uint8_t { Resume, Evaluate, WeightsOnly };
 
+// What Trainer::load_weights took from a file and what it left, in the terms of PyTorch's
+// load_state_dict: this model's weights the file lacks, and the file's tensors with no place here.
+struct WeightsReport {
+  std::vector<std::string> loaded;      // this model's names, in model order
+  std::vector<std::string> missing;     // this model's weights the file does not hold
+  std::vector<std::string> unexpected;  // the file's tensors this model has no weight for
+  std::map<std::string, std::string> converted;  // loaded tensors stored in another type: name -> "F64"
+  std::string naming = "stepgraph";     // the file's names: "stepgraph" or "torch" (see torch_module)
+};
+
+// Weights for other tools (docs/interop.md). safetensors: the parameters and fixed constants
+// alone under stepgraph's names; torch: the same values under the names torch_module()'s
+// state_dict uses, so torch's load_state_dict takes the file as it is.
+enum class ExportFormat : uint8_t { Safetensors, Torch };
+const char* export_format_name(ExportFormat f);
+ExportFormat parse_export_format(const std::string& s);  // "safetensors" | "torch"; onnx: see python
+
+// The forward program predict runs, for exporters: its inputs and outputs by name (a graph
+// model's, or "input" and "output"); parameters and constants are its persistent tensors.
+struct InferenceGraph {
+  const Program* program = nullptr;
+  std::vector<std::pair<std::string, TensorId>> inputs, outputs;
+};
+
 class Trainer {
  public:
   // `seed` fixes the initial parameters (per parameter name) and is kept in checkpoints.
@@ -206,6 +230,20 @@ class Trainer {
   // the whole file before changing anything; see LoadMode for what it takes and requires.
   void save(const std::string& path) const;
   void load(const std::string& path, LoadMode mode = LoadMode::Resume);
+  // A weights file into this model: a parameters-only safetensors file (F32, or F64/F16/BF16
+  // converted), a checkpoint's parameters, or a state_dict of torch_module() (its names are
+  // recognised). Shapes must match. strict: every weight present and nothing extra, else an
+  // Error listing each; not strict: takes what fits and reports the rest. Nothing is written
+  // when anything is refused. The step and optimizer state stay as they are.
+  WeightsReport load_weights(const std::string& path, bool strict = true);
+  // Writes the parameters and constants (atomically) for another tool; see ExportFormat.
+  void export_weights(const std::string& path, ExportFormat format) const;
+  // The torch.nn.Sequential whose state_dict a torch export is, as Python source
+  // ("torch.nn.Sequential(torch.nn.Linear(2, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))");
+  // an Error naming the first layer that has no torch module of the same parameters.
+  std::string torch_module() const;
+  // The forward program of predict for `rows` rows (compiled on first use, as predict does).
+  InferenceGraph inference_graph(int64_t rows = 1);
 
   std::string explain() const;
   int64_t launch_count() const { return launches_; }

@@ -144,6 +144,8 @@ auto locked(PyTrainer& s, F&& f) -> decltype(f(s.t)) {
 void bind_model(nb::module_& m);
 void bind_custom_ops(nb::module_& m);  // custom_op.cpp: stepgraph.CustomOp's registry entries
 void bind_trainer(nb::module_& m);
+// Trainer.save, load, load_weights, export, torch_module and the exporters' _inference_graph.
+void bind_trainer_weights(nb::module_& m, nb::class_<PyTrainer>& cls);
 void bind_problem(nb::module_& m);  // problem.cpp: stepgraph.pinn.Problem's checks, coefficients, rel_l2_error
 // A trainer for the physics-informed problem given as the config's JSON `problem` section (the
 // text of stepgraph.pinn.Problem), compiled.

@@ -189,6 +189,26 @@ void bind_run(nb::module_& m) {
         "json_text"_a.none(), "path"_a.none(), "device"_a.none(), "seed"_a.none(), nb::rv_policy::take_ownership,
         "The Trainer a configuration describes (see stepgraph.Trainer.from_config).");
 
+  m.def("_exportable_trainer",
+        [](std::optional<std::string> json_text, std::optional<std::string> path, std::string checkpoint,
+           bool weights_only) {
+          sg::RunConfig cfg = config_from(json_text, path);
+          sg::RunOptions o;
+          o.weights_only = weights_only;
+          std::unique_ptr<sg::Trainer> t;
+          std::string scaling;
+          {
+            nb::gil_scoped_release r;
+            nlohmann::json s = nlohmann::json::object();
+            t = sg::exportable_trainer(cfg, checkpoint, o, &s);
+            scaling = s.dump();
+          }
+          return nb::make_tuple(nb::cast(new PyTrainer(std::move(t)), nb::rv_policy::take_ownership), scaling);
+        },
+        "json_text"_a.none(), "path"_a.none(), "checkpoint"_a, "weights_only"_a = false,
+        "(trainer, input scaling JSON): the config's trainer on the CPU holding the checkpoint's weights, as "
+        "stepgraph export reads it.");
+
   m.def("_evaluate",
         [](std::optional<std::string> json_text, std::optional<std::string> path, std::string checkpoint,
            std::optional<std::string> device, std::optional<uint64_t> seed, bool weights_only, bool json,

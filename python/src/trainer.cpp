@@ -1,5 +1,6 @@
 // stepgraph.Trainer: the seed's workflow (compile, one_step, set_batch, launch, logits) with
-// numpy and DLPack inputs, parameters in and out, checkpoints and zero-copy views.
+// numpy and DLPack inputs, parameters in and out and zero-copy views (checkpoints and weights
+// files: trainer_weights.cpp).
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
@@ -193,7 +194,7 @@ void bind_trainer(nb::module_& m) {
         return sg::cat("EvalResult(loss=", r.loss, ", accuracy=", r.accuracy, ", count=", r.count, ")");
       });
 
-  nb::class_<PyTrainer>(
+  auto cls = nb::class_<PyTrainer>(
       m, "Trainer",
       "Builds the whole training step (forward, loss, backward, optimizer) as one program, plans "
       "its memory and runs it on a backend; on CUDA every step after the first is one CUDA graph "
@@ -572,21 +573,6 @@ void bind_trainer(nb::module_& m) {
                    [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.loss_terms(); }); },
                    "Each named loss term of the last step (a physics-informed step's residual and conditions), "
                    "read from the device.")
-      .def("save",
-           [](PyTrainer& s, const std::filesystem::path& p) { locked(s, [&](sg::Trainer& t) { t.save(p.string()); }); },
-           "path"_a,
-           "Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), "
-           "atomically.")
-      .def("load",
-           [](PyTrainer& s, const std::filesystem::path& p, bool weights_only) {
-             locked(s, [&](sg::Trainer& t) {
-               t.load(p.string(), weights_only ? sg::LoadMode::WeightsOnly : sg::LoadMode::Resume);
-             });
-           },
-           "path"_a, "weights_only"_a = false,
-           "Reads a checkpoint; the whole file is validated before anything changes. By default it takes "
-           "everything (parameters, optimizer state, step) and the model, loss and optimizer must be the ones it "
-           "was saved from; weights_only=True takes only the parameters, into any setup of the same shapes.")
       .def("explain", [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.explain(); }); },
            "The step program, shapes, memory plan and loss scale as text.")
       .def("invalidate", [](PyTrainer& s) { locked(s, [](sg::Trainer& t) { t.invalidate(); }); },
@@ -656,6 +642,7 @@ void bind_trainer(nb::module_& m) {
                        options_repr(s.t.options()), ", compiled=",
                        s.t.is_compiled() ? sg::shape_str(s.t.input_shape()) : std::string("no"), ")");
       });
+  bind_trainer_weights(m, cls);
 }
 
 }  // namespace sgpy

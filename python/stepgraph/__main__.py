@@ -1,7 +1,9 @@
-"""``python -m stepgraph``: the ``plot`` subcommand here; every other subcommand (train, eval,
-explain, bench) is forwarded to the ``stepgraph`` executable installed with the package.
+"""``python -m stepgraph``: the ``plot`` subcommand and ``export --format onnx`` here; every other
+subcommand (train, eval, predict, export, explain, bench) is forwarded to the ``stepgraph``
+executable installed with the package.
 
     python -m stepgraph plot RUN_DIR [--out PNG] [--log | --linear]
+    python -m stepgraph export [CONFIG] --checkpoint C --output model.onnx --format onnx
     python -m stepgraph train configs/digits_mlp.json --out runs/digits
 """
 
@@ -47,10 +49,48 @@ def _plot_main(argv: List[str]) -> int:
     return 0
 
 
+def _wants_onnx(argv: List[str]) -> bool:
+    return "--format=onnx" in argv or any(a == "--format" and b == "onnx" for a, b in zip(argv, argv[1:]))
+
+
+def _export_onnx_main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(prog="stepgraph export", description="Write a checkpoint's model as ONNX.")
+    p.add_argument("config", nargs="?", help="configuration JSON file (default: the embedded one)")
+    p.add_argument("--checkpoint", required=True, help="checkpoint to export")
+    p.add_argument("--output", required=True, help="the .onnx file to write")
+    p.add_argument("--format", choices=["onnx"], required=True)
+    p.add_argument("--opset", type=int, default=17, help="ONNX opset (17 or later; default 17)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--weights-only", action="store_true", help="take only the checkpoint's parameters")
+    args = p.parse_args(argv)
+    if os.path.exists(args.output) and not args.overwrite:
+        print(f"stepgraph export: error: the output '{args.output}' exists; choose another path or pass --overwrite",
+              file=sys.stderr)
+        return 1
+    from . import _stepgraph
+
+    try:
+        trainer, scaling = _stepgraph._exportable_trainer(None, args.config, args.checkpoint, args.weights_only)
+        trainer.export(args.output, format="onnx", opset=args.opset)
+    except ImportError as e:
+        print(f"stepgraph export: error: {e}", file=sys.stderr)
+        return 3
+    except (_stepgraph.Error, ValueError) as e:
+        print(f"stepgraph export: error: {e}", file=sys.stderr)
+        return 1
+    print(f"exported '{args.checkpoint}' (step {trainer.step}) as ONNX: {args.output}")
+    if scaling != "{}":
+        print("  note: the model was trained on standardized inputs (data.standardize): feed it (x - mean) / sd "
+              f"with the training split's mean and sd: {scaling}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "plot":
         return _plot_main(argv[1:])
+    if argv and argv[0] == "export" and _wants_onnx(argv[1:]):
+        return _export_onnx_main(argv[1:])
     if argv and argv[0] in ("--version", "-V"):
         from . import __version__
 

@@ -570,6 +570,29 @@ class EvalResult:
 
     def __repr__(self) -> str: ...
 
+class WeightsReport:
+    """What Trainer.load_weights took and left, as PyTorch's load_state_dict reports it."""
+
+    @property
+    def loaded(self) -> list[str]:
+        """This model's weights taken from the file, in model order."""
+
+    @property
+    def missing(self) -> list[str]:
+        """This model's weights the file does not hold (missing_keys)."""
+
+    @property
+    def unexpected(self) -> list[str]:
+        """The file's tensors this model has no weight for (unexpected_keys)."""
+
+    @property
+    def converted(self) -> dict[str, str]:
+        """Loaded weights stored in another type, converted to float32: name -> the file's dtype ('F64')."""
+
+    @property
+    def naming(self) -> str:
+        """The file's names: 'stepgraph', or 'torch' (a state_dict of Trainer.torch_module())."""
+
 class Trainer:
     """
     Builds the whole training step (forward, loss, backward, optimizer) as one program, plans its memory and runs it on a backend; on CUDA every step after the first is one CUDA graph replay.
@@ -721,10 +744,28 @@ class Trainer:
         Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), atomically.
         """
 
-    def load(self, path: str | os.PathLike, weights_only: bool = False) -> None:
+    def load(self, path: str | os.PathLike, weights_only: bool = False, strict: bool = True) -> WeightsReport | None:
         """
-        Reads a checkpoint; the whole file is validated before anything changes. By default it takes everything (parameters, optimizer state, step) and the model, loss and optimizer must be the ones it was saved from; weights_only=True takes only the parameters, into any setup of the same shapes.
+        Reads a checkpoint; the whole file is validated before anything changes. By default it takes everything (parameters, optimizer state, step) and the model, loss and optimizer must be the ones it was saved from. weights_only=True takes only the parameters (load_weights), into any setup of the same shapes, and returns its WeightsReport; strict=False implies weights_only and takes the weights that fit, reporting the rest.
         """
+
+    def load_weights(self, path: str | os.PathLike, strict: bool = True) -> WeightsReport:
+        """
+        Loads a weights file: parameters-only safetensors (float32, or float64/float16/bfloat16 converted), a checkpoint's parameters, or a state_dict of torch_module() saved with safetensors.torch.save_file (its names are recognised). Shapes must match. strict: every weight present and nothing extra, else an error listing each; strict=False takes what fits. Returns a WeightsReport (loaded, missing, unexpected, converted, naming). The step and optimizer state are kept.
+        """
+
+    def torch_module(self) -> str:
+        """
+        The torch.nn.Sequential (as Python source) whose state_dict export(format='torch') writes.
+        """
+
+    def export(self, path: str | os.PathLike, format: Literal['torch', 'safetensors', 'onnx'] = 'torch', opset: int = 17) -> None:
+        """
+        Writes the model for another tool. format='torch': a safetensors file of the parameters under the names torch_module()'s state_dict uses (torch.nn.Sequential.load_state_dict takes it); 'safetensors': the parameters under stepgraph's names; 'onnx': the inference graph (needs the onnx package; opset: the ONNX opset, 17 or later).
+        """
+
+    def _inference_graph(self, rows: int = 1) -> str:
+        """The forward program predict runs, as JSON text (for the ONNX exporter)."""
 
     def explain(self) -> str:
         """The step program, shapes, memory plan and loss scale as text."""
@@ -841,4 +882,5 @@ class _RegisteredLoss(Loss):
     def __init__(self, name: str, label: str = '') -> None: ...
 def _coefficients(trainer: Trainer) -> dict[str, float]: ...
 def _relative_l2_error(trainer: Trainer) -> float: ...
+def _exportable_trainer(json_text: str | None, path: str | None, checkpoint: str, weights_only: bool = False) -> tuple[Trainer, str]: ...
 def _evaluate(json_text: str | None, path: str | None, checkpoint: str, device: str | None, seed: int | None, weights_only: bool = False, json: bool = False, verbose: bool = False) -> str: ...

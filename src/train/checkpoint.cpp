@@ -1,6 +1,7 @@
-// Trainer::save and Trainer::load: checkpoints that carry the setup they come from (the model,
-// loss and optimizer descriptions) and the names of their weights, and loads that take what the
-// LoadMode says after checking the whole file.
+// Trainer::save, load and load_weights: checkpoints that carry the setup they come from (the
+// model, loss and optimizer descriptions) and the names of their weights, loads that take what
+// the LoadMode says after checking the whole file, and weights files from anywhere.
+#include <functional>
 #include <map>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "stepgraph/safetensors.h"
 #include "stepgraph/trainer.h"
 #include "train/describe_diff.h"
+#include "train/torch_names.h"
 
 namespace sg {
 
@@ -16,6 +18,24 @@ namespace {
 
 // The model's own tensors, which a weights-only load takes: parameters and fixed constants.
 bool is_weight(Role r) { return r == Role::Parameter || r == Role::Constant; }
+
+// The weights a checkpoint lists in its metadata (empty for other files).
+std::set<std::string> listed_weights(const SafetensorsFile& f) {
+  std::set<std::string> out;
+  const auto w = f.metadata.find("weights");
+  if (w == f.metadata.end()) return out;
+  const nlohmann::json wl = nlohmann::json::parse(w->second, nullptr, false);
+  if (wl.is_array())
+    for (const auto& n : wl)
+      if (n.is_string()) out.insert(n.get<std::string>());
+  return out;
+}
+
+std::string torch_name_of(const std::map<std::string, std::string>& from_torch, const std::string& ours) {
+  for (const auto& [theirs, o] : from_torch)
+    if (o == ours) return theirs;
+  return ours;
+}
 
 }  // namespace
 
@@ -45,6 +65,10 @@ void Trainer::save(const std::string& path) const {
 }
 
 void Trainer::load(const std::string& path, LoadMode mode) {
+  if (mode == LoadMode::WeightsOnly) {
+    load_weights(path, true);
+    return;
+  }
   SafetensorsFile f = read_safetensors(path);
   const std::string where = cat("checkpoint '", path, "'");
   std::map<std::string, const HostArray*> in_file;  // SafetensorsFile::find is a linear search
@@ -53,10 +77,13 @@ void Trainer::load(const std::string& path, LoadMode mode) {
     const auto it = in_file.find(name);
     return it == in_file.end() ? nullptr : it->second;
   };
-  if (mode != LoadMode::WeightsOnly) {
+  {
     auto it = f.metadata.find("format");
     SG_REQUIRE(it != f.metadata.end() && it->second == "stepgraph-checkpoint", where,
-               " is not a stepgraph checkpoint (metadata format is missing)");
+               " is not a stepgraph checkpoint (metadata format is ",
+               it == f.metadata.end() ? std::string("missing") : "'" + it->second + "'",
+               "); a file of weights alone loads with load_weights (CLI --weights-only, Python "
+               "load_weights or weights_only=True)");
     std::vector<std::string> diffs;
     auto compare = [&](const char* key, const std::string& here) {
       const auto saved = f.metadata.find(key);
@@ -74,7 +101,7 @@ void Trainer::load(const std::string& path, LoadMode mode) {
   auto wanted = [&](const TensorInfo& info) {
     if (info.role == Role::Gradient || is_step_status(info.name)) return false;
     if (mode == LoadMode::Resume) return true;
-    return is_weight(info.role) || (mode == LoadMode::Evaluate && info.name == kStepTensor);
+    return is_weight(info.role) || info.name == kStepTensor;
   };
   std::vector<std::string> missing, mismatched, extra;
   std::vector<std::pair<std::string, const HostArray*>> take;
@@ -91,14 +118,9 @@ void Trainer::load(const std::string& path, LoadMode mode) {
                                " there but ", dtype_name(info.dtype), " ", shape_str(info.shape), " here"));
     else take.emplace_back(name, a);
   }
-  // Tensors of the file this trainer has no place for: any (resume), or its weights (the other modes).
-  std::set<std::string> saved_weights;
-  const auto w = f.metadata.find("weights");
-  const nlohmann::json wl = w == f.metadata.end() ? nlohmann::json() : nlohmann::json::parse(w->second, nullptr, false);
-  const bool listed = wl.is_array();
-  if (listed)
-    for (const auto& n : wl)
-      if (n.is_string()) saved_weights.insert(n.get<std::string>());
+  // Tensors of the file this trainer has no place for: any (resume), or its weights (evaluate).
+  const std::set<std::string> saved_weights = listed_weights(f);
+  const bool listed = f.metadata.count("weights") > 0;
   for (const auto& [name, a] : f.tensors) {
     if (name == "rng.seed" || is_step_status(name)) continue;  // older checkpoints hold the schedule
     const auto slot = slots.find(name);
@@ -108,21 +130,106 @@ void Trainer::load(const std::string& path, LoadMode mode) {
       extra.push_back(cat("'", name, "'"));
   }
   const HostArray* s = find("rng.seed");
-  if (mode != LoadMode::WeightsOnly && !(s && s->dtype() == DType::U64 && s->numel() == 1))
-    missing.push_back("'rng.seed' (u64 [1])");
+  if (!(s && s->dtype() == DType::U64 && s->numel() == 1)) missing.push_back("'rng.seed' (u64 [1])");
   std::vector<std::string> problems;
   if (!missing.empty()) problems.push_back("missing: " + joined(missing));
   if (!mismatched.empty()) problems.push_back("other shapes: " + joined(mismatched));
   if (!extra.empty()) problems.push_back("not in this model: " + joined(extra));
-  SG_REQUIRE(problems.empty(), where, " does not fit this ",
-             mode == LoadMode::WeightsOnly ? "model's parameters" : "model and optimizer", ":\n  ",
-             joined(problems, "\n  "));
+  SG_REQUIRE(problems.empty(), where, " does not fit this model and optimizer:\n  ", joined(problems, "\n  "));
   for (const auto& [name, a] : take) write_tensor(name, *a);
-  if (mode != LoadMode::WeightsOnly) {
-    seed_ = s->data<uint64_t>()[0];
-    // The watch belongs to the steps since: the checkpoint's state starts it afresh.
-    if (slots.count(kWatchTensor)) write_tensor(kWatchTensor, HostArray::i32({2}, {0, 0}));
+  seed_ = s->data<uint64_t>()[0];
+  // The watch belongs to the steps since: the checkpoint's state starts it afresh.
+  if (slots.count(kWatchTensor)) write_tensor(kWatchTensor, HostArray::i32({2}, {0, 0}));
+}
+
+WeightsReport Trainer::load_weights(const std::string& path, bool strict) {
+  SafetensorsFile f = read_safetensors(path);
+  const std::string where = cat("weights file '", path, "'");
+  const std::vector<TensorInfo> mine = persistent_tensors();
+  std::map<std::string, const TensorInfo*> slots, weights;
+  for (const TensorInfo& info : mine) {
+    slots.emplace(info.name, &info);
+    if (is_weight(info.role)) weights.emplace(info.name, &info);
   }
+  // The file's names are ours or torch_module()'s: whichever names more of its tensors rightly.
+  std::map<std::string, std::string> from_torch;
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, info] : weights) shapes[name] = info->shape;
+  try {
+    for (const auto& [ours, theirs] : torch_layout(*model_, shapes).names) from_torch[theirs] = ours;
+  } catch (const Error&) {
+    // no torch naming for this model: the file's names must be ours
+  }
+  auto fits = [&](const std::string& ours, const HostArray& a) {
+    const auto w = weights.find(ours);
+    return w != weights.end() && w->second->shape == a.shape();
+  };
+  int ours_hits = 0, torch_hits = 0;
+  for (const auto& [name, a] : f.tensors) {
+    ours_hits += fits(name, a);
+    const auto t = from_torch.find(name);
+    torch_hits += t != from_torch.end() && fits(t->second, a);
+  }
+  WeightsReport r;
+  // Our own files (checkpoints, safetensors exports) keep our names; torch exports say "pt".
+  const auto format = f.metadata.find("format");
+  const bool ours = format != f.metadata.end() && format->second.rfind("stepgraph", 0) == 0;
+  const bool torch = format != f.metadata.end() && format->second == "pt";
+  if (!ours && (torch ? torch_hits > 0 : torch_hits > ours_hits)) r.naming = "torch";
+  // What a checkpoint holds besides its weights (optimizer state, step, seed) is not unexpected.
+  const std::set<std::string> saved_weights = listed_weights(f);
+  const bool listed = f.metadata.count("weights") > 0;
+  std::vector<std::string> mismatched;
+  std::map<std::string, const HostArray*> take;
+  for (const auto& [name, a] : f.tensors) {
+    std::string ours = name;
+    if (r.naming == "torch") {
+      const auto t = from_torch.find(name);
+      ours = t == from_torch.end() ? "" : t->second;
+    }
+    const auto w = weights.find(ours);
+    if (w != weights.end()) {
+      const TensorInfo& info = *w->second;
+      if (a.dtype() != info.dtype || a.shape() != info.shape)
+        mismatched.push_back(cat("'", name, "' is ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " there but ",
+                                 dtype_name(info.dtype), " ", shape_str(info.shape), " here"));
+      else if (!take.emplace(ours, &a).second)
+        mismatched.push_back(cat("'", name, "' is given twice"));
+      continue;
+    }
+    const bool other_state = name == "rng.seed" || is_step_status(name) || slots.count(name) ||
+                             (listed && !saved_weights.count(name));
+    if (!other_state) r.unexpected.push_back(name);
+  }
+  for (const TensorInfo& info : mine) {
+    if (!is_weight(info.role)) continue;
+    if (take.count(info.name)) {
+      r.loaded.push_back(info.name);
+      const auto c = f.converted_from.find(r.naming == "torch" ? torch_name_of(from_torch, info.name) : info.name);
+      if (c != f.converted_from.end()) r.converted[info.name] = c->second;
+    } else {
+      r.missing.push_back(info.name);
+    }
+  }
+  auto quoted = [](const std::vector<std::string>& names, const std::function<std::string(const std::string&)>& note) {
+    std::vector<std::string> q;
+    for (const std::string& n : names) q.push_back(cat("'", n, "'", note(n)));
+    return joined(q);
+  };
+  std::vector<std::string> problems;
+  if (strict && !r.missing.empty())
+    problems.push_back("missing: " + quoted(r.missing, [&](const std::string& n) {
+                         return cat(" (", role_name(weights.at(n)->role), ")");
+                       }));
+  if (!mismatched.empty()) problems.push_back("other shapes: " + joined(mismatched));
+  if (strict && !r.unexpected.empty())
+    problems.push_back("not in this model: " + quoted(r.unexpected, [](const std::string&) { return std::string(); }));
+  SG_REQUIRE(problems.empty(), where, " does not fit this model's parameters",
+             r.naming == "torch" ? " (read by torch.nn.Sequential names)" : "", ":\n  ", joined(problems, "\n  "),
+             strict && mismatched.empty() ? "\nto take the weights that fit and report the rest, load it with strict=False"
+                                          : "");
+  for (const auto& [name, a] : take) write_tensor(name, *a);
+  return r;
 }
 
 }  // namespace sg

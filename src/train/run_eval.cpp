@@ -1,4 +1,5 @@
-// A checkpoint's predictions (stepgraph predict) and evaluation (stepgraph eval) from a configuration.
+// A checkpoint's predictions (stepgraph predict), evaluation (stepgraph eval) and weights for other
+// tools (stepgraph export) from a configuration.
 #include "stepgraph/run.h"
 
 #include <algorithm>
@@ -137,6 +138,43 @@ RunSummary eval_run(const RunConfig& cfg, const std::string& checkpoint, const R
   if (classes) text += cat(", accuracy ", fixed(100 * r.accuracy, 2), "%");
   rep.record(sum.to_json(), text);
   return sum;
+}
+
+std::unique_ptr<Trainer> exportable_trainer(const RunConfig& cfg, const std::string& checkpoint,
+                                            const RunOptions& opt, nlohmann::json* input_scaling) {
+  std::unique_ptr<Trainer> t = trainer_from_config(cfg, Device::CPU, opt.seed.value_or(cfg.train.seed), cfg.trainer);
+  if (!cfg.problem) {  // physics-informed trainers come compiled
+    const RunData data = prepare_data(cfg);  // the features' count and, with data.standardize, their scaling
+    if (input_scaling)
+      for (const auto& [name, s] : data.scaling) (*input_scaling)[name] = {{"mean", s.mean}, {"sd", s.sd}};
+    t->compile(cfg.graph ? Shape{1} : Shape{1, data.train.features()});
+  }
+  t->load(checkpoint, opt.weights_only ? LoadMode::WeightsOnly : LoadMode::Evaluate);
+  return t;
+}
+
+void export_run(const RunConfig& cfg, const std::string& checkpoint, const std::string& output,
+                ExportFormat format, const RunOptions& opt) {
+  SG_REQUIRE(opt.overwrite || !std::filesystem::exists(output), "export: the output '", output,
+             "' exists; choose another path or pass --overwrite");
+  Reporter rep(opt, "");
+  json scaling = json::object();
+  std::unique_ptr<Trainer> t = exportable_trainer(cfg, checkpoint, opt, &scaling);
+  t->export_weights(output, format);
+  json j = {{"event", "export"}, {"format", export_format_name(format)}, {"output", output},
+            {"checkpoint", checkpoint}, {"steps", t->step()}};
+  std::string text = cat("exported the weights of '", checkpoint, "' (step ", t->step(), ") as ",
+                         export_format_name(format), ": ", output);
+  if (format == ExportFormat::Torch) {
+    j["torch_module"] = t->torch_module();
+    text += "\n  they load into " + t->torch_module() + " with load_state_dict";
+  }
+  if (!scaling.empty()) {
+    j["input_scaling"] = scaling;
+    text += "\n  note: the model was trained on standardized inputs (data.standardize): feed it (x - mean) / sd "
+            "with the training split's mean and sd (in --json output as input_scaling)";
+  }
+  rep.record(j, text);
 }
 
 }  // namespace sg

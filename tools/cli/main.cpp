@@ -1,4 +1,4 @@
-// The `stepgraph` command: train, eval, explain.
+// The `stepgraph` command: train, launch, eval, predict, export, explain, bench, plot, completion.
 #include <CLI/CLI.hpp>
 
 #include <charconv>
@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <sys/wait.h>
+#include <vector>
 
 #include "stepgraph/bench.h"
 #include "op_bench.h"
@@ -17,7 +19,8 @@ namespace {
 
 struct Common {
   std::string config, device, out, resume, checkpoint, mode, autotune, precision, attention, plan_cache;
-  std::string input, output;  // predict
+  std::string input, output;  // predict, export
+  std::string format = "torch";  // export
   std::string tensorboard, on_nan;  // train
   int64_t steps = 0, batch = 0, then_batch = 0, check_params = 0;
   uint64_t seed = 0;
@@ -111,6 +114,26 @@ sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
   return o;
 }
 
+// Runs `python3 -m stepgraph ARGS` (the python3 beside this executable first, an installed
+// package's venv, else PATH's) for what the Python package does: plots, ONNX export.
+int run_python_package(const std::vector<std::string>& args) {
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  std::string python = "python3";
+  std::error_code ec;
+  const auto here = std::filesystem::canonical("/proc/self/exe", ec).parent_path() / "python3";
+  if (!ec && std::filesystem::exists(here)) python = here.string();
+  std::string cmd = quote(python) + " -m stepgraph";
+  for (const std::string& a : args) cmd += " " + quote(a);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0 && (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127 || WEXITSTATUS(rc) == 1))
+    std::cerr << "stepgraph: '" << cmd << "' failed (it needs the Python package: pip install .)\n";
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
+}
+
 std::string default_out(const std::string& config) {
   std::string stem = config.empty() ? "default" : std::filesystem::path(config).stem().string();
   return (std::filesystem::path("runs") / stem).string();
@@ -192,6 +215,19 @@ int main(int argc, char** argv) {
   predict->add_flag("--weights-only", c.weights_only,
                     "Take only the checkpoint's parameters (the config's model may differ in activations)");
 
+  auto* exp = app.add_subcommand("export", "Write a checkpoint's weights for another tool (PyTorch: load_state_dict)");
+  exp->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
+  exp->add_option("--checkpoint", c.checkpoint, "Checkpoint to export")->required()->check(CLI::ExistingFile);
+  exp->add_option("--output", c.output, "Where the weights go: a .safetensors file")->required();
+  exp->add_option("--format", c.format,
+                  "torch (the names of the matching torch.nn.Sequential, printed) | safetensors (stepgraph's names, "
+                  "parameters only) | onnx (the inference graph, written by the Python package with onnx)")
+      ->check(CLI::IsMember({"torch", "safetensors", "onnx"}));
+  exp->add_flag("--overwrite", c.overwrite, "Replace an existing output file");
+  exp->add_flag("--json", c.json, "Print the result as a JSON object");
+  exp->add_flag("--weights-only", c.weights_only,
+                "Take only the checkpoint's parameters (the config's model may differ in activations)");
+
   auto* explain = app.add_subcommand("explain", "Show the step program, shapes, memory plan and loss scale");
   explain->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
   explain->add_option("--batch", c.batch, "Batch size (default: train.batch_size)")->check(integer_at_least(1));
@@ -243,6 +279,10 @@ int main(int argc, char** argv) {
   bench_op->add_option("--autotune", conv_autotune, "conv: how the plan is chosen: off | heuristic (default) | exhaustive")
       ->check(CLI::IsMember({"off", "heuristic", "exhaustive"}));
 
+  std::string shell;
+  auto* completion = app.add_subcommand("completion", "Print a shell completion script: source <(stepgraph completion bash)");
+  completion->add_option("shell", shell, "The shell: bash")->required()->check(CLI::IsMember({"bash"}));
+
   std::string plot_dir, plot_out;
   auto* plot = app.add_subcommand("plot", "Plot a run's loss curve (needs the Python package and matplotlib)");
   plot->add_option("run_dir", plot_dir, "A run's output folder (with metrics.jsonl)")->required()->check(CLI::ExistingDirectory);
@@ -269,25 +309,24 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (plot->parsed()) {
-    // The plot lives in the Python package (matplotlib); this forwards to it.
-    auto quote = [](const std::string& s) {
-      std::string q = "'";
-      for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-      return q + "'";
-    };
-    // The python3 beside this executable first (an installed package's venv), else PATH's.
-    std::string python = "python3";
-    std::error_code ec;
-    const auto here = std::filesystem::canonical("/proc/self/exe", ec).parent_path() / "python3";
-    if (!ec && std::filesystem::exists(here)) python = here.string();
-    std::string cmd = quote(python) + " -m stepgraph plot " + quote(plot_dir);
-    if (!plot_out.empty()) cmd += " --out " + quote(plot_out);
-    const int rc = std::system(cmd.c_str());
-    if (rc != 0)
-      std::cerr << "stepgraph: error: plotting needs the Python package (pip install .[plot]); '" << cmd
-                << "' failed\n";
+  if (plot->parsed()) {  // the plot lives in the Python package (matplotlib)
+    std::vector<std::string> args = {"plot", plot_dir};
+    if (!plot_out.empty()) args.insert(args.end(), {"--out", plot_out});
+    const int rc = run_python_package(args);
+    if (rc != 0) std::cerr << "stepgraph: error: plotting needs the Python package (pip install .[plot])\n";
     return rc == 0 ? 0 : 1;
+  }
+  if (exp->parsed() && c.format == "onnx") {  // ONNX is written by the Python package (the onnx package)
+    std::vector<std::string> args = {"export"};
+    if (!c.config.empty()) args.push_back(c.config);
+    args.insert(args.end(), {"--checkpoint", c.checkpoint, "--output", c.output, "--format", "onnx"});
+    if (c.overwrite) args.push_back("--overwrite");
+    if (c.weights_only) args.push_back("--weights-only");
+    return run_python_package(args);
+  }
+  if (completion->parsed()) {
+    std::cout << sg::cli::bash_completion(app);
+    return 0;
   }
 
   if (bench_op->parsed()) {
@@ -401,6 +440,8 @@ int main(int argc, char** argv) {
       sg::eval_run(cfg, c.checkpoint, options_from(c, *eval));
     } else if (predict->parsed()) {
       sg::predict_run(cfg, c.checkpoint, c.input, c.output, options_from(c, *predict));
+    } else if (exp->parsed()) {
+      sg::export_run(cfg, c.checkpoint, c.output, sg::parse_export_format(c.format), options_from(c, *exp));
     } else {
       std::string note;
       sg::Device d = sg::choose_device(explain->count("--device") ? c.device : cfg.train.device, &note);

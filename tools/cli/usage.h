@@ -20,4 +20,9 @@ std::optional<std::string> unknown_word(CLI::App& app, int argc, const char* con
 // unknown_word's, where it has one) and gives kUsageExit; nullopt: parsed, go on.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 
+// A bash completion script for `app`, generated from its commands and their long options
+// (`source <(stepgraph completion bash)`): commands first, then the command's options, files
+// for the rest.
+std::string bash_completion(const CLI::App& app);
+
 }  // namespace sg::cli
