@@ -328,7 +328,7 @@ def export_onnx(trainer: Any, path: "str | os.PathLike[str]", opset: int = 17) -
         raise ValueError(f"export onnx: opset must be an integer 17 or later (LayerNormalization), got {opset!r}")
     graph = json.loads(trainer._inference_graph(1))
     ops = _needed_ops(graph)
-    values = {k: v for k, v in trainer.state().items()}
+    values = dict(trainer.state())
     b = _Builder(onnx, graph, values, opset)
     for op in ops:
         emit = _EMIT.get(op["kind"])
