@@ -67,11 +67,13 @@ def _export_onnx_main(argv: List[str]) -> int:
         print(f"stepgraph export: error: the output '{args.output}' exists; choose another path or pass --overwrite",
               file=sys.stderr)
         return 1
-    from . import _stepgraph
+    import json
+
+    from . import _onnx, _stepgraph
 
     try:
         trainer, scaling = _stepgraph._exportable_trainer(None, args.config, args.checkpoint, args.weights_only)
-        trainer.export(args.output, format="onnx", opset=args.opset)
+        _onnx.export_onnx(trainer, args.output, args.opset, json.loads(scaling))
     except ImportError as e:
         print(f"stepgraph export: error: {e}", file=sys.stderr)
         return 3
@@ -80,8 +82,7 @@ def _export_onnx_main(argv: List[str]) -> int:
         return 1
     print(f"exported '{args.checkpoint}' (step {trainer.step}) as ONNX: {args.output}")
     if scaling != "{}":
-        print("  note: the model was trained on standardized inputs (data.standardize): feed it (x - mean) / sd "
-              f"with the training split's mean and sd: {scaling}")
+        print("  its inputs are standardized inside the graph as in training (data.standardize): feed it raw rows")
     return 0
 
 

@@ -319,7 +319,11 @@ def _elem_type(onnx: Any, dtype: str) -> int:
     return onnx.TensorProto.INT32 if dtype == "i32" else onnx.TensorProto.FLOAT
 
 
-def export_onnx(trainer: Any, path: "str | os.PathLike[str]", opset: int = 17) -> None:
+def export_onnx(trainer: Any, path: "str | os.PathLike[str]", opset: int = 17,
+                input_scaling: Optional[Dict[str, Dict[str, List[float]]]] = None) -> None:
+    """input_scaling: {input: {"mean": [...], "sd": [...]}} per value of a sample (a config's
+    data.standardize; "X" is a one-input model's input): the graph then standardizes its raw
+    inputs as training did, (x - mean) / sd, before the model."""
     try:
         import onnx
     except ImportError as e:
@@ -354,13 +358,28 @@ def export_onnx(trainer: Any, path: "str | os.PathLike[str]", opset: int = 17) -
         if o["tensor"] != o["name"]:
             b.node("Identity", [o["tensor"]], [o["name"]])
         outputs.append(value_info(o["name"], o["tensor"]))
-    for i in graph["inputs"]:
-        if i["tensor"] != i["name"]:  # rename the graph input to the model's input name
+    scaling = dict(input_scaling or {})
+    if "X" in scaling and len(graph["inputs"]) == 1:
+        scaling[graph["inputs"][0]["name"]] = scaling.pop("X")
+    prologue = []
+    for k, i in enumerate(graph["inputs"]):
+        external, internal = i["name"], i["tensor"]
+        target = external  # what the model's nodes read in place of the program's input tensor
+        if external in scaling:  # raw inputs in, standardized ones to the model
+            target = internal + "__standardized"
+            per_sample = graph["tensors"][internal]["shape"][1:]
+            mean = np.asarray(scaling[external]["mean"], np.float32).reshape(per_sample)
+            sd = np.asarray(scaling[external]["sd"], np.float32).reshape(per_sample)
+            centred = b.fresh("centred")
+            prologue += [onnx.helper.make_node("Sub", [external, b.const(mean, external + ".mean")], [centred]),
+                         onnx.helper.make_node("Div", [centred, b.const(sd, external + ".sd")], [target])]
+        if target != internal:
             for n in b.nodes:
-                for k, x in enumerate(n.input):
-                    if x == i["tensor"]:
-                        n.input[k] = i["name"]
-            inputs[[x["tensor"] for x in graph["inputs"]].index(i["tensor"])].name = i["name"]
+                for j, x in enumerate(n.input):
+                    if x == internal:
+                        n.input[j] = target
+        inputs[k].name = external
+    b.nodes[:0] = prologue
     g = onnx.helper.make_graph(b.nodes, "stepgraph", inputs, outputs, list(b.inits.values()))
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="stepgraph")
     onnx.checker.check_model(model)

@@ -330,6 +330,38 @@ def test_python_m_stepgraph_exports_a_checkpoint_as_onnx(tmp_path):
     assert again.returncode == 1 and "exists" in again.stderr
 
 
+def test_a_standardizing_config_exports_a_graph_that_takes_raw_rows(tmp_path):
+    """data.standardize: the ONNX graph standardizes its inputs as training did, so onnxruntime on
+    raw rows gives what `stepgraph predict` gives for them."""
+    import subprocess
+    import sys
+
+    from stepgraph.__main__ import _find_cli
+
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    cli = _find_cli()
+    if cli is None:
+        pytest.skip("the stepgraph executable is not installed beside this Python")
+    cfg = {"model": {"layers": [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 10}]},
+           "data": {"source": "digits", "standardize": True},
+           "train": {"steps": 5, "log_every": 0, "device": "cpu", "batch_size": 16}}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    sg.train(str(tmp_path / "c.json"), out_dir=str(tmp_path / "run"))
+    ckpt = str(tmp_path / "run" / "checkpoint.safetensors")
+    X = (np.random.default_rng(1).random((6, 64)) * 16).astype(np.float32)  # digits' raw pixel range
+    np.save(tmp_path / "x.npy", X)
+    pred = subprocess.run([cli, "predict", str(tmp_path / "c.json"), "--checkpoint", ckpt, "--input",
+                           str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")], capture_output=True, text=True)
+    assert pred.returncode == 0, pred.stderr
+    exp = subprocess.run([sys.executable, "-m", "stepgraph", "export", str(tmp_path / "c.json"), "--checkpoint", ckpt,
+                          "--output", str(tmp_path / "m.onnx"), "--format", "onnx"], capture_output=True, text=True)
+    assert exp.returncode == 0, exp.stderr
+    assert "standardized inside the graph" in exp.stdout
+    got = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"input": X})[0]
+    np.testing.assert_allclose(got, np.load(tmp_path / "y.npy"), rtol=1e-5, atol=1e-5)
+
+
 def test_onnx_refuses_what_it_cannot_write(tmp_path):
     pytest.importorskip("onnx")
     t = mlp_trainer()
