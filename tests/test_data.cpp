@@ -468,6 +468,27 @@ TEST(Csv, QuotedCellsByRfc4180) {
   expect_error([&] { sg::load_csv(missing, {}); }, {missing, "line 1, column 2", "missing value"});
 }
 
+// na_values name the strings that mean "missing"; missing rows are refused by default, or left out.
+TEST(Csv, NaValuesAndRowsLeftOut) {
+  const std::string path = tmp_path("na_values.csv");
+  write_file(path, "a,b,label\n1,2,0\nNA,4,1\n5, ? ,1\n7,,0\n9,10,1\n");
+  sg::CsvOptions opt;
+  opt.missing.na_values = {"NA", "?"};
+  expect_error([&] { sg::load_csv(path, opt); }, {path, "line 3, column 1 ('a')", "cell 'NA' is in na_values",
+                                                  "data.missing \"drop_row\""});
+  opt.missing.drop_rows = true;
+  const sg::Dataset d = sg::load_csv(path, opt);
+  EXPECT_EQ(floats(d.X), (std::vector<float>{1, 2, 9, 10}));
+  EXPECT_EQ(ints(d.y), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(d.name, "data_na_values.csv (3 rows with a missing value left out)");
+  // Without na_values, "NA" is text: not a number.
+  sg::CsvOptions plain;
+  plain.missing.drop_rows = true;
+  expect_error([&] { sg::load_csv(path, plain); }, {path, "line 3, column 1 ('a')", "cell 'NA' is not a number"});
+  write_file(path, "a,b\n1,\n,2\n");
+  expect_error([&] { sg::load_csv(path, plain); }, {path, "has no data rows (every one of its 2 rows has a missing value)"});
+}
+
 TEST(Csv, Errors) {
   const std::string ragged = tmp_path("ragged.csv");
   write_file(ragged, "1,2,0\n\n3,4\n");

@@ -91,8 +91,18 @@ void write_npz(const std::string& path, const NamedArrays& arrays);  // stored m
 
 // CSV: numeric cells, optional header row (detected when the first row is not numeric),
 // label/target column(s) selected by index (negative counts from the end).
+// Missing values in a CSV file: empty cells, and cells that are one of na_values (compared
+// after trimming spaces, e.g. "NA", "?", "null"). Each is an Error naming its line and column,
+// unless drop_rows: then every row holding one is left out (CsvTable::dropped counts them; a
+// file left with no row is an Error).
+struct CsvMissing {
+  std::vector<std::string> na_values;
+  bool drop_rows = false;
+};
+
 struct CsvOptions {
   Task task = Task::Classification;
+  CsvMissing missing;
   int label_column = -1;   // classification: the label column
   int num_targets = 1;     // regression: the last `num_targets` columns unless label_column set
 };
@@ -104,7 +114,8 @@ struct CsvColumn {
   int64_t index = 0;
   std::string header;  // non-empty: the column of this header name
 };
-NamedArrays load_csv_columns(const std::string& path, const std::map<std::string, std::vector<CsvColumn>>& groups);
+NamedArrays load_csv_columns(const std::string& path, const std::map<std::string, std::vector<CsvColumn>>& groups,
+                             const CsvMissing& missing = {});
 
 // Shuffled (seeded) split: the last ceil(N * val_fraction) samples of a permutation are the
 // validation set. val_fraction in [0, 1).

@@ -177,7 +177,7 @@ std::vector<int64_t> columns_except(int64_t cols, const std::vector<int64_t>& ex
 
 }  // namespace
 
-CsvTable parse_csv(const std::string& text, const std::string& source) {
+CsvTable parse_csv(const std::string& text, const std::string& source, const CsvMissing& missing) {
   CsvTable t;
   size_t pos = 0;
   // Spreadsheet programs often start UTF-8 files with a byte-order mark.
@@ -199,12 +199,20 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
     }
     SG_REQUIRE(n == t.cols, source, " line ", line_no, ": expected ", t.cols,
                " columns (as in line ", first_line, "), got ", n);
+    auto is_missing = [&](const std::string& cell) {
+      return cell.empty() || std::find(missing.na_values.begin(), missing.na_values.end(), cell) != missing.na_values.end();
+    };
+    if (missing.drop_rows && std::any_of(cells.begin(), cells.end(), is_missing)) {
+      ++t.dropped;
+      continue;
+    }
     for (int64_t c = 0; c < n; ++c) {
       const std::string column =
           t.header.empty() ? cat("column ", c + 1) : cat("column ", c + 1, " ('", t.header[c], "')");
-      SG_REQUIRE(!cells[c].empty(), source, " line ", line_no, ", ", column,
-                 ": the cell is empty, a missing value (every cell of a data row needs a number: fill it in or "
-                 "drop the row)");
+      SG_REQUIRE(!is_missing(cells[c]), source, " line ", line_no, ", ", column, ": ",
+                 cells[c].empty() ? std::string("the cell is empty") : cat("cell '", cells[c], "' is in na_values"),
+                 ", a missing value (every cell of a data row needs a number: fill it in, or drop such rows with "
+                 "data.missing \"drop_row\")");
       double v = 0;
       NumberKind kind = parse_number(cells[c], v);
       SG_REQUIRE(kind != NumberKind::NotANumber, source, " line ", line_no, ", ", column, ": cell '", cells[c],
@@ -217,7 +225,8 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
     ++t.rows;
   }
   SG_REQUIRE(t.rows > 0, source, " has no data rows",
-             t.header.empty() ? "" : " (only a header line)");
+             t.dropped ? cat(" (every one of its ", t.dropped, " rows has a missing value)")
+                       : std::string(t.header.empty() ? "" : " (only a header line)"));
   return t;
 }
 
@@ -251,9 +260,10 @@ Dataset csv_to_dataset(const CsvTable& t, const CsvOptions& opt, std::string nam
 
 }  // namespace detail
 
-NamedArrays load_csv_columns(const std::string& path, const std::map<std::string, std::vector<CsvColumn>>& groups) {
+NamedArrays load_csv_columns(const std::string& path, const std::map<std::string, std::vector<CsvColumn>>& groups,
+                             const CsvMissing& missing) {
   const std::string source = cat("CSV file '", path, "'");
-  const detail::CsvTable t = detail::parse_csv(read_file(path, "CSV file"), source);
+  const detail::CsvTable t = detail::parse_csv(read_file(path, "CSV file"), source, missing);
   NamedArrays out;
   for (const auto& [name, columns] : groups) {
     SG_REQUIRE(!columns.empty(), source, ": the column group '", name, "' names no columns");
@@ -278,9 +288,10 @@ NamedArrays load_csv_columns(const std::string& path, const std::map<std::string
 Dataset load_csv(const std::string& path, const CsvOptions& opt) {
   const std::string text = read_file(path, "CSV file");
   const std::string source = cat("CSV file '", path, "'");
-  detail::CsvTable table = detail::parse_csv(text, source);
-  return detail::csv_to_dataset(table, opt, std::filesystem::path(path).filename().string(),
-                                source);
+  detail::CsvTable table = detail::parse_csv(text, source, opt.missing);
+  std::string name = std::filesystem::path(path).filename().string();
+  if (table.dropped) name += cat(" (", table.dropped, " rows with a missing value left out)");
+  return detail::csv_to_dataset(table, opt, std::move(name), source);
 }
 
 }  // namespace sg

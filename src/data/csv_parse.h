@@ -15,6 +15,7 @@ struct CsvTable {
   int64_t rows = 0, cols = 0;
   std::vector<double> values;       // row-major, rows * cols
   std::vector<int64_t> line_of_row; // 1-based text line of each data row, for error messages
+  int64_t dropped = 0;              // rows left out for a missing value (CsvMissing::drop_rows)
 };
 
 // Parses comma-separated numeric text by RFC 4180 (quoted cells may hold commas, line breaks and
@@ -23,8 +24,9 @@ struct CsvTable {
 // non-empty row is a header when any of its cells is not a number (nan and inf are numbers, so a
 // first row holding one is a data row, refused as not finite). Every row must have the
 // header's (or first row's) column count, and every data cell must be a finite number: an empty
-// cell is a missing value, refused naming its line and column.
-CsvTable parse_csv(const std::string& text, const std::string& source);
+// cell (or one of missing.na_values) is a missing value, refused naming its line and column
+// unless missing.drop_rows leaves its row out.
+CsvTable parse_csv(const std::string& text, const std::string& source, const CsvMissing& missing = {});
 
 // Splits a table into features and label/target columns per `opt` and validates the result
 // with make_dataset. Errors name `source` and the text line of the offending row.

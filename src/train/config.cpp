@@ -298,7 +298,7 @@ DataConfig parse_data(const Node& n) {
   n.only({"source", "path", "x", "y", "x_key", "y_key", "task", "label_column", "num_targets", "samples",
           "features", "classes", "targets", "noise", "seed", "validation_split", "shuffle", "last_batch",
           "standardize", "device_resident", "kind", "length", "symbols", "stride", "inputs", "targets", "functions",
-          "sensors", "points"});
+          "sensors", "points", "na_values", "missing"});
   DataConfig d;
   d.source = n.string("source", "digits",
                       {"digits", "synthetic_classification", "synthetic_regression", "npy", "npz", "csv",
@@ -353,6 +353,17 @@ DataConfig parse_data(const Node& n) {
     d.csv.label_column = v.get<int>();
   }
   d.csv.num_targets = static_cast<int>(n.integer("num_targets", 1, 1, kMaxWidth));
+  SG_REQUIRE(d.source == "csv" || (!n.has("na_values") && !n.has("missing")), n.at(n.has("missing") ? "missing" : "na_values"),
+             ": a setting of source \"csv\", not of \"", d.source, "\"");
+  if (n.has("na_values")) {
+    const json& v = n.raw()["na_values"];
+    SG_REQUIRE(v.is_array(), n.at("na_values"), ": expected an array of strings (e.g. [\"NA\", \"?\"]), got ", type_of(v));
+    for (size_t i = 0; i < v.size(); ++i) {
+      SG_REQUIRE(v[i].is_string(), n.at("na_values"), "[", i, "]: expected a string, got ", type_of(v[i]));
+      d.csv.missing.na_values.push_back(v[i].get<std::string>());
+    }
+  }
+  d.csv.missing.drop_rows = n.string("missing", "error", {"error", "drop_row"}) == "drop_row";
   d.samples = n.integer("samples", 1000, 1, kMaxSamples);
   d.features = n.integer("features", 16, 1, kMaxWidth);
   d.classes = n.integer("classes", 4, 2, kMaxWidth);

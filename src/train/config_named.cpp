@@ -166,7 +166,7 @@ NamedDataset load_named_data(const DataConfig& d, const std::vector<std::string>
                  "target of every output with a loss (e.g. \"targets\": {\"", name, "\": [-1]})");
       groups["data.targets." + name] = d.target_columns.at(name);
     }
-    NamedArrays cols = load_csv_columns(d.path, groups);
+    NamedArrays cols = load_csv_columns(d.path, groups, d.csv.missing);
     for (const std::string& name : inputs) out.inputs[name] = std::move(cols.at("data.inputs." + name));
     for (const std::string& name : targets) out.targets[name] = std::move(cols.at("data.targets." + name));
     return out;
