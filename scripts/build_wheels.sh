@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds stepgraph's wheels into .whl/<kind>/: `cpu` (SG_PY_CUDA=0, no CUDA backend) and `cuda`
-# (SG_PY_CUDA=1: the CUDA backend, which needs nvcc and the headers scripts/setup.sh fetches).
-# It shows each wheel's external libraries and platform tag with `auditwheel show`, then installs
-# it into a fresh virtual environment (numpy from PyPI) and runs a smoke test there: import,
-# version, 20 training steps, predict, and the installed `stepgraph --version`.
+# (SG_PY_CUDA=1: the CUDA backend, which needs nvcc; the headers come from .deps/ or are fetched).
+# It shows each wheel's external libraries and platform tag with `auditwheel show`, repairs it to
+# the manylinux tag this machine's glibc allows (`auditwheel repair`; the CUDA wheel leaves
+# libcublasLt out, to be found in NVIDIA's wheels or the CUDA toolkit at run time, as PyTorch's
+# do), then installs the repaired wheel into a fresh virtual environment (numpy from PyPI) and
+# runs a smoke test there: import, version, 20 training steps, predict, and the installed
+# `stepgraph --version`.
 #
 #   bash scripts/build_wheels.sh [cpu|cuda|both]     (default: both)
 #
@@ -68,9 +71,21 @@ for kind in $kinds; do
     status=1
     continue
   fi
+  raw=$(ls "$out"/stepgraph-*.whl)
+  say "$kind wheel: $raw ($(du -h "$raw" | cut -f1))"
+  PATH="$TOOLS/bin:$PATH" auditwheel show "$raw" 2>&1 | sed 's/^/  /'
+  if ! PATH="$TOOLS/bin:$PATH" auditwheel repair --exclude 'libcublasLt.so.*' -w "$out/repaired" "$raw" \
+      > "build/wheel-$kind-repair.log" 2>&1; then
+    tail -n 20 "build/wheel-$kind-repair.log"
+    echo "build_wheels: auditwheel repair failed for the $kind wheel" >&2
+    status=1
+    continue
+  fi
+  rm "$raw"
+  mv "$out"/repaired/*.whl "$out"/
+  rmdir "$out/repaired"
   whl=$(ls "$out"/stepgraph-*.whl)
-  say "$kind wheel: $whl ($(du -h "$whl" | cut -f1))"
-  "$TOOLS/bin/auditwheel" show "$whl" | sed 's/^/  /'
+  say "$kind wheel, repaired: $whl"
 
   venv=build/wheel-venv-$kind
   rm -rf "$venv"
