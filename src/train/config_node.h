@@ -118,10 +118,16 @@ class Node {
   std::string path_;
 };
 
+// Caps that keep element counts far from int64 overflow (a larger value is a typo, not a data set).
+constexpr int64_t kMaxSamples = int64_t{1} << 28;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // synthetic features, classes, targets
+
 // One layer object ({"type": "dense", ...}); config.cpp.
 LayerPtr parse_layer(const Node& n);
 // model.type "graph": inputs, nodes and outputs (config_graph.cpp).
 ModelPtr parse_graph_model(const Node& model);
+// The data section (config_data.cpp).
+DataConfig parse_data(const Node& n);
 // data.inputs, data.targets and the antiderivative source's settings (config_named.cpp).
 void parse_named_data(const Node& n, DataConfig& d);
 
