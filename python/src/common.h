@@ -6,11 +6,13 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "stepgraph/pinn.h"
 #include "stepgraph/trainer.h"
@@ -55,6 +57,9 @@ inline std::string py_str(nb::handle h) {
 }
 
 // ---- arrays in ---------------------------------------------------------------------------------
+
+constexpr uint8_t kInt = static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
+constexpr uint8_t kFloat = static_cast<uint8_t>(nb::dlpack::dtype_code::Float);
 
 // An array-like argument imported through DLPack (or the buffer protocol / numpy.asarray).
 struct Imported {
@@ -141,10 +146,20 @@ auto locked(PyTrainer& s, F&& f) -> decltype(f(s.t)) {
   return f(s.t);
 }
 
+// The trainer's shared checks and conversions (trainer.cpp).
+[[noreturn]] void not_compiled(const std::string& fn);
+// A CUDA array for `fn`'s argument `what`: refused unless allowed and on the trainer's device.
+void check_device(const PyTrainer& s, const Imported& a, const std::string& fn, const std::string& what,
+                  bool allow_device);
+std::vector<std::string> param_names(sg::Trainer& t);  // model order (none before compile)
+// params() / state() as an ordered dict of numpy arrays: model order when known, else by name.
+nb::dict to_dict(std::map<std::string, sg::HostArray> m, const std::vector<std::string>& order);
+
 void bind_model(nb::module_& m);
 void bind_custom_ops(nb::module_& m);  // custom_op.cpp: stepgraph.CustomOp's registry entries
 void bind_trainer(nb::module_& m);
-// Trainer.save, load, load_weights, export, torch_module and the exporters' _inference_graph.
+// Trainer.params, set_params, state, save, load, load_weights, export, torch_module and the
+// exporters' _inference_graph (trainer_weights.cpp).
 void bind_trainer_weights(nb::module_& m, nb::class_<PyTrainer>& cls);
 void bind_problem(nb::module_& m);  // problem.cpp: stepgraph.pinn.Problem's checks, coefficients, rel_l2_error
 // A trainer for the physics-informed problem given as the config's JSON `problem` section (the

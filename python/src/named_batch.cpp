@@ -11,8 +11,6 @@ namespace sgpy {
 
 namespace {
 
-constexpr uint8_t kInt = static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
-constexpr uint8_t kFloat = static_cast<uint8_t>(nb::dlpack::dtype_code::Float);
 
 sg::HostArray host_named(const Imported& a, const std::string& label) {
   return a.is_integer() ? host_labels(a, label, INT32_MAX, true) : host_f32(a, label);

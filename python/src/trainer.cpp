@@ -18,8 +18,6 @@ namespace sgpy {
 namespace {
 
 using namespace nb::literals;
-constexpr uint8_t kInt = static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
-constexpr uint8_t kFloat = static_cast<uint8_t>(nb::dlpack::dtype_code::Float);
 
 // What the compiled step expects of a batch (read under the trainer's lock).
 struct Expect {
@@ -46,9 +44,6 @@ Expect expect_of(PyTrainer& s) {
   return e;
 }
 
-[[noreturn]] void not_compiled(const std::string& fn) {
-  throw sg::Error(fn + ": the trainer is not compiled: call compile((batch, features)) first");
-}
 
 // A batch ready for the engine: host copies, or device tensors kept alive for a D2D copy.
 struct Batch {
@@ -58,18 +53,6 @@ struct Batch {
   sg::HostArray hX, hy;
 };
 
-void check_device(const PyTrainer& s, const Imported& a, const std::string& fn, const std::string& what,
-                  bool allow_device) {
-  if (!a.on_device) return;
-  if (!allow_device)
-    throw InputError(fn + ": " + what + ": expected a host array (numpy or a CPU tensor), got " + a.describe() +
-                     " (CUDA tensors are taken by one_step and set_batch only)");
-  if (!s.cuda)
-    throw InputError(fn + ": " + what + ": the trainer runs on cpu, so it takes host arrays (numpy or CPU "
-                     "tensors), got " + a.describe());
-  if (a.device_id != s.device_id)
-    throw InputError(sg::cat(fn, ": ", what, ": the trainer runs on cuda:", s.device_id, ", got ", a.describe()));
-}
 
 Imported prepare_X(PyTrainer& s, const Expect& e, nb::handle X, const std::string& fn, bool allow_device) {
   Imported x = import_array(X, fn + ": X");
@@ -158,6 +141,27 @@ void feed_device(sg::Trainer& t, const Batch& b) {
   t.backend().synchronize();
 }
 
+
+
+}  // namespace
+
+[[noreturn]] void not_compiled(const std::string& fn) {
+  throw sg::Error(fn + ": the trainer is not compiled: call compile((batch, features)) first");
+}
+
+void check_device(const PyTrainer& s, const Imported& a, const std::string& fn, const std::string& what,
+                  bool allow_device) {
+  if (!a.on_device) return;
+  if (!allow_device)
+    throw InputError(fn + ": " + what + ": expected a host array (numpy or a CPU tensor), got " + a.describe() +
+                     " (CUDA tensors are taken by one_step and set_batch only)");
+  if (!s.cuda)
+    throw InputError(fn + ": " + what + ": the trainer runs on cpu, so it takes host arrays (numpy or CPU "
+                     "tensors), got " + a.describe());
+  if (a.device_id != s.device_id)
+    throw InputError(sg::cat(fn, ": ", what, ": the trainer runs on cuda:", s.device_id, ", got ", a.describe()));
+}
+
 std::vector<std::string> param_names(sg::Trainer& t) {
   std::vector<std::string> names;
   if (t.is_compiled()) {
@@ -179,9 +183,6 @@ nb::dict to_dict(std::map<std::string, sg::HostArray> m, const std::vector<std::
   for (auto& [n, a] : m) d[n.c_str()] = to_numpy(std::move(a));
   return d;
 }
-
-
-}  // namespace
 
 void bind_trainer(nb::module_& m) {
   nb::class_<sg::EvalResult>(m, "EvalResult", "The result of Trainer.evaluate.")
@@ -476,84 +477,6 @@ void bind_trainer(nb::module_& m) {
            "gathers (and shuffles, per epoch, from the step counter) its own batch inside the "
            "step. A graph model takes dicts of arrays by name (every input, every term's target). "
            "last_batch: 'drop' or 'partial'. compile() switches back to fed batches.")
-      .def("params",
-           [](PyTrainer& s) {
-             std::vector<std::string> order;
-             auto m = locked(s, [&](sg::Trainer& t) {
-               order = param_names(t);
-               return t.params();
-             });
-             return to_dict(std::move(m), order);
-           },
-           "Parameters by name ('0.weight' [out, in], '0.bias' [out], ...) as numpy copies, "
-           "in model order.")
-      .def("set_params",
-           [](PyTrainer& s, nb::handle values) {
-             if (!nb::hasattr(values, "items"))
-               throw InputError("set_params: expected a dict of name -> array");
-             std::map<std::string, sg::HostArray> host;
-             std::vector<std::pair<std::string, Imported>> device;
-             std::map<std::string, sg::Shape> shapes;
-             std::string known;
-             {
-               std::lock_guard<std::mutex> lock(s.mu);
-               if (s.t.is_compiled())
-                 for (const sg::TensorInfo& ti : s.t.program().tensors())
-                   if (ti.role == sg::Role::Parameter) {
-                     shapes[ti.name] = ti.shape;
-                     known += (known.empty() ? "" : ", ") + ti.name;
-                   }
-             }
-             for (nb::handle item : values.attr("items")()) {
-               if (!nb::isinstance<nb::str>(item[0]))
-                 throw InputError("set_params: parameter names must be strings, got " + py_type_name(item[0]));
-               const std::string name = nb::cast<std::string>(item[0]);
-               const std::string what = "set_params: '" + name + "'";
-               Imported a = import_array(item[1], what);
-               check_device(s, a, "set_params", "'" + name + "'", true);
-               if (!shapes.empty()) {
-                 auto it = shapes.find(name);
-                 if (it == shapes.end())
-                   throw InputError("set_params: no parameter named '" + name + "' (parameters: " + known + ")");
-                 sg::Shape got(a.ndim());
-                 for (size_t k = 0; k < a.ndim(); ++k) got[k] = a.dim(k);
-                 if (got != it->second)
-                   throw InputError("set_params: '" + name + "' must be f32 " + sg::shape_str(it->second) + ", got " +
-                                    a.describe());
-               }
-               if (a.on_device) {
-                 if (!a.is(kFloat, 32) || !a.c_contiguous())
-                   throw InputError("set_params: '" + name + "' must be a C-contiguous float32 tensor, got " +
-                                    a.describe());
-                 if (shapes.empty()) not_compiled("set_params");
-                 device.emplace_back(name, std::move(a));
-               } else {
-                 host[name] = host_f32(a, what);
-               }
-             }
-             locked(s, [&](sg::Trainer& t) {
-               if (!host.empty()) t.set_params(host);
-               if (device.empty()) return;
-               cuda_device_synchronize();
-               for (const auto& [name, a] : device) t.backend().copy_on_device(t.device_ptr(name), a.array.data(), a.array.nbytes());
-               t.backend().synchronize();
-             });
-           },
-           "values"_a,
-           "Writes the given parameters in place (no recompile). Every name must be a parameter "
-           "with the right shape; on a mismatch nothing is written. Values: numpy arrays "
-           "(float64 converted), CPU tensors, or CUDA tensors (copied device to device).")
-      .def("state",
-           [](PyTrainer& s) {
-             std::vector<std::string> order;
-             auto m = locked(s, [&](sg::Trainer& t) {
-               if (t.is_compiled())
-                 for (const sg::TensorInfo& ti : t.program().tensors()) order.push_back(ti.name);
-               return t.state();
-             });
-             return to_dict(std::move(m), order);
-           },
-           "Every persistent tensor (parameters, gradients, optimizer state, step scalars) by name.")
       .def_prop_rw("lr", [](PyTrainer& s) { return locked(s, [](sg::Trainer& t) { return t.lr(); }); },
                    [](PyTrainer& s, double lr) {
                      if (!(lr > 0)) throw InputError(sg::cat("lr: the learning rate must be a positive number, got ", lr));

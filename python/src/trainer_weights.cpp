@@ -1,5 +1,6 @@
-// Trainer.save / load / load_weights (checkpoints and weights files), Trainer.export (torch and
-// safetensors here; ONNX by stepgraph/_onnx.py, from the forward program _inference_graph gives).
+// The Trainer's weights in and out: params / set_params / state (by name, numpy or DLPack), save /
+// load / load_weights (checkpoints and weights files), export (torch and safetensors here; ONNX by
+// stepgraph/_onnx.py, from the forward program _inference_graph gives).
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
@@ -104,7 +105,85 @@ void bind_trainer_weights(nb::module_& m, nb::class_<PyTrainer>& cls) {
         return sg::cat("WeightsReport(loaded=", r.loaded.size(), ", missing=[", sg::joined(r.missing),
                        "], unexpected=[", sg::joined(r.unexpected), "], naming='", r.naming, "')");
       });
-  cls.def("save",
+  cls.def("params",
+           [](PyTrainer& s) {
+             std::vector<std::string> order;
+             auto m = locked(s, [&](sg::Trainer& t) {
+               order = param_names(t);
+               return t.params();
+             });
+             return to_dict(std::move(m), order);
+           },
+           "Parameters by name ('0.weight' [out, in], '0.bias' [out], ...) as numpy copies, "
+           "in model order.")
+      .def("set_params",
+           [](PyTrainer& s, nb::handle values) {
+             if (!nb::hasattr(values, "items"))
+               throw InputError("set_params: expected a dict of name -> array");
+             std::map<std::string, sg::HostArray> host;
+             std::vector<std::pair<std::string, Imported>> device;
+             std::map<std::string, sg::Shape> shapes;
+             std::string known;
+             {
+               std::lock_guard<std::mutex> lock(s.mu);
+               if (s.t.is_compiled())
+                 for (const sg::TensorInfo& ti : s.t.program().tensors())
+                   if (ti.role == sg::Role::Parameter) {
+                     shapes[ti.name] = ti.shape;
+                     known += (known.empty() ? "" : ", ") + ti.name;
+                   }
+             }
+             for (nb::handle item : values.attr("items")()) {
+               if (!nb::isinstance<nb::str>(item[0]))
+                 throw InputError("set_params: parameter names must be strings, got " + py_type_name(item[0]));
+               const std::string name = nb::cast<std::string>(item[0]);
+               const std::string what = "set_params: '" + name + "'";
+               Imported a = import_array(item[1], what);
+               check_device(s, a, "set_params", "'" + name + "'", true);
+               if (!shapes.empty()) {
+                 auto it = shapes.find(name);
+                 if (it == shapes.end())
+                   throw InputError("set_params: no parameter named '" + name + "' (parameters: " + known + ")");
+                 sg::Shape got(a.ndim());
+                 for (size_t k = 0; k < a.ndim(); ++k) got[k] = a.dim(k);
+                 if (got != it->second)
+                   throw InputError("set_params: '" + name + "' must be f32 " + sg::shape_str(it->second) + ", got " +
+                                    a.describe());
+               }
+               if (a.on_device) {
+                 if (!a.is(kFloat, 32) || !a.c_contiguous())
+                   throw InputError("set_params: '" + name + "' must be a C-contiguous float32 tensor, got " +
+                                    a.describe());
+                 if (shapes.empty()) not_compiled("set_params");
+                 device.emplace_back(name, std::move(a));
+               } else {
+                 host[name] = host_f32(a, what);
+               }
+             }
+             locked(s, [&](sg::Trainer& t) {
+               if (!host.empty()) t.set_params(host);
+               if (device.empty()) return;
+               cuda_device_synchronize();
+               for (const auto& [name, a] : device) t.backend().copy_on_device(t.device_ptr(name), a.array.data(), a.array.nbytes());
+               t.backend().synchronize();
+             });
+           },
+           "values"_a,
+           "Writes the given parameters in place (no recompile). Every name must be a parameter "
+           "with the right shape; on a mismatch nothing is written. Values: numpy arrays "
+           "(float64 converted), CPU tensors, or CUDA tensors (copied device to device).")
+      .def("state",
+           [](PyTrainer& s) {
+             std::vector<std::string> order;
+             auto m = locked(s, [&](sg::Trainer& t) {
+               if (t.is_compiled())
+                 for (const sg::TensorInfo& ti : t.program().tensors()) order.push_back(ti.name);
+               return t.state();
+             });
+             return to_dict(std::move(m), order);
+           },
+           "Every persistent tensor (parameters, gradients, optimizer state, step scalars) by name.")
+      .def("save",
           [](PyTrainer& s, const std::filesystem::path& p) { locked(s, [&](sg::Trainer& t) { t.save(p.string()); }); },
           "path"_a,
           "Writes a safetensors checkpoint (parameters, optimizer state, step scalars, seed), atomically.")
