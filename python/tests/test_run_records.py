@@ -9,7 +9,7 @@ import pytest
 
 import stepgraph as sg
 
-from test_api import SMALL  # the small classification run of the whole-run tests
+from test_runs import SMALL  # the small classification run of the whole-run tests
 
 
 def records(run, event):
