@@ -5,9 +5,11 @@
 #include <cstring>
 
 #include "custom_test_ops.h"
+#include "stepgraph/config.h"
 #include "stepgraph/custom_loss.h"
 #include "stepgraph/trainer.h"
 #include "test_backends.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -37,6 +39,28 @@ void register_sum_of_squares() {
     *a.loss = static_cast<float>(s);
   };
   register_loss(d);
+}
+
+// A registered loss goes by its name in a config (its kernel is all its settings).
+TEST(CustomLoss, ARegisteredLossFromAConfig) {
+  register_sum_of_squares();
+  RunConfig cfg = parse_config(nlohmann::json::parse(
+      R"J({"model": {"layers": [{"type": "dense", "units": 3}]}, "data": {"source": "synthetic_regression",
+           "features": 5, "targets": 3}, "loss": {"type": "test_sum_sq"}})J"));
+  EXPECT_EQ(cfg.loss->describe(), CustomLoss("test_sum_sq").describe());
+  EXPECT_TRUE(contains_all(error_of([] {
+                             parse_config(nlohmann::json::parse(
+                                 R"J({"model": {"layers": [{"type": "dense", "units": 3}]}, "data": {"source":
+                                      "synthetic_regression", "features": 5, "targets": 3},
+                                      "loss": {"type": "test_sum_sq", "reduction": "sum"}})J"));
+                           }),
+                           {"loss.reduction: unknown key; allowed keys here: type"}));
+  EXPECT_TRUE(contains_all(error_of([] {
+                             parse_config(nlohmann::json::parse(
+                                 R"J({"model": {"layers": [{"type": "dense", "units": 3}]}, "loss": {"type": "dice"}})J"));
+                           }),
+                           {"loss.type: unknown value \"dice\"; allowed: softmax_cross_entropy, mse, l1, huber, "
+                            "bce_with_logits, or the name of a loss registered with sg::register_loss"}));
 }
 
 TEST(CustomLoss, AUserLossTrainsAndItsScaleIsInferred) {

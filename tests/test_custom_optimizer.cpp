@@ -10,6 +10,7 @@
 #include "stepgraph/safetensors.h"
 #include "stepgraph/trainer.h"
 #include "test_backends.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -164,6 +165,34 @@ TEST(CustomOptimizer, LionFromAConfig) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer.eps: optimizer \"lion\" has no eps"), std::string::npos) << e.what();
   }
+}
+
+// A registered rule goes by its name in a config, with its constants; an unknown name lists both kinds.
+TEST(CustomOptimizer, ARegisteredRuleFromAConfig) {
+  register_signum();
+  RunConfig cfg = parse_config(nlohmann::json::parse(
+      R"J({"model": {"layers": [{"type": "dense", "units": 3}]}, "data": {"source": "synthetic_regression",
+           "features": 5, "targets": 3}, "optimizer": {"type": "test_signum", "lr": 0.01, "constants": [0.9],
+           "clip_norm": 1.0}})J"));
+  CustomOptimizer want("test_signum", 0.01, 0.0, Schedule{}, {0.9});
+  want.set_clip_norm(1.0);
+  EXPECT_EQ(cfg.optimizer->describe(), want.describe());
+  Trainer t(cfg.model, cfg.loss, cfg.optimizer, Device::CPU, 1);
+  t.compile({16, 5});
+  step(t, 3);
+  EXPECT_EQ(t.step(), 3);
+  auto bad = [](const char* opt) {
+    return error_of([&] {
+      parse_config(nlohmann::json::parse(std::string(R"J({"model": {"layers": [{"type": "dense", "units": 4}]},
+                                                          "optimizer": )J") + opt + "}"));
+    });
+  };
+  EXPECT_TRUE(contains_all(bad(R"({"type": "rmsprop"})"),
+                           {"optimizer.type: unknown value \"rmsprop\"; allowed: sgd, adam, adamw, lion, or the name of an "
+                            "update rule registered with sg::register_update_rule"}));
+  EXPECT_TRUE(contains_all(bad(R"({"type": "test_signum", "constants": [0.9, "x"]})"),
+                           {"optimizer.constants[1]: expected a number, got the string \"x\""}));
+  EXPECT_TRUE(contains_all(bad(R"({"type": "test_signum", "beta1": 0.9})"), {"optimizer.beta1: unknown key"}));
 }
 
 TEST(CustomOptimizer, LionOnCudaMatchesTheCpuAndReplaysAsEager) {

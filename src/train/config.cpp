@@ -1,4 +1,5 @@
 #include "stepgraph/config.h"
+#include "stepgraph/custom_loss.h"
 #include "stepgraph/custom_optimizer.h"
 
 #include "core/host_memory.h"
@@ -186,10 +187,30 @@ std::vector<float> parse_class_weights(const Node& n) {
   return w;
 }
 
+// A "type" that names no built-in kind but a registered one (a user loss, an update rule): its
+// name; "" for a built-in or absent type. Neither: an Error listing both.
+std::string registered_type(const Node& n, std::initializer_list<const char*> built_in,
+                            bool (*registered)(const std::string&), const char* what) {
+  if (!n.has("type") || !n.raw()["type"].is_string()) return "";
+  const std::string t = n.raw()["type"].get<std::string>();
+  for (const char* b : built_in)
+    if (t == b) return "";
+  SG_REQUIRE(registered(t), n.at("type"), ": unknown value \"", t, "\"; allowed: ", joined(std::vector<std::string>(built_in.begin(), built_in.end())),
+             ", or the name of ", what);
+  return t;
+}
+
 // `task`: the data's (the loss must fit it), or none for a graph model's term (its target's
 // dtype is checked against the loss when the data is loaded).
 LossPtr parse_loss(const Node& n, Task task, bool check_task = true) {
   std::string def = task == Task::Classification ? "softmax_cross_entropy" : "mse";
+  // A loss registered with sg::register_loss (custom_loss.h) goes by its name: its kernel is its settings.
+  const std::string named = registered_type(n, {"softmax_cross_entropy", "mse", "l1", "huber", "bce_with_logits"},
+                                            is_registered_loss, "a loss registered with sg::register_loss");
+  if (!named.empty()) {
+    n.only({"type"});
+    return std::make_shared<CustomLoss>(named);
+  }
   std::string type = n.string("type", def, {"softmax_cross_entropy", "mse", "l1", "huber", "bce_with_logits"});
   if (type == "huber") n.only({"type", "reduction", "delta"});
   else if (type == "softmax_cross_entropy") n.only({"type", "reduction", "label_smoothing", "class_weights"});
@@ -260,13 +281,32 @@ OptimizerPtr parse_optimizer_kind(const Node& n, int64_t total_steps);
 
 OptimizerPtr parse_optimizer(const Node& n, int64_t total_steps) {
   n.only({"type", "lr", "momentum", "nesterov", "dampening", "weight_decay", "beta1", "beta2", "eps",
-          "schedule", "clip_norm"});
+          "schedule", "clip_norm", "constants"});
   OptimizerPtr opt = parse_optimizer_kind(n, total_steps);
   if (n.has("clip_norm")) opt->set_clip_norm(n.number("clip_norm", 0.0, 0.0, 1e30));
   return opt;
 }
 
 OptimizerPtr parse_optimizer_kind(const Node& n, int64_t total_steps) {
+  // An update rule registered with sg::register_update_rule (custom_optimizer.h) goes by its name,
+  // with lr, weight_decay, schedule and its constants (the numbers its kernel reads, in order).
+  const std::string named = registered_type(n, {"sgd", "adam", "adamw", "lion"}, is_registered_update_rule,
+                                            "an update rule registered with sg::register_update_rule");
+  if (!named.empty()) {
+    n.only({"type", "lr", "weight_decay", "schedule", "constants", "clip_norm"});
+    std::vector<double> constants;
+    if (n.has("constants")) {
+      const json& c = n.raw()["constants"];
+      SG_REQUIRE(c.is_array(), n.at("constants"), ": expected an array of numbers, got ", type_of(c));
+      for (size_t i = 0; i < c.size(); ++i) {
+        SG_REQUIRE(c[i].is_number(), n.at("constants"), "[", i, "]: expected a number, got ", type_of(c[i]));
+        constants.push_back(c[i].get<double>());
+      }
+    }
+    return std::make_shared<CustomOptimizer>(
+        named, n.number("lr", 1e-3, 1e-12, 1e6), n.number("weight_decay", 0.0, 0.0, 1e6),
+        n.has("schedule") ? parse_schedule(n.object("schedule"), total_steps) : Schedule::constant(), constants);
+  }
   std::string type = n.string("type", "adamw", {"sgd", "adam", "adamw", "lion"});
   double lr = n.number("lr", type == "sgd" ? 0.01 : type == "lion" ? 1e-4 : 1e-3, 1e-12, 1e6);
   Schedule s = n.has("schedule") ? parse_schedule(n.object("schedule"), total_steps) : Schedule::constant();
