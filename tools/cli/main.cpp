@@ -129,8 +129,9 @@ int run_python_package(const std::vector<std::string>& args) {
   std::string cmd = quote(python) + " -m stepgraph";
   for (const std::string& a : args) cmd += " " + quote(a);
   const int rc = std::system(cmd.c_str());
-  if (rc != 0 && (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127 || WEXITSTATUS(rc) == 1))
-    std::cerr << "stepgraph: '" << cmd << "' failed (it needs the Python package: pip install .)\n";
+  // Its own errors it has printed; say so only when Python itself could not run it.
+  if (rc != 0 && (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127))
+    std::cerr << "stepgraph: '" << cmd << "' failed (it needs python3 and the Python package: pip install .)\n";
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
 }
 
