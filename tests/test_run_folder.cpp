@@ -190,6 +190,8 @@ TEST(Checkpoint, WeightsOnlyNamesEveryMissingMismatchedAndExtraTensor) {
   EXPECT_ERROR(two.load(path, LoadMode::WeightsOnly), "weights file '" + path + "' does not fit this model's parameters",
                "other shapes: '1.weight' is f32 [12, 16] there but f32 [10, 16] here",
                "'1.bias' is f32 [12] there but f32 [10] here", "not in this model: '2.weight', '2.bias'");
+  // A weight of another shape is reported as that, not as missing too.
+  EXPECT_EQ(error_of([&] { two.load(path, LoadMode::WeightsOnly); }).find("missing"), std::string::npos);
 }
 
 

@@ -180,6 +180,7 @@ WeightsReport Trainer::load_weights(const std::string& path, bool strict) {
   const std::set<std::string> saved_weights = listed_weights(f);
   const bool listed = f.metadata.count("weights") > 0;
   std::vector<std::string> mismatched;
+  std::set<std::string> found;  // this model's weights the file holds, of any shape
   std::map<std::string, const HostArray*> take;
   for (const auto& [name, a] : f.tensors) {
     std::string ours = name;
@@ -189,6 +190,7 @@ WeightsReport Trainer::load_weights(const std::string& path, bool strict) {
     }
     const auto w = weights.find(ours);
     if (w != weights.end()) {
+      found.insert(ours);
       const TensorInfo& info = *w->second;
       if (a.dtype() != info.dtype || a.shape() != info.shape)
         mismatched.push_back(cat("'", name, "' is ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " there but ",
@@ -207,7 +209,7 @@ WeightsReport Trainer::load_weights(const std::string& path, bool strict) {
       r.loaded.push_back(info.name);
       const auto c = f.converted_from.find(r.naming == "torch" ? torch_name_of(from_torch, info.name) : info.name);
       if (c != f.converted_from.end()) r.converted[info.name] = c->second;
-    } else {
+    } else if (!found.count(info.name)) {  // one of another shape is reported as that
       r.missing.push_back(info.name);
     }
   }
