@@ -1,5 +1,5 @@
 // The Trainer's private parts (trainer.h declares them): shared by the files that define its
-// members (trainer.cpp, evaluate.cpp, checkpoint.cpp).
+// members (trainer.cpp, trainer_tensors.cpp, evaluate.cpp, checkpoint.cpp, named_io.cpp, ...).
 #pragma once
 
 #include <map>
