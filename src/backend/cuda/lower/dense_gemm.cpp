@@ -5,8 +5,7 @@
 namespace sg::cuda {
 
 bool Lowering::prefer_own(const char* what, int64_t M, int64_t N, int64_t K, bool rows) {
-  const DenseShape shape{M, N, K, rows};  // named: a reference result from a temporary argument draws a warning
-  const DenseRule& r = dense_rule(shape, dev_);
+  const DenseRule& r = dense_rule({M, N, K, rows}, dev_);
   notes_ << "[" << what << ": " << r.name << "] ";
   dense_rules_used_ = true;
   return r.kernel != DenseKernel::CublasLt;
