@@ -147,15 +147,18 @@ def _slice(b: _Builder, op: dict) -> None:
     b.node("Slice", [op["in"][0], b.ints([a["begin"]]), b.ints([a["end"]]), b.ints([a["axis"]])], [op["out"][0]])
 
 
+def _reduce_node(b: _Builder, onnx_op: str, x: str, axes: List[int], keepdims: bool, out: str) -> None:
+    # ReduceSum takes its axes as an input from opset 13, ReduceMean from opset 18.
+    if onnx_op == "ReduceSum" or b.opset >= 18:
+        b.node(onnx_op, [x, b.ints(axes)], [out], keepdims=int(keepdims))
+    else:
+        b.node(onnx_op, [x], [out], axes=axes, keepdims=int(keepdims))
+
+
 def _reduce(onnx_op: str) -> Callable[[_Builder, dict], None]:
     def emit(b: _Builder, op: dict) -> None:
         a = op["attrs"]
-        keep = 1 if a["keepdims"] else 0
-        # ReduceSum takes its axes as an input from opset 13, ReduceMean from opset 18.
-        if onnx_op == "ReduceSum" or b.opset >= 18:
-            b.node(onnx_op, [op["in"][0], b.ints([a["axis"]])], [op["out"][0]], keepdims=keep)
-        else:
-            b.node(onnx_op, [op["in"][0]], [op["out"][0]], axes=[a["axis"]], keepdims=keep)
+        _reduce_node(b, onnx_op, op["in"][0], [a["axis"]], a["keepdims"], op["out"][0])
 
     return emit
 
@@ -226,10 +229,7 @@ def _max_pool2d(b: _Builder, op: dict) -> None:
 
 
 def _global_avg_pool(b: _Builder, op: dict) -> None:
-    if b.opset >= 18:
-        b.node("ReduceMean", [op["in"][0], b.ints([1, 2])], [op["out"][0]], keepdims=0)
-    else:
-        b.node("ReduceMean", [op["in"][0]], [op["out"][0]], axes=[1, 2], keepdims=0)
+    _reduce_node(b, "ReduceMean", op["in"][0], [1, 2], False, op["out"][0])
 
 
 def _embedding(b: _Builder, op: dict) -> None:

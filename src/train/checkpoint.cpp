@@ -1,7 +1,6 @@
 // Trainer::save, load and load_weights: checkpoints that carry the setup they come from (the
 // model, loss and optimizer descriptions) and the names of their weights, loads that take what
 // the LoadMode says after checking the whole file, and weights files from anywhere.
-#include <functional>
 #include <map>
 #include <set>
 
@@ -29,12 +28,6 @@ std::set<std::string> listed_weights(const SafetensorsFile& f) {
     for (const auto& n : wl)
       if (n.is_string()) out.insert(n.get<std::string>());
   return out;
-}
-
-std::string torch_name_of(const std::map<std::string, std::string>& from_torch, const std::string& ours) {
-  for (const auto& [theirs, o] : from_torch)
-    if (o == ours) return theirs;
-  return ours;
 }
 
 }  // namespace
@@ -153,10 +146,8 @@ WeightsReport Trainer::load_weights(const std::string& path, bool strict) {
   }
   // The file's names are ours or torch_module()'s: whichever names more of its tensors rightly.
   std::map<std::string, std::string> from_torch;
-  std::map<std::string, Shape> shapes;
-  for (const auto& [name, info] : weights) shapes[name] = info->shape;
   try {
-    for (const auto& [ours, theirs] : torch_layout(*model_, shapes).names) from_torch[theirs] = ours;
+    for (const auto& [ours, theirs] : torch_layout(*model_, weight_shapes(mine)).names) from_torch[theirs] = ours;
   } catch (const Error&) {
     // no torch naming for this model: the file's names must be ours
   }
@@ -197,35 +188,29 @@ WeightsReport Trainer::load_weights(const std::string& path, bool strict) {
                                  dtype_name(info.dtype), " ", shape_str(info.shape), " here"));
       else if (!take.emplace(ours, &a).second)
         mismatched.push_back(cat("'", name, "' is given twice"));
+      else if (const auto c = f.converted_from.find(name); c != f.converted_from.end())
+        r.converted[ours] = c->second;
       continue;
     }
     const bool other_state = name == "rng.seed" || is_step_status(name) || slots.count(name) ||
                              (listed && !saved_weights.count(name));
     if (!other_state) r.unexpected.push_back(name);
   }
+  std::vector<std::string> missing, unexpected;  // quoted, for the message
   for (const TensorInfo& info : mine) {
     if (!is_weight(info.role)) continue;
     if (take.count(info.name)) {
       r.loaded.push_back(info.name);
-      const auto c = f.converted_from.find(r.naming == "torch" ? torch_name_of(from_torch, info.name) : info.name);
-      if (c != f.converted_from.end()) r.converted[info.name] = c->second;
     } else if (!found.count(info.name)) {  // one of another shape is reported as that
       r.missing.push_back(info.name);
+      missing.push_back(cat("'", info.name, "' (", role_name(info.role), ")"));
     }
   }
-  auto quoted = [](const std::vector<std::string>& names, const std::function<std::string(const std::string&)>& note) {
-    std::vector<std::string> q;
-    for (const std::string& n : names) q.push_back(cat("'", n, "'", note(n)));
-    return joined(q);
-  };
+  for (const std::string& n : r.unexpected) unexpected.push_back(cat("'", n, "'"));
   std::vector<std::string> problems;
-  if (strict && !r.missing.empty())
-    problems.push_back("missing: " + quoted(r.missing, [&](const std::string& n) {
-                         return cat(" (", role_name(weights.at(n)->role), ")");
-                       }));
+  if (strict && !missing.empty()) problems.push_back("missing: " + joined(missing));
   if (!mismatched.empty()) problems.push_back("other shapes: " + joined(mismatched));
-  if (strict && !r.unexpected.empty())
-    problems.push_back("not in this model: " + quoted(r.unexpected, [](const std::string&) { return std::string(); }));
+  if (strict && !unexpected.empty()) problems.push_back("not in this model: " + joined(unexpected));
   SG_REQUIRE(problems.empty(), where, " does not fit this model's parameters",
              r.naming == "torch" ? " (read by torch.nn.Sequential names)" : "", ":\n  ", joined(problems, "\n  "),
              strict && mismatched.empty() ? "\nto take the weights that fit and report the rest, load it with strict=False"

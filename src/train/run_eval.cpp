@@ -167,7 +167,7 @@ void export_run(const RunConfig& cfg, const std::string& checkpoint, const std::
                          export_format_name(format), ": ", output);
   if (format == ExportFormat::Torch) {
     j["torch_module"] = t->torch_module();
-    text += "\n  they load into " + t->torch_module() + " with load_state_dict";
+    text += "\n  they load into " + j["torch_module"].get<std::string>() + " with load_state_dict";
   }
   if (!scaling.empty()) {
     j["input_scaling"] = scaling;

@@ -237,22 +237,24 @@ void convert_elements(const std::string& path, const Entry& e, const unsigned ch
                  " does not fit in i32");
       dst[i] = static_cast<int32_t>(v);
     }
-    return;
-  }
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (kind == "F64") {
+  } else if (kind == "F64") {
+    float* dst = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
       double v;
       std::memcpy(&v, src + 8 * i, 8);
       SG_REQUIRE(!std::isfinite(v) || std::fabs(v) <= std::numeric_limits<float>::max(), at(i), v,
                  " is outside the range of f32");
       dst[i] = static_cast<float>(v);
-    } else {
+    }
+  } else {  // F16, or BF16: the top half of an f32
+    const bool half = kind == "F16";
+    float* dst = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
-      if (kind == "F16") {
+      if (half) {
         dst[i] = half_to_float(h);
-      } else {  // BF16: the top half of an f32
+      } else {
         const uint32_t bits = static_cast<uint32_t>(h) << 16;
         std::memcpy(&dst[i], &bits, 4);
       }

@@ -96,16 +96,12 @@ ExportFormat parse_export_format(const std::string& s) {
                   s == "onnx" ? " (ONNX is written by the Python package: python -m stepgraph export --format onnx)" : ""));
 }
 
-namespace {
-
 std::map<std::string, Shape> weight_shapes(const std::vector<TensorInfo>& tensors) {
   std::map<std::string, Shape> out;
   for (const TensorInfo& t : tensors)
     if (t.role == Role::Parameter || t.role == Role::Constant) out[t.name] = t.shape;
   return out;
 }
-
-}  // namespace
 
 std::string Trainer::torch_module() const {
   return torch_layout(*model_, weight_shapes(persistent_tensors())).module;
