@@ -7,10 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "stepgraph/config.h"
-#include "stepgraph/run.h"
 #include "npy_builders.h"
-#include "test_errors.h"
+#include "run_test_util.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -30,20 +28,10 @@ json deeponet() {
   return j;
 }
 
-RunSummary quiet_train(const RunConfig& cfg) {
-  std::ostringstream sink;
-  RunOptions o;
-  o.out = &sink;
-  return train_run(cfg, o);
-}
-
 RunSummary run(const json& j, const std::string& out_dir = "", int64_t steps = 0) {
-  std::ostringstream sink;
-  RunOptions o;
-  o.out = &sink;
-  o.out_dir = out_dir;
-  if (steps) o.steps = steps;
-  return train_run(parse_config(j), o);
+  Training t(out_dir);
+  if (steps) t.o.steps = steps;
+  return t.train(j);
 }
 
 // The generator's G is the integral of its u: trapezoids over many sensors up to y agree.
@@ -242,7 +230,7 @@ TEST(ConfigNamed, BadArraysByNameAreErrorsNamingThem) {
   digits["data"] = {{"source", "synthetic_regression"}, {"targets", 2}};
   const RunConfig two = parse_config(digits);
   EXPECT_TRUE(two.named());
-  EXPECT_ERROR(quiet_train(two), "data.source \"synthetic_regression\" holds one y",
+  EXPECT_ERROR(quiet_run(two), "data.source \"synthetic_regression\" holds one y",
                "the model has 2 outputs with a loss (u, v)");
   json seq = json::parse(R"({"model": {"layers": [{"type": "dense", "units": 1}]},
                               "loss": {"y": {"type": "mse"}}, "data": {"source": "synthetic_regression"}})");
@@ -275,7 +263,7 @@ TEST(ConfigNamed, CsvColumnGroupsFeedInputsAndTargets) {
   EXPECT_FLOAT_EQ(d.inputs.at("x").data<float>()[2 * 5 + 1], 0.2f - 0.05f * 5);
   EXPECT_FLOAT_EQ(d.inputs.at("t").data<float>()[5], 0.05f);
   EXPECT_FLOAT_EQ(d.targets.at("u").data<float>()[5], 0.5f);
-  EXPECT_TRUE(std::isfinite(quiet_train(cfg).final_loss));
+  EXPECT_TRUE(std::isfinite(quiet_run(cfg).final_loss));
   j["data"]["inputs"]["t"] = "when";
   EXPECT_ERROR(load_named_data(load_config(write_file(dir, "c2.json", j.dump())).data, {"t", "x"}, {"u"}),
                "the column group 'data.inputs.t' names the column 'when', which the header does not have",
@@ -310,7 +298,7 @@ TEST(ConfigNamed, MatmulTransposeReshapeNodes) {
   const RunConfig cfg = parse_config(j);
   EXPECT_NE(cfg.model->describe().find("s = matmul(q, kt)"), std::string::npos) << cfg.model->describe();
   EXPECT_NE(cfg.model->describe().find("flat = reshape(m; to [32])"), std::string::npos) << cfg.model->describe();
-  EXPECT_TRUE(std::isfinite(quiet_train(cfg).final_loss));
+  EXPECT_TRUE(std::isfinite(quiet_run(cfg).final_loss));
   j["model"]["nodes"][3]["inputs"] = {"q", "k"};
   EXPECT_ERROR(parse_config(j), "model.nodes[3]", "do not chain: 8 columns against 4 rows");
   j["model"]["nodes"][3]["transpose_b"] = true;
@@ -361,12 +349,12 @@ TEST(ConfigNamed, TwoInputRegressionSplitsOneXIntoInputs) {
   // Bad groups name the input, the column and what the X holds.
   json bad = two_input();
   bad["data"]["inputs"]["t"] = {6, 8};
-  EXPECT_ERROR(quiet_train(parse_config(bad)), "data.inputs.t[1]: column 8 is outside the 8 columns");
+  EXPECT_ERROR(quiet_run(parse_config(bad)), "data.inputs.t[1]: column 8 is outside the 8 columns");
   bad["data"]["inputs"].erase("t");
-  EXPECT_ERROR(quiet_train(parse_config(bad)), "data.inputs.t: missing", "splits its X [2000, 8]");
+  EXPECT_ERROR(quiet_run(parse_config(bad)), "data.inputs.t: missing", "splits its X [2000, 8]");
   bad["data"]["inputs"]["t"] = {6, 7};
   bad["data"]["inputs"]["x"] = {0, 1, 2};
-  EXPECT_ERROR(quiet_train(parse_config(bad)), "input 'x' has shape [", "but the model takes [");
+  EXPECT_ERROR(quiet_run(parse_config(bad)), "input 'x' has shape [", "but the model takes [");
   bad["data"]["inputs"]["x"] = "first";
   EXPECT_ERROR(parse_config(bad), "data.inputs.x: source \"synthetic_regression\" has no header");
 }

@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "stepgraph/config.h"
-#include "stepgraph/run.h"
-#include "test_errors.h"
+#include "run_test_util.h"
 
 namespace sg::test {
 namespace {
@@ -25,16 +23,6 @@ json mlp(const std::string& act = "relu") {
   j["model"]["layers"][0]["activation"] = act;
   return j;
 }
-
-struct Training {
-  std::ostringstream sink;
-  RunOptions o;
-  explicit Training(const std::string& out) {
-    o.out = &sink;
-    o.out_dir = out;
-  }
-  RunSummary train(const json& j) { return train_run(parse_config(j), o); }
-};
 
 std::vector<int64_t> logged_steps(const std::string& metrics) {
   std::vector<int64_t> steps;

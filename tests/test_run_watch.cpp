@@ -7,11 +7,9 @@
 #include <functional>
 #include <sstream>
 
-#include "stepgraph/config.h"
 #include "stepgraph/custom_optimizer.h"
-#include "stepgraph/run.h"
 #include "stepgraph/safetensors.h"
-#include "test_errors.h"
+#include "run_test_util.h"
 #include "test_util.h"
 
 namespace sg::test {
@@ -170,16 +168,6 @@ json regression(double lr, const std::string& on_nan) {
   }
   return j;
 }
-
-struct Training {
-  std::ostringstream sink;
-  RunOptions o;
-  explicit Training(const std::string& out = "") {
-    o.out = &sink;
-    o.out_dir = out;
-  }
-  RunSummary train(const json& j) { return train_run(parse_config(j), o); }
-};
 
 TEST(RunWatch, StopNamesTheFirstNonFiniteStepAndKeepsTheLastGoodCheckpoint) {
   json j = regression(1e6, "stop");
