@@ -53,6 +53,17 @@ __device__ int64_t counted_targets(const int32_t* labels, int64_t V, bool ignore
   return block_count;
 }
 
+// log sum_c exp(z_c) over one row of C logits, by the warp (lane: this thread's lane), shifted
+// by the row's max so no exp overflows; every lane gets it.
+__device__ float warp_log_sum_exp(const float* z, int64_t C, int lane) {
+  float mx = -INFINITY;
+  for (int64_t c = lane; c < C; c += 32) mx = fmaxf(mx, z[c]);
+  mx = warp_max(mx);
+  float se = 0.0f;
+  for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
+  return mx + logf(warp_sum(se));
+}
+
 // Rows are label rows: B batch rows of per_row labels each (per_row > 1: tokens of a sequence).
 // With ignore_negative a label < 0 has no loss and no gradient, and the mean divides by the
 // labels >= 0 instead of the valid label rows (counted_targets).
@@ -73,13 +84,7 @@ __global__ void softmax_ce_kernel(const float* logits, const int32_t* labels, co
     if (row >= V || (ignore_negative && y < 0)) {  // padding, or a position without a target
       for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
     } else {
-      float mx = -INFINITY;
-      for (int64_t c = lane; c < C; c += 32) mx = fmaxf(mx, z[c]);
-      mx = warp_max(mx);
-      float se = 0.0f;
-      for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
-      se = warp_sum(se);
-      const float lse = mx + logf(se);
+      const float lse = warp_log_sum_exp(z, C, lane);
       if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
         for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
         if (lane == 0) row_loss = NAN;
@@ -149,13 +154,7 @@ __global__ void softmax_ce_smoothed_kernel(const float* logits, const int32_t* l
       for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
       continue;
     }
-    float mx = -INFINITY;
-    for (int64_t c = lane; c < C; c += 32) mx = fmaxf(mx, z[c]);
-    mx = warp_max(mx);
-    float se = 0.0f;
-    for (int64_t c = lane; c < C; c += 32) se += expf(z[c] - mx);
-    se = warp_sum(se);
-    const float lse = mx + logf(se);
+    const float lse = warp_log_sum_exp(z, C, lane);
     if (y < 0 || y >= C) {  // a label the model cannot predict: NaN loss, no gradient
       for (int64_t c = lane; c < C; c += 32) dz[c] = 0.0f;
       if (lane == 0) row_loss = NAN;

@@ -1,6 +1,7 @@
 // Lowering of user-defined ops (OpKind::Custom): the registered CUDA launcher, called once per
 // step while the step is run op by op and once at capture; replays re-run what it launched.
 #include "backend/cuda/lower/lowering.h"
+#include "core/named_registry.h"
 #include "ops/custom_loss_ops.h"
 #include "ops/custom_ops.h"
 #include "optim/update_rules.h"
@@ -23,6 +24,16 @@ void check_user_launch(cudaStream_t s, const std::string& who) {
   SG_REQUIRE(e == cudaSuccess, who, ": its CUDA function left an error: ", cudaGetErrorString(e));
 }
 
+// The step that runs a user's kernel k on the step's stream and checks what it did.
+template <class Kernel, class Args>
+std::function<void(cudaStream_t)> user_step(const Kernel* k, Args args, std::string who) {
+  return [k, args, who](cudaStream_t s) mutable {
+    args.stream = s;
+    run_user_kernel(*k, args, who);
+    check_user_launch(s, who);
+  };
+}
+
 }  // namespace
 
 void Lowering::custom_op(const Op& op) {
@@ -34,11 +45,7 @@ void Lowering::custom_op(const Op& op) {
   CustomOpArgs args = custom_op_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
   notes_ << "user-defined op '" << d.name << "'" << (a.backward ? " (backward)" : "");
   const std::string who = cat("user-defined op '", d.name, "'", a.backward ? " (backward)" : "");
-  add_step(op, [args, k, who](cudaStream_t s) mutable {
-    args.stream = s;
-    run_custom_kernel(*k, args, who);
-    check_user_launch(s, who);
-  });
+  add_step(op, user_step(k, std::move(args), who));
 }
 
 void Lowering::custom_update_op(const Op& op) {
@@ -53,11 +60,7 @@ void Lowering::custom_update_op(const Op& op) {
   UpdateArgs args = update_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
   const UpdateKernel* k = &rule.cuda;
   notes_ << "update rule '" << rule.name << "'";
-  add_step(op, [args, k, who](cudaStream_t s) mutable {
-    args.stream = s;
-    run_update_kernel(*k, args, who);
-    check_user_launch(s, who);
-  });
+  add_step(op, user_step(k, std::move(args), who));
 }
 
 void Lowering::custom_loss_op(const Op& op) {
@@ -67,11 +70,7 @@ void Lowering::custom_loss_op(const Op& op) {
   LossArgs args = custom_loss_args(p_, op, [&](TensorId t) { return ptrs_[t]; });
   const LossKernel* k = &d.cuda;
   notes_ << "user-defined loss '" << d.name << "'";
-  add_step(op, [args, k, who](cudaStream_t s) mutable {
-    args.stream = s;
-    run_loss_kernel(*k, args, who);
-    check_user_launch(s, who);
-  });
+  add_step(op, user_step(k, std::move(args), who));
 }
 
 }  // namespace sg::cuda

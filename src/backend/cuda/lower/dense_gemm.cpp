@@ -5,7 +5,8 @@
 namespace sg::cuda {
 
 bool Lowering::prefer_own(const char* what, int64_t M, int64_t N, int64_t K, bool rows) {
-  const DenseRule& r = dense_rule({M, N, K, rows}, dev_);
+  const DenseShape shape{M, N, K, rows};  // named: gcc 13 takes a braced temporary for a dangling one
+  const DenseRule& r = dense_rule(shape, dev_);
   notes_ << "[" << what << ": " << r.name << "] ";
   dense_rules_used_ = true;
   return r.kernel != DenseKernel::CublasLt;
