@@ -252,6 +252,24 @@ TEST(RunRecords, EarlyStoppingStopsAfterPatienceAndRestoresTheBest) {
   Training ten;
   EXPECT_DOUBLE_EQ(ten.train(once).val_loss, s.val_loss);
 
+  // A run that reaches its last step: the state it ends with is a candidate too. With this lr
+  // every evaluation improves, so the last one (step 45, not a multiple of eval_every) is the
+  // best and the run keeps it: the same figures as a run without early stopping.
+  json full = regression(0.01, "stop");
+  full["train"]["steps"] = 45;
+  full["train"]["eval_every"] = 10;
+  const RunSummary plain = Training().train(full);
+  full["train"]["early_stopping"] = {{"patience", 100}};
+  Training kept;
+  const RunSummary k = kept.train(full);
+  EXPECT_EQ(k.stopped_by, "");
+  EXPECT_EQ(k.best_step, 45);
+  EXPECT_DOUBLE_EQ(k.val_loss, plain.val_loss);
+  EXPECT_EQ(kept.sink.str().find("restored the parameters"), std::string::npos) << kept.sink.str();
+  // Where an earlier evaluation stays best, its parameters come back and the run says so.
+  EXPECT_NE(r.sink.str().find("restored the parameters of step 10, the best val_loss"), std::string::npos)
+      << r.sink.str();
+
   json bad = j;
   bad["train"]["eval_every"] = 0;
   EXPECT_ERROR(Training().train(bad), "train.early_stopping: needs train.eval_every > 0");

@@ -243,6 +243,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   const auto t0 = clock::now();
   float loss = NAN;
   int64_t last = start;  // the last step taken (a callback or early stopping may end the run early)
+  int64_t evaluated_at = -1;  // the step of the last evaluation in the loop
   std::optional<EarlyStopper> early;
   if (cfg.train.early_stopping.on) early.emplace(cfg.train.early_stopping);
   Heartbeat heartbeat(par.on() ? 0.0 : opt.progress_seconds);
@@ -296,6 +297,7 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     bool stop = rep.stop_requested();
     if (!stop && cfg.train.eval_every && done % cfg.train.eval_every == 0 && done != total) {  // else the final one
       const EvalResult r = evaluate_val(done);
+      evaluated_at = done;
       if (early && early->update(r, done, t)) {
         sum.stopped_by = "early_stopping";
         rep.info(cat("early stopping at step ", done, ": ", cfg.train.early_stopping.metric, " has not improved on ",
@@ -311,10 +313,6 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
       break;
     }
   }
-  if (early) {
-    early->restore(t);
-    sum.best_step = early->best_step();
-  }
   if (par.on()) t.loss();  // the last step has finished on this rank (bounded wait)
   const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   if (par.on()) check_same_params(t, *par.comm, total);
@@ -324,7 +322,20 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   sum.amax = t.amax();
   sum.us_per_step = last > start ? 1e6 * elapsed / static_cast<double>(last - start) : 0.0;
   if (data.named) sum.loss_terms = t.loss_terms();
-  evaluate_val(sum.steps);
+  // The state the run ends with is a candidate too (as Keras's last epoch is): evaluated once
+  // here, then the best one's parameters come back and its figures are the summary's.
+  if (early) {
+    if (evaluated_at != last) early->update(evaluate_val(last), last, t);
+    sum.best_step = early->best_step();
+    if (early->restore(t, last)) {
+      const EvalResult& b = early->best_result();
+      sum.val_loss = b.loss, sum.val_accuracy = b.accuracy, sum.val_terms = b.terms;
+      rep.info(cat("restored the parameters of step ", sum.best_step, ", the best ", cfg.train.early_stopping.metric,
+                   " (", early->best(), ")"));
+    }
+  } else {
+    evaluate_val(sum.steps);
+  }
   sum.val_size = data.val_size();
   if (classes && par.leader()) sum.train_accuracy = evaluate_split(t, data, false).accuracy;
   if (!ckpt_path.empty()) {

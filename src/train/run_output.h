@@ -126,23 +126,28 @@ class EarlyStopper {
     const double v = metric(r);
     const bool better = best_step_ == 0 || (es_.mode == "min" ? v < best_ - es_.min_delta : v > best_ + es_.min_delta);
     if (better) {
-      best_ = v, best_step_ = step, waited_ = 0;
+      best_ = v, best_step_ = step, best_result_ = r, waited_ = 0;
       if (es_.restore_best) best_params_ = t.params();
       return false;
     }
     return ++waited_ >= es_.patience;
   }
-  // restore_best: the best evaluation's parameters back into the trainer (when it has them).
-  void restore(Trainer& t) const {
-    if (es_.restore_best && !best_params_.empty()) t.set_params(best_params_);
+  // restore_best: the best evaluation's parameters back into the trainer (when it has them and
+  // they are not the ones it holds, those of `last`). Whether it did.
+  bool restore(Trainer& t, int64_t last) const {
+    if (!es_.restore_best || best_params_.empty() || best_step_ == last) return false;
+    t.set_params(best_params_);
+    return true;
   }
   int64_t best_step() const { return best_step_; }
   double best() const { return best_; }
+  const EvalResult& best_result() const { return best_result_; }
 
  private:
   const EarlyStopping& es_;
   double best_ = 0;
   int64_t best_step_ = 0, waited_ = 0;
+  EvalResult best_result_;
   std::map<std::string, HostArray> best_params_;
 };
 
