@@ -15,7 +15,7 @@ install(EXPORT stepgraphTargets NAMESPACE stepgraph:: DESTINATION "${sg_cmake_di
 
 # What the static library's users link besides it: the config file finds the same packages.
 set(SG_WITH_CUDA OFF)
-if(CMAKE_CUDA_COMPILER)
+if(STEPGRAPH_WITH_CUDA)
   set(SG_WITH_CUDA ON)
 endif()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/stepgraphConfig.cmake.in"
