@@ -381,6 +381,10 @@ def export_onnx(trainer: Any, path: "str | os.PathLike[str]", opset: int = 17,
         inputs[k].name = external
     b.nodes[:0] = prologue
     g = onnx.helper.make_graph(b.nodes, "stepgraph", inputs, outputs, list(b.inits.values()))
-    model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="stepgraph")
+    opsets = [onnx.helper.make_opsetid("", opset)]
+    model = onnx.helper.make_model(g, opset_imports=opsets, producer_name="stepgraph")
+    # The oldest IR version that carries this opset, not the onnx package's newest: runtimes
+    # older than the package (onnxruntime lags it) load the file as torch.onnx's exports do.
+    model.ir_version = onnx.helper.find_min_ir_version_for(opsets)
     onnx.checker.check_model(model)
     onnx.save(model, os.fspath(path))

@@ -244,8 +244,10 @@ def test_the_cli_exports_a_checkpoint_for_torch(tmp_path):
 
 def onnx_matches_predict(t, path, inputs, tol=1e-5):
     ort = pytest.importorskip("onnxruntime")
-    pytest.importorskip("onnx")
+    onnx = pytest.importorskip("onnx")
     t.export(path, format="onnx")
+    # The IR version of opset 17 (onnx 1.12), so runtimes older than the onnx package load it.
+    assert onnx.load(str(path)).ir_version == 8
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feeds = inputs if isinstance(inputs, dict) else {"input": inputs}
     got = session.run(None, feeds)
@@ -341,6 +343,10 @@ def test_python_m_stepgraph_exports_a_checkpoint_as_onnx(tmp_path):
     np.testing.assert_allclose(got, summary.trainer.predict(X), rtol=1e-5, atol=1e-5)
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 1 and "exists" in again.stderr
+    as_json = subprocess.run(cmd + ["--overwrite", "--json"], capture_output=True, text=True)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {"event": "export", "format": "onnx", "output": str(out), "checkpoint": ckpt,
+                                          "steps": 3}
 
 
 def test_a_standardizing_config_exports_a_graph_that_takes_raw_rows(tmp_path):
