@@ -43,13 +43,13 @@ function(sg_cli_ok name)
 endfunction()
 
 # sg_cli_fail(<name> ARGS <cli args>... STDERR <regex> [STDOUT <regex>] [EXIT <code>]
-#             [UNCHANGED <f|f>] [ABSENT <path|path>] [REQUIRES <fixture>...] [MEMORY_8G])
+#             [UNCHANGED <f|f>] [ABSENT <path|path>] [REQUIRES <fixture>...] [MEMORY_8G] [NO_PATH])
 # MEMORY_8G runs it under `ulimit -v 8 GiB`, as on a machine with 8 GiB (CPU runs only: CUDA
-# reserves more address space than that).
-# Library errors (sg::Error) exit with 1 and print "stepgraph: error: ..."; CLI11 usage errors
-# exit with another non-zero code.
+# reserves more address space than that). NO_PATH runs it with a PATH that finds nothing (no
+# python3).
+# Library errors (sg::Error) exit with 1 and print "stepgraph: error: ..."; usage errors exit 2.
 function(sg_cli_fail name)
-  cmake_parse_arguments(PARSE_ARGV 1 A "MEMORY_8G" "STDERR;STDOUT;EXIT;UNCHANGED;ABSENT" "ARGS;REQUIRES")
+  cmake_parse_arguments(PARSE_ARGV 1 A "MEMORY_8G;NO_PATH" "STDERR;STDOUT;EXIT;UNCHANGED;ABSENT" "ARGS;REQUIRES")
   if(NOT A_STDERR)
     message(FATAL_ERROR "sg_cli_fail(${name}): STDERR <regex> is required")
   endif()
@@ -57,6 +57,9 @@ function(sg_cli_fail name)
   set(cmd "${SG_CLI}|${joined}")
   if(A_MEMORY_8G)
     set(cmd "sh|-c|ulimit -v 8388608 && exec \"$0\" \"$@\"|${cmd}")
+  endif()
+  if(A_NO_PATH)
+    set(cmd "env|PATH=${CMAKE_CURRENT_BINARY_DIR}/no-such-dir|${cmd}")
   endif()
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCMD=${cmd}" "-DSTDERR_REGEX=${A_STDERR}"
@@ -342,6 +345,21 @@ sg_cli_fail(cli_export_keeps_an_existing_file
   UNCHANGED "${SG_RUNS}/steps200/config.json"
   REQUIRES cli_run200)
 
+# ONNX and plots come from the Python package: without it, a message that says how to get it.
+sg_cli_fail(cli_export_onnx_needs_the_python_package
+  ARGS export --checkpoint "${SG_RUNS}/steps200/checkpoint.safetensors" --output "${SG_RUNS}/steps200.onnx" --format onnx
+  NO_PATH
+  EXIT 1
+  STDERR "^stepgraph export: error: this needs the Python package, which python3 is not there to run \\(pip install \\.\\[onnx\\]\\)"
+  ABSENT "${SG_RUNS}/steps200.onnx"
+  REQUIRES cli_run200)
+sg_cli_fail(cli_plot_needs_the_python_package
+  ARGS plot "${SG_RUNS}/steps200"
+  NO_PATH
+  EXIT 1
+  STDERR "^stepgraph plot: error: this needs the Python package, which python3 is not there to run \\(pip install \\.\\[plot\\]\\)"
+  REQUIRES cli_run200)
+
 sg_cli_ok(cli_completion_bash
   ARGS completion bash
   STDOUT "complete -o filenames -F _stepgraph stepgraph")
@@ -608,6 +626,7 @@ sg_cli_ok(cli_pinn_custom_heat
 sg_cli_ok(cli_pinn_poisson_builtin
   ARGS train "${SG_CONFIGS}/poisson2d.json" --steps 100 --json
   OUT "${SG_RUNS}/pinn_poisson"
+  STDOUT "\"event\":\"progress\".*\"lr\":0\\.001"
   KEYS "event|steps|rel_l2_error"
   EQUAL "event=summary|steps=100|task=physics-informed"
   TIMEOUT 300)

@@ -62,6 +62,7 @@ def _export_onnx_main(argv: List[str]) -> int:
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (17 or later; default 17)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--weights-only", action="store_true", help="take only the checkpoint's parameters")
+    p.add_argument("--json", action="store_true", help="print the result as a JSON object")
     args = p.parse_args(argv)
     if os.path.exists(args.output) and not args.overwrite:
         print(f"stepgraph export: error: the output '{args.output}' exists; choose another path or pass --overwrite",
@@ -72,16 +73,24 @@ def _export_onnx_main(argv: List[str]) -> int:
     from . import _onnx, _stepgraph
 
     try:
-        trainer, scaling = _stepgraph._exportable_trainer(None, args.config, args.checkpoint, args.weights_only)
-        _onnx.export_onnx(trainer, args.output, args.opset, json.loads(scaling))
+        trainer, scaling_json = _stepgraph._exportable_trainer(None, args.config, args.checkpoint, args.weights_only)
+        scaling = json.loads(scaling_json)
+        _onnx.export_onnx(trainer, args.output, args.opset, scaling)
     except ImportError as e:
         print(f"stepgraph export: error: {e}", file=sys.stderr)
         return 3
     except (_stepgraph.Error, ValueError) as e:
         print(f"stepgraph export: error: {e}", file=sys.stderr)
         return 1
+    if args.json:  # the fields of the other formats' --json (stepgraph export), torch_module aside
+        record = {"event": "export", "format": "onnx", "output": args.output, "checkpoint": args.checkpoint,
+                  "steps": trainer.step}
+        if scaling:
+            record["input_scaling"] = scaling
+        print(json.dumps(record))
+        return 0
     print(f"exported '{args.checkpoint}' (step {trainer.step}) as ONNX: {args.output}")
-    if scaling != "{}":
+    if scaling:
         print("  its inputs are standardized inside the graph as in training (data.standardize): feed it raw rows")
     return 0
 

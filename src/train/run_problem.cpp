@@ -65,7 +65,7 @@ RunSummary train_problem(const RunConfig& cfg, const RunOptions& opt) {
       const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
       const double eta = static_cast<double>(total - done) / rate;
       json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
-                {"eta_s", eta}, {"loss_terms", t.loss_terms()}};
+                {"eta_s", eta}, {"lr", t.lr()}, {"loss_terms", t.loss_terms()}};
       const std::string timing = cat("  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s");
       std::string text = cat("step ", done, "/", total, "  loss ", loss);
       report_nonfinite(cfg.trainer.on_nan, bad, j, text);

@@ -115,8 +115,9 @@ sg::RunOptions options_from(const Common& c, const CLI::App& cmd) {
 }
 
 // Runs `python3 -m stepgraph ARGS` (the python3 beside this executable first, an installed
-// package's venv, else PATH's) for what the Python package does: plots, ONNX export.
-int run_python_package(const std::vector<std::string>& args) {
+// package's venv, else PATH's) for what the Python package does: plots, ONNX export. `install`
+// says how to get what it needs, when that python3 cannot import the package.
+int run_python_package(const std::vector<std::string>& args, const std::string& install) {
   auto quote = [](const std::string& s) {
     std::string q = "'";
     for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
@@ -126,12 +127,16 @@ int run_python_package(const std::vector<std::string>& args) {
   std::error_code ec;
   const auto here = std::filesystem::canonical("/proc/self/exe", ec).parent_path() / "python3";
   if (!ec && std::filesystem::exists(here)) python = here.string();
+  const int found = std::system((quote(python) + " -c 'import stepgraph' > /dev/null 2>&1").c_str());
+  if (found != 0) {
+    std::cerr << "stepgraph " << args[0] << ": error: this needs the Python package, which " << python
+              << (WIFEXITED(found) && WEXITSTATUS(found) == 127 ? " is not there to run" : " cannot import")
+              << " (" << install << ")\n";
+    return 1;
+  }
   std::string cmd = quote(python) + " -m stepgraph";
   for (const std::string& a : args) cmd += " " + quote(a);
-  const int rc = std::system(cmd.c_str());
-  // Its own errors it has printed; say so only when Python itself could not run it.
-  if (rc != 0 && (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127))
-    std::cerr << "stepgraph: '" << cmd << "' failed (it needs python3 and the Python package: pip install .)\n";
+  const int rc = std::system(cmd.c_str());  // its errors and usage messages it prints itself
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
 }
 
@@ -219,7 +224,7 @@ int main(int argc, char** argv) {
   auto* exp = app.add_subcommand("export", "Write a checkpoint's weights for another tool (PyTorch: load_state_dict)");
   exp->add_option("config", c.config, "Configuration JSON file (default: the embedded one)")->check(CLI::ExistingFile);
   exp->add_option("--checkpoint", c.checkpoint, "Checkpoint to export")->required()->check(CLI::ExistingFile);
-  exp->add_option("--output", c.output, "Where the weights go: a .safetensors file")->required();
+  exp->add_option("--output", c.output, "Where the weights go: a .safetensors file (--format onnx: an .onnx file)")->required();
   exp->add_option("--format", c.format,
                   "torch (the names of the matching torch.nn.Sequential, printed) | safetensors (stepgraph's names, "
                   "parameters only) | onnx (the inference graph, written by the Python package with onnx)")
@@ -313,9 +318,7 @@ int main(int argc, char** argv) {
   if (plot->parsed()) {  // the plot lives in the Python package (matplotlib)
     std::vector<std::string> args = {"plot", plot_dir};
     if (!plot_out.empty()) args.insert(args.end(), {"--out", plot_out});
-    const int rc = run_python_package(args);
-    if (rc != 0) std::cerr << "stepgraph: error: plotting needs the Python package (pip install .[plot])\n";
-    return rc == 0 ? 0 : 1;
+    return run_python_package(args, "pip install .[plot]");
   }
   if (exp->parsed() && c.format == "onnx") {  // ONNX is written by the Python package (the onnx package)
     std::vector<std::string> args = {"export"};
@@ -323,7 +326,8 @@ int main(int argc, char** argv) {
     args.insert(args.end(), {"--checkpoint", c.checkpoint, "--output", c.output, "--format", "onnx"});
     if (c.overwrite) args.push_back("--overwrite");
     if (c.weights_only) args.push_back("--weights-only");
-    return run_python_package(args);
+    if (c.json) args.push_back("--json");
+    return run_python_package(args, "pip install .[onnx]");
   }
   if (completion->parsed()) {
     std::cout << sg::cli::bash_completion(app);
