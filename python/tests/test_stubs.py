@@ -1,7 +1,9 @@
 """The type stubs (stepgraph/_stepgraph.pyi) against the extension as built: every name, every
-class member and every function's parameter names, so they cannot drift from python/src/*.cpp."""
+class member, every function's parameter names and their literal defaults, so they cannot drift
+from python/src/*.cpp."""
 
 import ast
+import math
 import pathlib
 import re
 
@@ -123,4 +125,74 @@ def test_function_parameters_match_the_stubs():
         elif callable(obj) and name in stub_fns:
             check(name, obj, [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name])
     assert checked > 100, f"only {checked} functions were compared: is __nb_signature__ read right?"
+    assert not problems, "\n".join(problems)
+
+
+def defaults_of(fn):
+    """{parameter: its default's AST node} of a parsed def."""
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    out = {x.arg: d for x, d in zip(positional[len(positional) - len(a.defaults) :], a.defaults)}
+    out.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    return out
+
+
+def runtime_defaults(obj):
+    """Each overload's {parameter: default value}, the values nanobind keeps beside the signature."""
+    out = []
+    for sig in getattr(obj, "__nb_signature__", None) or ():
+        text = re.sub(r"\\(\d+)", r"__sg_default_\1", sig[0])
+        try:
+            fn = ast.parse(text.strip() + ": ...").body[0]
+        except SyntaxError:  # a type nanobind spells so Python does not parse it: left to the names check
+            continue
+        values = sig[2] if len(sig) > 2 and sig[2] else ()
+        out.append({k: values[int(d.id[len("__sg_default_"):])] for k, d in defaults_of(fn).items()
+                    if isinstance(d, ast.Name) and d.id.startswith("__sg_default_")})
+    return out
+
+
+def same_default(stub_value, value):
+    if isinstance(stub_value, float) or isinstance(value, float):
+        return isinstance(value, (int, float)) and math.isclose(stub_value, value, rel_tol=1e-12, abs_tol=0.0)
+    return type(stub_value) is type(value) and stub_value == value
+
+
+def test_literal_defaults_match_the_stubs():
+    """Defaults the stub spells as literals (numbers, strings, booleans, None, tuples) are the
+    extension's; others (enum members, objects) are left to the eye."""
+    tree = stub_tree()
+    stubs = {}  # (class or "", function) -> the stub's overloads' defaults
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            stubs.setdefault(("", node.name), []).append(defaults_of(node))
+        elif isinstance(node, ast.ClassDef):
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef):
+                    stubs.setdefault((node.name, f.name), []).append(defaults_of(f))
+    problems, compared = [], 0
+    for name in dir(sg._stepgraph):
+        obj = getattr(sg._stepgraph, name)
+        members = vars(obj).items() if isinstance(obj, type) else [("", obj)]
+        for member, value in members:
+            key = (name, member) if member else ("", name)
+            if key not in stubs:
+                continue
+            for runtime in runtime_defaults(value):
+                # The stub overload with the same parameters carrying defaults.
+                stub = next((d for d in stubs[key] if set(d) == set(runtime)), None)
+                if stub is None:
+                    continue
+                for param, v in runtime.items():
+                    try:
+                        want = ast.literal_eval(stub[param])
+                    except ValueError:
+                        continue
+                    if want is Ellipsis:
+                        continue
+                    compared += 1
+                    if not same_default(want, v):
+                        problems.append(f"{'.'.join(filter(None, key))}({param}=...): the stub says {want!r}, "
+                                        f"the extension {v!r}")
+    assert compared > 50, f"only {compared} defaults were compared: is __nb_signature__ read right?"
     assert not problems, "\n".join(problems)
