@@ -35,7 +35,7 @@ struct RunOptions {
   // Between train.log_every's progress lines, one on the screen (not in metrics.jsonl) whenever
   // this many seconds have passed without one, so that a slow run is never silent for long.
   // 0: only log_every's. Not in data-parallel runs (a report is a collective there).
-  double progress_seconds = 10;
+  double progress_seconds = 5;
   // Where the trained Trainer goes when the run ends (null: it is destroyed with the run).
   std::unique_ptr<Trainer>* keep_trainer = nullptr;
   // TensorBoard scalars (the event-file format its reader takes) into this folder: each progress
