@@ -340,6 +340,35 @@ TEST(Nccl, TrainRunThroughNcclEqualsThePlainRun) {
   }
 }
 
+// A data-parallel run's heartbeat (RunOptions::progress_seconds, here every step) is rank 0's
+// screen line without the loss: it reads nothing from the other ranks, so it cannot leave them
+// waiting in a collective, and the run trains as one without heartbeats does.
+TEST(Nccl, ADataParallelHeartbeatIsTheLeadersLineWithoutTheLoss) {
+  REQUIRE_NCCL_GPUS(1);
+  nlohmann::json j = default_config();
+  j["train"]["steps"] = 30;
+  j["train"]["device"] = "cuda";
+  j["train"]["log_every"] = 1000;
+  j["train"]["distributed"] = "nccl";
+  const RunConfig dp = parse_config(j);
+  std::ostringstream beats, quiet;
+  RunOptions o;
+  o.out = &beats;
+  o.progress_seconds = 1e-9;
+  const RunSummary a = train_run(dp, o);
+  o.out = &quiet;
+  o.progress_seconds = 0;
+  const RunSummary b = train_run(dp, o);
+  const std::string screen = beats.str();
+  for (int s = 1; s < 30; ++s)
+    EXPECT_NE(screen.find(cat("step ", s, "/30  ")), std::string::npos) << screen;
+  EXPECT_EQ(screen.find("step 1/30  loss"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("step 30/30  loss "), std::string::npos) << "the last step is a log point\n" << screen;
+  EXPECT_EQ(quiet.str().find("step 1/30"), std::string::npos) << quiet.str();
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.val_loss, b.val_loss);
+}
+
 // Two ranks (threads, one GPU each) on their halves of each batch end with the parameters of one
 // process trained on the whole batch, after 100 steps; both ranks agree bitwise. The tolerance is
 // fp32 rounding (the two sum the batch in different orders) grown over 100 steps: tight for SGD

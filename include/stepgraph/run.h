@@ -34,7 +34,8 @@ struct RunOptions {
   std::ostream* out = nullptr;        // progress and summary (default std::cout)
   // Between train.log_every's progress lines, one on the screen (not in metrics.jsonl) whenever
   // this many seconds have passed without one, so that a slow run is never silent for long.
-  // 0: only log_every's. Not in data-parallel runs (a report is a collective there).
+  // 0: only log_every's. In a data-parallel run rank 0 prints these without the loss (the
+  // averaged loss is a collective, so only log points have it).
   double progress_seconds = 5;
   // Where the trained Trainer goes when the run ends (null: it is destroyed with the run).
   std::unique_ptr<Trainer>* keep_trainer = nullptr;

@@ -246,13 +246,16 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
   int64_t evaluated_at = -1;  // the step of the last evaluation in the loop
   std::optional<EarlyStopper> early;
   if (cfg.train.early_stopping.on) early.emplace(cfg.train.early_stopping);
-  Heartbeat heartbeat(par.on() ? 0.0 : opt.progress_seconds);
+  Heartbeat heartbeat(opt.progress_seconds);
   for (int64_t s = start; s < total; ++s) {
     const int64_t done = s + 1;
     const bool logged = cfg.train.log_every && (done % cfg.train.log_every == 0 || done == total);
-    const bool beat = !logged && heartbeat.due();
-    const bool report = logged || beat || (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) ||
-                        done == total;
+    // A beat falls due at a different step on each rank, while a data-parallel report is a
+    // collective (the loss averaged, the watch combined): there the beat is the leader's own line,
+    // without the loss, and no report.
+    const bool beat = !logged && par.leader() && heartbeat.due();
+    const bool report = logged || (beat && !par.on()) ||
+                        (cfg.train.checkpoint_every && done % cfg.train.checkpoint_every == 0) || done == total;
     if (resident) {
       t.launch();  // no host work, no synchronization: the loss is read only when reported
       if (report) loss = t.loss();
@@ -273,7 +276,12 @@ RunSummary train_run(const RunConfig& cfg, const RunOptions& opt) {
     }
     const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     const double rate = static_cast<double>(done - start) / std::max(elapsed, 1e-9);
-    if (logged || beat) {
+    if (beat && par.on()) {
+      heartbeat.beat();
+      const double eta = static_cast<double>(total - done) / rate;
+      rep.screen({{"event", "progress"}, {"step", done}, {"steps_per_s", rate}, {"eta_s", eta}, {"lr", t.lr()}},
+                 cat("step ", done, "/", total, "  ", fixed(rate, 1), " steps/s  ETA ", fixed(eta, 1), "s"));
+    } else if (logged || beat) {
       heartbeat.beat();
       const double eta = static_cast<double>(total - done) / rate;
       json j = {{"event", "progress"}, {"step", done}, {"loss", loss}, {"steps_per_s", rate},
