@@ -287,6 +287,11 @@ TEST(RunPredict, PredictionsOfACheckpointForAnNpyFile) {
   EXPECT_NO_THROW(predict_run(cfg, ckpt, input, output, o));
   write_npy(input, HostArray::f32({2, 3}, {1, 2, 3, 4, 5, 6}));
   EXPECT_ERROR(predict_run(cfg, ckpt, input, output, o), "has 3 features per row; the model was trained on 64");
+  write_npy(input, digits.y);  // an .npy file of integers, whatever their width, is read as i32
+  EXPECT_ERROR(predict_run(cfg, ckpt, input, output, o), "must hold f32 or f64 [rows, features] (rows > 0), got "
+               "integers or booleans of shape [1797]; convert them with X.astype(np.float32)");
+  write_npy(input, HostArray::f32({3}, {1, 2, 3}));
+  EXPECT_ERROR(predict_run(cfg, ckpt, input, output, o), "got floats of shape [3]");
 }
 
 }  // namespace

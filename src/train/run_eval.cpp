@@ -63,9 +63,11 @@ Shape predict_run(const RunConfig& cfg, const std::string& checkpoint, const std
              "' exists; choose another path or pass --overwrite");
   if (cfg.named()) return predict_named(cfg, checkpoint, input, output, opt);
   HostArray X = read_npy(input);
+  // read_npy has turned a file's integers (or booleans) into i32: the message names what the file holds.
   SG_REQUIRE(X.dtype() == DType::F32 && X.shape().size() == 2 && X.shape()[0] > 0,
              "predict: the input '", input, "' must hold f32 or f64 [rows, features] (rows > 0), got ",
-             dtype_name(X.dtype()), " ", shape_str(X.shape()));
+             X.dtype() == DType::F32 ? "floats" : "integers or booleans", " of shape ", shape_str(X.shape()),
+             X.dtype() == DType::F32 ? "" : "; convert them with X.astype(np.float32)");
   std::string note;
   const Device device = choose_device(opt.device.value_or(cfg.train.device), &note);
   Reporter rep(opt, "");
