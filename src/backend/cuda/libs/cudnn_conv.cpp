@@ -118,33 +118,47 @@ TensorPtr image(fe::graph::Graph& g, const char* name, Uid uid, int64_t N, int64
 TensorPtr filters(fe::graph::Graph& g, const char* name, Uid uid, const ConvGeometry& s) {
   return image(g, name, uid, s.K, s.C, s.R, s.S);
 }
-// `shape` false leaves the output's dims and strides to the frontend's inference (the check).
-void mark_output(const TensorPtr& t, Uid uid, ConvIO io, int64_t N, int64_t C, int64_t H, int64_t W, bool shape) {
-  t->set_output(true).set_uid(static_cast<int64_t>(uid)).set_data_type(fe_type(io));
-  if (shape) t->set_dim({N, C, H, W}).set_stride(nhwc_strides(C, H, W));
-}
 std::string conv_attrs(const ConvGeometry& s) {
   return cat("padding ", s.pad_h, "x", s.pad_w, " stride ", s.stride_h, "x", s.stride_w, " dilation ", s.dil_h, "x",
              s.dil_w);
+}
+// The geometry of a convolution node (fprop, dgrad and wgrad have attribute types of their own).
+template <class Attributes>
+Attributes conv_node(const char* name, const ConvGeometry& s) {
+  Attributes a;
+  a.set_name(name)
+      .set_padding({s.pad_h, s.pad_w})
+      .set_stride({s.stride_h, s.stride_w})
+      .set_dilation({s.dil_h, s.dil_w});
+  return a;
+}
+GraphDef new_def(const ConvGeometry& s, const char* what) {
+  GraphDef d;
+  d.graph = new_graph(s.io);
+  d.io_type = s.io;
+  d.what = what;
+  d.attrs = conv_attrs(s);
+  return d;
+}
+// The graph's output: an NHWC tensor [N, C, H, W] that validate() checks cuDNN agrees on.
+// `shape` false leaves its dims and strides to the frontend's inference (the check).
+void set_output(GraphDef& d, const TensorPtr& t, Uid uid, int64_t N, int64_t C, int64_t H, int64_t W, bool shape) {
+  t->set_output(true).set_uid(static_cast<int64_t>(uid)).set_data_type(fe_type(d.io_type));
+  if (shape) t->set_dim({N, C, H, W}).set_stride(nhwc_strides(C, H, W));
+  d.io.emplace_back(uid, t);
+  d.out = t;
+  d.want_dim = {N, C, H, W};
+  d.want_stride = nhwc_strides(C, H, W);
 }
 
 }  // namespace
 
 GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape) {
-  GraphDef d;
-  d.graph = new_graph(s.io);
-  d.io_type = s.io;
+  GraphDef d = new_def(s, "conv_fprop");
   auto& g = *d.graph;
   TensorPtr X = image(g, "X", Uid::X, s.N, s.C, s.H, s.W), Wt = filters(g, "W", Uid::W, s);
-  TensorPtr Y = g.conv_fprop(X, Wt,
-                             fe::graph::Conv_fprop_attributes()
-                                 .set_name("conv_fprop")
-                                 .set_padding({s.pad_h, s.pad_w})
-                                 .set_stride({s.stride_h, s.stride_w})
-                                 .set_dilation({s.dil_h, s.dil_w}));
+  TensorPtr Y = g.conv_fprop(X, Wt, conv_node<fe::graph::Conv_fprop_attributes>("conv_fprop", s));
   d.io = {{Uid::X, X}, {Uid::W, Wt}};
-  d.what = "conv_fprop";
-  d.attrs = conv_attrs(s);
   if (bias) {
     TensorPtr B = g.tensor(fe::graph::Tensor_attributes()
                                .set_name("b")
@@ -160,55 +174,27 @@ GraphDef forward_def(const ConvGeometry& s, bool bias, bool relu, bool shape) {
     d.what += " + relu";
   }
   if (s.io == ConvIO::BF16) d.what += " (bf16)";
-  mark_output(Y, Uid::Y, s.io, s.N, s.K, s.P, s.Q, shape);
-  d.io.emplace_back(Uid::Y, Y);
-  d.out = Y;
-  d.want_dim = {s.N, s.K, s.P, s.Q};
-  d.want_stride = nhwc_strides(s.K, s.P, s.Q);
+  set_output(d, Y, Uid::Y, s.N, s.K, s.P, s.Q, shape);
   return d;
 }
 
 GraphDef data_grad_def(const ConvGeometry& s) {
-  GraphDef d;
-  d.graph = new_graph(s.io);
-  d.io_type = s.io;
+  GraphDef d = new_def(s, "conv_dgrad");
   auto& g = *d.graph;
   TensorPtr dZ = image(g, "dZ", Uid::dZ, s.N, s.K, s.P, s.Q), Wt = filters(g, "W", Uid::W, s);
-  TensorPtr dX = g.conv_dgrad(dZ, Wt,
-                              fe::graph::Conv_dgrad_attributes()
-                                  .set_name("conv_dgrad")
-                                  .set_padding({s.pad_h, s.pad_w})
-                                  .set_stride({s.stride_h, s.stride_w})
-                                  .set_dilation({s.dil_h, s.dil_w}));
-  mark_output(dX, Uid::dX, s.io, s.N, s.C, s.H, s.W, true);
-  d.io = {{Uid::dZ, dZ}, {Uid::W, Wt}, {Uid::dX, dX}};
-  d.out = dX;
-  d.want_dim = {s.N, s.C, s.H, s.W};
-  d.want_stride = nhwc_strides(s.C, s.H, s.W);
-  d.what = "conv_dgrad";
-  d.attrs = conv_attrs(s);
+  d.io = {{Uid::dZ, dZ}, {Uid::W, Wt}};
+  set_output(d, g.conv_dgrad(dZ, Wt, conv_node<fe::graph::Conv_dgrad_attributes>("conv_dgrad", s)), Uid::dX, s.N, s.C,
+             s.H, s.W, true);
   return d;
 }
 
 GraphDef weight_grad_def(const ConvGeometry& s) {
-  GraphDef d;
-  d.graph = new_graph(s.io);
-  d.io_type = s.io;
+  GraphDef d = new_def(s, "conv_wgrad");
   auto& g = *d.graph;
   TensorPtr dZ = image(g, "dZ", Uid::dZ, s.N, s.K, s.P, s.Q), X = image(g, "X", Uid::X, s.N, s.C, s.H, s.W);
-  TensorPtr dW = g.conv_wgrad(dZ, X,
-                              fe::graph::Conv_wgrad_attributes()
-                                  .set_name("conv_wgrad")
-                                  .set_padding({s.pad_h, s.pad_w})
-                                  .set_stride({s.stride_h, s.stride_w})
-                                  .set_dilation({s.dil_h, s.dil_w}));
-  mark_output(dW, Uid::dW, s.io, s.K, s.C, s.R, s.S, true);
-  d.io = {{Uid::dZ, dZ}, {Uid::X, X}, {Uid::dW, dW}};
-  d.out = dW;
-  d.want_dim = {s.K, s.C, s.R, s.S};
-  d.want_stride = nhwc_strides(s.C, s.R, s.S);
-  d.what = "conv_wgrad";
-  d.attrs = conv_attrs(s);
+  d.io = {{Uid::dZ, dZ}, {Uid::X, X}};
+  set_output(d, g.conv_wgrad(dZ, X, conv_node<fe::graph::Conv_wgrad_attributes>("conv_wgrad", s)), Uid::dW, s.K, s.C,
+             s.R, s.S, true);
   return d;
 }
 
