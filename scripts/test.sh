@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The second command on a fresh machine (and what CI runs): install the dependencies, build
-# stepgraph with its tests (Release, in build/), run every test with ctest, and the self-tests of
-# the benchmark scripts; with clang, the CPU tests again under ASan + UBSan and a short fuzz run
+# stepgraph with its tests (Release, in build/), run every test with ctest, the Python package's
+# tests and its wheel (built, repaired, installed into a fresh venv), and the self-tests of the
+# benchmark scripts; with clang, the CPU tests again under ASan + UBSan and a short fuzz run
 # (scripts/sanitize.sh, scripts/fuzz.sh --ci). Exits non-zero when anything fails.
 #
 #   bash scripts/test.sh
@@ -22,6 +23,16 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" || failed+=("ctest")
 echo
 echo "test: the Python package (pip install . into build/pyenv, then pytest)"
 bash scripts/test_python.sh || failed+=("python tests")
+
+# The wheel of the kind just built (test_python.sh's rule for SG_PY_CUDA), from the same build
+# folder, so only the packaging is new: auditwheel, a fresh venv, the smoke test.
+wheel_kind=cpu
+if [ "${SG_PY_CUDA:-}" = 1 ] || { [ -z "${SG_PY_CUDA:-}" ] && nvidia-smi -L >/dev/null 2>&1; }; then wheel_kind=cuda; fi
+venv=${SG_PY_VENV:-build/pyenv}
+echo
+echo "test: the $wheel_kind wheel (scripts/build_wheels.sh $wheel_kind with the Python tests' build)"
+SG_WHEEL_PYTHON=$([ "$venv" = none ] && command -v python3 || echo "$venv/bin/python") \
+  bash scripts/build_wheels.sh "$wheel_kind" || failed+=("the $wheel_kind wheel")
 
 echo
 echo "test: the shell scripts parse (bash -n; gpu_check.sh runs only on the GPU machine)"
