@@ -5,6 +5,7 @@
 
 #include "backend/activation_math.h"
 #include "backend/cuda/kernels/activation.cuh"
+#include "backend/cuda/kernels/grid.cuh"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/kernels/kernels.cuh"
 #include "backend/cuda/runtime/pdl.cuh"
@@ -15,12 +16,6 @@ namespace sg::cuda {
 namespace {
 
 constexpr int kBlock = 256;
-
-inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8) {
-  int64_t g = (n + block - 1) / block;
-  if (g < 1) g = 1;
-  return static_cast<unsigned>(g < cap ? g : cap);
-}
 
 __global__ void bias_act_kernel(const float* in, const float* bias, float* z, float* y, int64_t B,
                                 int64_t O, Activation act) {

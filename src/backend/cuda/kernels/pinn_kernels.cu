@@ -1,3 +1,5 @@
+// The jets' kernels of the physics-informed ops: seed jets, jets through activations, Fourier
+// features (pinn_kernels.cuh).
 #include "backend/cuda/kernels/pinn_kernels.cuh"
 
 #include <algorithm>
@@ -6,11 +8,10 @@
 #include "backend/activation_math.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/kernels/dense_common.cuh"
+#include "backend/cuda/kernels/grid.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/kernels/vec.cuh"
 #include "backend/jet_math.h"
-#include "pinn/expr_tape.h"
-#include "pinn/sample_math.h"
 
 namespace sg::cuda {
 
@@ -18,13 +19,8 @@ namespace {
 
 constexpr int kBlock = 256;
 
-unsigned grid_for(int64_t n, int block = kBlock) {
-  const int64_t g = (n + block - 1) / block;
-  return static_cast<unsigned>(g < 1 ? 1 : g < 65535 * 16 ? g : 65535 * 16);
-}
-
-#define GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+// Point sets reach millions of elements: a larger cap than grid.cuh's default.
+unsigned pinn_grid(int64_t n) { return grid_for(n, kBlock, 65535 * 16); }
 
 // Up to kInKernelHeads value-only point sets are copied by the seed kernel itself (one launch).
 constexpr int kInKernelHeads = 4;
@@ -35,7 +31,7 @@ struct HeadSets {
 };
 __global__ void jet_input_kernel(const float* X, float* J, int64_t B, int64_t d, JetSpec js, HeadSets h) {
   const int64_t head = h.n ? h.end[h.n - 1] : 0, n = head + js.K() * B * d;
-  GRID_STRIDE(e, n) {
+  SG_GRID_STRIDE(e, n) {
     if (e < head) {
       int q = 0;
       while (q + 1 < h.n && e >= h.end[q]) ++q;
@@ -70,7 +66,7 @@ __device__ __forceinline__ void row_col(int64_t e, int64_t H, bool small, int64_
 template <int V>
 __device__ __forceinline__ void head_forward(float* A, const float* bias, float* Y, int64_t n, int64_t H,
                                              Activation act) {
-  GRID_STRIDE(q, n / V) {
+  SG_GRID_STRIDE(q, n / V) {
     const int64_t e = q * V;
     float a[V], y[V];
     load_vec<V>(A + e, a);
@@ -89,7 +85,7 @@ __device__ __forceinline__ void head_forward(float* A, const float* bias, float*
 template <int V, bool DZ, bool DW = false>
 __device__ __forceinline__ void head_backward(const float* dY, const JetDY& z, const float* A, float* dA, int64_t n,
                                               int64_t H, Activation act, bool acc, float (&dw)[V], float& db) {
-  GRID_STRIDE(q, n / V) {
+  SG_GRID_STRIDE(q, n / V) {
     const int64_t e = q * V;
     float a[V], dy[V], o[V], dz = 0.0f;
     load_vec<V>(A + e, a);
@@ -137,7 +133,7 @@ __global__ void __launch_bounds__(kBlock) jet_activation_kernel(float* A, const 
   head_forward<V>(A, bias, Y, head * H, H, act);
   A += head * H, Y += head * H;
   const int64_t stride = B * H;
-  GRID_STRIDE(q, stride / V) {
+  SG_GRID_STRIDE(q, stride / V) {
     const int64_t e = q * V;
     float a[kK][V], y[V][kK];
 #pragma unroll
@@ -194,7 +190,7 @@ __device__ __forceinline__ void jet_backward(const float* dY, JetDY z, const flo
   dY += head * H, A += head * H, dA += head * H;
   if constexpr (DZ) z.dZ += head;
   const int64_t stride = B * H;
-  GRID_STRIDE(q, stride / V) {
+  SG_GRID_STRIDE(q, stride / V) {
     const int64_t e = q * V;
     float a[kK][V], dy[kK][V], da[V][kK], w[V], dz[kK];
     int64_t r = 0, col = 0;
@@ -293,7 +289,7 @@ template <int D>
 __global__ void __launch_bounds__(kBlock, 4) fourier_kernel(const float* P, float* F, int64_t B, int64_t m, JetSpec js) {
   constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
-  GRID_STRIDE(e, B * m) {
+  SG_GRID_STRIDE(e, B * m) {
     const int64_t b = e / m, h = e % m;
     JetT p[kK], y[kK], g0, g1, g2, g3;
 #pragma unroll
@@ -321,7 +317,7 @@ __device__ __forceinline__ void fourier_seeded(const float* X, const float* Xh, 
                                                const JetSpec& js) {
   constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
-  GRID_STRIDE(e, (head + B) * m) {
+  SG_GRID_STRIDE(e, (head + B) * m) {
     int64_t r, h;  // X's row r: a head row below `head`, else point r - head
     if constexpr (SMALL) {
       const uint32_t q = static_cast<uint32_t>(e) / static_cast<uint32_t>(m);
@@ -391,7 +387,7 @@ __global__ void __launch_bounds__(kBlock, 4) fourier_backward_kernel(const float
                                         bool acc) {
   constexpr int kK = 1 + D + kMaxJetPairs;
   const int K = js.K();
-  GRID_STRIDE(e, B * m) {
+  SG_GRID_STRIDE(e, B * m) {
     const int64_t b = e / m, h = e % m;
     JetT p[kK], dy[kK], da[kK], sum[kK], g0, g1, g2, g3;
 #pragma unroll
@@ -430,67 +426,6 @@ __global__ void __launch_bounds__(kBlock, 4) fourier_backward_kernel(const float
     KERNEL_LAUNCH_CHECK();                                                            \
   } while (0)
 
-constexpr int kExprBlock = 128;
-
-// Two terms share a launch: blocks [0, blocks0) take the first, the rest the second.
-struct ExprLaunch {
-  ExprTerm t[2];
-  double scale[2];  // weight / M
-  int n = 1, blocks0 = 0;
-  unsigned* done = nullptr;
-};
-
-// One thread per point (grid-stride over its term's blocks), the tape and variable table staged
-// in shared memory; the per-instruction scratch (CAP values and adjoints) lives in each thread's
-// local memory, so CAP follows the longer tape (see expression_loss).
-
-template <int CAP>
-__global__ void __launch_bounds__(kExprBlock) expression_loss_kernel(ExprLaunch L) {
-  const bool second = L.n == 2 && static_cast<int>(blockIdx.x) >= L.blocks0;
-  const ExprTerm& t = second ? L.t[1] : L.t[0];
-  const ExprLossDevice& e = t.e;
-  const int block = static_cast<int>(blockIdx.x) - (second ? L.blocks0 : 0);
-  const int nblocks = second ? static_cast<int>(gridDim.x) - L.blocks0 : L.blocks0;
-  const double scale = L.scale[second];
-  __shared__ alignas(8) unsigned char tape_bytes[kMaxTape * sizeof(pinn::TapeInstr)];
-  __shared__ alignas(8) unsigned char var_bytes[64 * sizeof(ExprVar)];
-  auto* tape = reinterpret_cast<pinn::TapeInstr*>(tape_bytes);
-  auto* vars = reinterpret_cast<ExprVar*>(var_bytes);
-  for (int i = threadIdx.x; i < e.n; i += blockDim.x) tape[i] = e.tape[i];
-  for (int i = threadIdx.x; i < e.nvars; i += blockDim.x) vars[i] = e.vars[i];
-  __syncthreads();
-  double val[CAP], adj[CAP];
-  double sum = 0.0;
-  for (int64_t m = block * int64_t{kExprBlock} + threadIdx.x; m < t.M; m += int64_t{nblocks} * kExprBlock) {
-    const double r =
-        pinn::expression_point(tape, e.n, vars, t.U, t.X, t.dU, m, t.M, t.d, t.O, t.K, 2.0 * scale, val, adj);
-    sum += r * r;
-  }
-  double all = 0.0;
-  if (!sum_across_blocks(block_sum(sum), e.partials, e.counter, &all, block, nblocks) || threadIdx.x != 0) return;
-  const double v = scale * all;
-  *t.term = static_cast<float>(v);
-  if (t.total) *t.total = t.accumulate_total ? static_cast<float>(*t.total + v) : static_cast<float>(v);
-  if (L.n == 1) {
-    if (e.sum) *e.sum = *e.sum_in + static_cast<float>(v);
-    return;
-  }
-  __threadfence();
-  if (atomicAdd(L.done, 1u) != 1u) return;  // the other term is still running
-  __threadfence();
-  for (int k = 0; k < 2; ++k) {
-    const ExprLossDevice& ek = L.t[k].e;
-    if (ek.sum)
-      *ek.sum = *static_cast<const volatile float*>(ek.sum_in) + *static_cast<const volatile float*>(L.t[k].term);
-  }
-  *L.done = 0u;
-}
-
-__global__ void sample_points_kernel(const int32_t* step, float* X, int64_t M, int64_t d, SampleAttrs a) {
-  const int64_t s = *step;
-  GRID_STRIDE(e, M * d) X[e] = static_cast<float>(pinn::sample_coordinate(a, s, e / d, static_cast<int>(e % d), static_cast<int>(d)));
-}
-
 }  // namespace
 
 void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, const std::vector<JetHead>& heads, cudaStream_t s) {
@@ -507,7 +442,7 @@ void jet_input(const float* X, float* J, int64_t B, const JetSpec& js, const std
       J += x.points * js.d;
     }
   }
-  jet_input_kernel<<<grid_for(elems + js.K() * B * js.d), kBlock, 0, s>>>(X, J, B, js.d, js, h);
+  jet_input_kernel<<<pinn_grid(elems + js.K() * B * js.d), kBlock, 0, s>>>(X, J, B, js.d, js, h);
   KERNEL_LAUNCH_CHECK();
 }
 
@@ -531,7 +466,7 @@ static bool jet_tanh1(const JetSpec& js, Activation act, bool fast) {
     static_assert(kMaxJetDim == 4, "extend the dispatch");                                              \
     SG_REQUIRE((js).d >= 0 && (js).d <= kMaxJetDim, "jet kernels: input dimension ", (js).d, " outside 0..", \
                kMaxJetDim);                                                                              \
-    const unsigned grid = grid_for((N) / ((fast) ? 4 : 1));                                              \
+    const unsigned grid = pinn_grid((N) / ((fast) ? 4 : 1));                                              \
     const int form = jet_tanh1(js, act, fast) ? 2 : (fast) ? 1 : 0;                                      \
     switch ((js).d * 3 + form) {                                                                         \
       SG_JET_CASES(0, KERNEL, __VA_ARGS__)                                                               \
@@ -563,7 +498,7 @@ namespace {
 int jet_dy_weight_blocks(int64_t head, int64_t B, int64_t H) {
   // One partial row per block: enough blocks to keep the loads in flight, few enough that their
   // sum (split_reduce_kernel) stays short.
-  const int64_t want = grid_for((head + B) * H / 4);
+  const int64_t want = pinn_grid((head + B) * H / 4);
   return static_cast<int>(std::min<int64_t>(want, kDyWeightBlocksPerSm * detail::sm_count()));
 }
 }  // namespace
@@ -611,63 +546,24 @@ void jet_activation_backward(const float* dY, const JetDY& dy_from, const float*
 
 // The head rows are a jet with no derivatives (one component), in a launch of their own.
 void fourier_features(const float* P, float* F, int64_t head, int64_t B, int64_t m, const JetSpec& js, cudaStream_t s) {
-  if (head > 0) SG_JET_DISPATCH(JetSpec{}, fourier_kernel, grid_for(head * m), P, F, head, m, JetSpec{});
+  if (head > 0) SG_JET_DISPATCH(JetSpec{}, fourier_kernel, pinn_grid(head * m), P, F, head, m, JetSpec{});
   P += head * m, F += head * 2 * m;
-  SG_JET_DISPATCH(js, fourier_kernel, grid_for(B * m), P, F, B, m, js);
+  SG_JET_DISPATCH(js, fourier_kernel, pinn_grid(B * m), P, F, B, m, js);
 }
 
 void fourier_features_seeded(const float* X, const float* Xhead, float* J, const float* Bm, float* P, float* F,
                              int64_t head, int64_t B, int64_t m, int64_t d, const JetSpec& js, cudaStream_t s) {
   SG_REQUIRE(js.K() == 1 || js.d == d, "Fourier features from a seed jet: jet dimension ", js.d, ", input width ", d);
   SG_REQUIRE(!J || js.d == d, "Fourier features writing the seed jet: jet dimension ", js.d, ", input width ", d);
-  SG_JET_DISPATCH(js, fourier_seeded_kernel, grid_for((head + B) * m), X, Xhead, J, Bm, P, F, head, B, m, d, js);
+  SG_JET_DISPATCH(js, fourier_seeded_kernel, pinn_grid((head + B) * m), X, Xhead, J, Bm, P, F, head, B, m, d, js);
 }
 
 void fourier_features_backward(const float* dF, const float* P, float* dP, int64_t head, int64_t B, int64_t m,
                                const JetSpec& js, bool accumulate, cudaStream_t s) {
   if (head > 0)
-    SG_JET_DISPATCH(JetSpec{}, fourier_backward_kernel, grid_for(head * m), dF, P, dP, head, m, JetSpec{}, accumulate);
+    SG_JET_DISPATCH(JetSpec{}, fourier_backward_kernel, pinn_grid(head * m), dF, P, dP, head, m, JetSpec{}, accumulate);
   dF += head * 2 * m, P += head * m, dP += head * m;
-  SG_JET_DISPATCH(js, fourier_backward_kernel, grid_for(B * m), dF, P, dP, B, m, js, accumulate);
-}
-
-int expression_loss_blocks(int64_t M) {
-  const int64_t b = (M + kExprBlock - 1) / kExprBlock;
-  return static_cast<int>(b < 1 ? 1 : b < 1024 ? b : 1024);
-}
-
-void expression_loss(const ExprTerm& first, const ExprTerm* second, unsigned* done, cudaStream_t s) {
-  ExprLaunch L;
-  L.n = second ? 2 : 1;
-  SG_REQUIRE(!second || done, "expression loss: two terms in one launch need a counter");
-  L.done = done;
-  int blocks = 0, tape = 0;
-  for (int k = 0; k < L.n; ++k) {
-    const ExprTerm& t = k ? *second : first;
-    const ExprLossDevice& e = t.e;
-    SG_REQUIRE(e.n >= 1 && e.n <= kMaxTape && e.nvars <= 64, "expression loss: a tape of ", e.n,
-               " instructions over ", e.nvars, " variables (at most ", kMaxTape, " and 64)");
-    const int b = expression_loss_blocks(t.M);
-    SG_REQUIRE(b <= e.blocks, "expression loss: scratch for ", e.blocks, " blocks, ", b, " needed");
-    L.t[k] = t;
-    L.scale[k] = t.weight / static_cast<double>(t.M > 0 ? t.M : 1);
-    if (k == 0) L.blocks0 = b;
-    blocks += b;
-    tape = std::max(tape, e.n);
-  }
-  // The smallest scratch that holds the tape: local memory per thread grows with it.
-#define SG_EXPR_LAUNCH(CAP) expression_loss_kernel<CAP><<<blocks, kExprBlock, 0, s>>>(L)
-  if (tape <= 16) SG_EXPR_LAUNCH(16);
-  else if (tape <= 32) SG_EXPR_LAUNCH(32);
-  else if (tape <= 64) SG_EXPR_LAUNCH(64);
-  else SG_EXPR_LAUNCH(kMaxTape);
-#undef SG_EXPR_LAUNCH
-  KERNEL_LAUNCH_CHECK();
-}
-
-void sample_points(const int32_t* step, float* X, int64_t M, int64_t d, const SampleAttrs& a, cudaStream_t s) {
-  sample_points_kernel<<<grid_for(M * d), kBlock, 0, s>>>(step, X, M, d, a);
-  KERNEL_LAUNCH_CHECK();
+  SG_JET_DISPATCH(js, fourier_backward_kernel, pinn_grid(B * m), dF, P, dP, B, m, js, accumulate);
 }
 
 }  // namespace sg::cuda

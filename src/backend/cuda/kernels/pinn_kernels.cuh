@@ -1,7 +1,8 @@
 // CUDA kernels of the physics-informed ops (jets, Fourier features, expression losses,
 // collocation sampling; layouts in ir.h). The arithmetic is shared with the CPU reference
 // (src/backend/jet_math.h, src/pinn/expr_tape.h, src/pinn/sample_math.h): jets in fp32,
-// expressions and sampling in fp64 like the reference.
+// expressions and sampling in fp64 like the reference. Jets and Fourier features run in
+// pinn_kernels.cu, expression losses and sampling in pinn_loss_kernels.cu.
 #pragma once
 
 #include <cuda_runtime.h>

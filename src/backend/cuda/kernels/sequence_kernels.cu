@@ -1,5 +1,6 @@
 #include <type_traits>
 
+#include "backend/cuda/kernels/grid.cuh"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/kernels/sequence_kernels.cuh"
@@ -10,12 +11,6 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int kWarps = kBlock / 32;  // rows per block for the warp-per-row kernels
-
-inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8) {
-  int64_t g = (n + block - 1) / block;
-  if (g < 1) g = 1;
-  return static_cast<unsigned>(g < cap ? g : cap);
-}
 
 __device__ inline void store(float* out, float v, bool acc) { *out = acc ? *out + v : v; }
 

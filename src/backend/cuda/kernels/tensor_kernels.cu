@@ -4,6 +4,7 @@
 #include "backend/activation_math.h"
 #include "backend/dropout_math.h"
 #include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/kernels/grid.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/runtime/pdl.cuh"
 
@@ -13,15 +14,6 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int kPiecesPerLaunch = 8;
-
-inline unsigned grid_for(int64_t n, int block = kBlock, int64_t cap = 65535 * 8) {
-  int64_t g = (n + block - 1) / block;
-  if (g < 1) g = 1;
-  return static_cast<unsigned>(g < cap ? g : cap);
-}
-
-#define SG_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 __global__ void binary_kernel(BinaryOp op, const float* A, const float* B, float* Y, Broadcast g) {
   PDL_PROLOGUE();
@@ -157,8 +149,6 @@ __global__ void copy_pieces_kernel(PieceGroup g) {
     *d = c.acc ? *d + v : v;
   }
 }
-
-#undef SG_GRID_STRIDE
 
 }  // namespace
 
